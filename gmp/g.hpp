@@ -1,0 +1,140 @@
+// gmp/g.hpp — the goroutine descriptor (G) and its state machine.
+//
+// States, defined by who owns the G (as Go's runtime2.go does):
+//
+//   kIdle      just allocated, not yet published; owned by the allocator.
+//   kRunnable  on a run queue (local, runnext or global) or being moved
+//              between queues; not running. Its stack, if any, is not in use.
+//   kRunning   executing on an M that holds a P; owned by that M.
+//   kWaiting   parked: recorded in exactly one wait structure (a channel or
+//              semaphore queue, a timer, a poll descriptor) whose owner will
+//              ready it. Not on a run queue. Its context is saved.
+//   kDead      exited or on a free list; its stack is cached for reuse.
+//
+// Legal transitions (set_status checks every one of them; any other is a
+// runtime bug and a fatal error):
+//
+//   kIdle     -> kRunnable   newproc_start
+//   kDead     -> kRunnable   newproc_start on a recycled G
+//   kRunnable -> kRunning    execute
+//   kRunning  -> kRunnable   yield, preemption
+//   kRunning  -> kWaiting    park
+//   kWaiting  -> kRunnable   ready
+//   kRunning  -> kDead       goexit
+//
+// A parking G becomes kWaiting before its context is saved; nobody can ready
+// it until the park's unlock function has run on the next context (after the
+// switch), because the waker finds the G only through the structure that the
+// unlock function releases. That is what makes park race-free against an
+// early wake-up.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "gort/runtime.hpp"
+
+namespace gort::internal {
+
+struct M;
+struct P;
+
+enum class GStatus : uint32_t { kIdle, kRunnable, kRunning, kWaiting, kDead };
+
+// Why a G is parked; shown in goroutine dumps and fatal errors.
+enum class WaitReason : uint8_t {
+  kNone,
+  kChanSend,
+  kChanRecv,
+  kSelect,
+  kSelectNoCases,
+  kNilChan,
+  kSyncMutex,
+  kSyncRWMutex,
+  kSyncWaitGroup,
+  kSyncCond,
+  kSemacquire,
+  kSleep,
+  kIOWait,
+  kTimer,
+  kPreempted,
+  kTest,
+};
+
+const char* wait_reason_string(WaitReason r);
+const char* gstatus_string(GStatus s);
+
+struct alignas(64) G {
+  // Saved fcontext while not running (Boost.Context's fcontext_t).
+  void* ctx = nullptr;
+  // Usable stack [stack_lo, stack_hi); the guard region lies below stack_lo.
+  // Null until the G first runs (an unstarted goroutine needs no stack).
+  char* stack_lo = nullptr;
+  char* stack_hi = nullptr;
+  std::atomic<GStatus> status{GStatus::kIdle};
+  WaitReason waitreason = WaitReason::kNone;
+  bool is_g0 = false;
+  bool started = false;
+  // Set by sysmon when this G has run past its time slice; checked at
+  // cooperative preemption points.
+  std::atomic<bool> preempt{false};
+  int64_t id = 0;
+  M* m = nullptr;           // the M running this G; null otherwise
+  G* schedlink = nullptr;   // run queue / free list link
+  // Value handed over by whoever readies the G (e.g. which select case won).
+  void* param = nullptr;
+
+  // Thread state that belongs to the goroutine, saved at every switch.
+  int saved_errno = 0;
+  void* eh_caught = nullptr;
+  unsigned int eh_uncaught = 0;
+  void* asan_fake_stack = nullptr;
+
+  ClosureFn invoke = nullptr;
+  ClosureFn destroy = nullptr;
+  alignas(16) unsigned char closure[kInlineClosureSize];
+};
+
+// Changes the status of g from `from` to `to`, checking the transition.
+void set_status(G* g, GStatus from, GStatus to);
+
+// A singly linked FIFO of Gs through schedlink (not thread-safe).
+struct GQueue {
+  G* head = nullptr;
+  G* tail = nullptr;
+  int32_t size = 0;
+
+  bool empty() const { return head == nullptr; }
+  void push_back(G* g) {
+    g->schedlink = nullptr;
+    if (tail) tail->schedlink = g; else head = g;
+    tail = g;
+    size++;
+  }
+  void push_front(G* g) {
+    g->schedlink = head;
+    head = g;
+    if (!tail) tail = g;
+    size++;
+  }
+  void push_back_all(GQueue* q) {
+    if (q->empty()) return;
+    if (tail) tail->schedlink = q->head; else head = q->head;
+    tail = q->tail;
+    size += q->size;
+    *q = GQueue{};
+  }
+  G* pop() {
+    G* g = head;
+    if (g) {
+      head = g->schedlink;
+      if (!head) tail = nullptr;
+      g->schedlink = nullptr;
+      size--;
+    }
+    return g;
+  }
+};
+
+}  // namespace gort::internal

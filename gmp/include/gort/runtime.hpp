@@ -1,0 +1,189 @@
+// gort/runtime.hpp — starting the runtime and spawning goroutines.
+//
+// gort multiplexes goroutines (stackful green threads, "G") onto OS threads
+// ("M") that hold processors ("P"), exactly as Go's runtime does. This header
+// is the entry point: `run` starts the runtime and runs `main` as the first
+// goroutine; `go` starts more.
+//
+// Example:
+//
+//   #include <gort/gort.hpp>
+//
+//   int main() {
+//     return gort::run([] {
+//       gort::WaitGroup wg;
+//       for (int i = 0; i < 10; i++) {
+//         wg.add(1);
+//         gort::go([&wg, i] { std::printf("hello from %d\n", i); wg.done(); });
+//       }
+//       wg.wait();
+//     });
+//   }
+//
+// Costs: `go` allocates nothing in the steady state (goroutine descriptors and
+// stacks are recycled per P) as long as the callable and its arguments fit in
+// `kInlineClosureSize` bytes; larger ones take one heap allocation. A
+// goroutine's stack is address space (`Config::stack_size`, default 256 KiB)
+// of which only the touched pages cost memory.
+//
+// Thread-safety: every function here may be called from any goroutine. `go`
+// may also be called from a plain OS thread while `run` is active.
+//
+// Goroutines move between OS threads at any blocking operation and at a
+// preemption: `thread_local` variables belong to the thread, not to the
+// goroutine. A goroutine that parks must not hold an OS lock (`std::mutex`)
+// across the park.
+
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <new>
+#include <stdexcept>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "absl/time/time.h"
+
+namespace gort {
+
+// Go's unrecovered-panic value. The runtime throws it for misuse that Go
+// panics on (`send on closed channel`, ...); `what()` is Go's message. An
+// exception of any type that escapes a goroutine ends the process as Go's
+// unrecovered panic does (`panic: <what()>`, exit status 2).
+class panic_error : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+struct Config {
+  // Number of Ps (GOMAXPROCS). 0: the environment variable GORT_MAXPROCS if
+  // set, else the number of online CPUs.
+  int procs = 0;
+  // Address space reserved for each goroutine stack. Pages are committed only
+  // when touched. Rounded up to a whole number of pages; at least 16 KiB.
+  size_t stack_size = 256 * 1024;
+  // A goroutine that runs longer than this without blocking is preempted
+  // (Go's forcePreemptNS).
+  absl::Duration time_slice = absl::Milliseconds(10);
+  // Asynchronous preemption by the monitor thread (sysmon).
+  bool preempt = true;
+};
+
+// Bytes of callable plus arguments that `go` stores inside the goroutine
+// descriptor without a heap allocation.
+inline constexpr size_t kInlineClosureSize = 64;
+
+namespace internal {
+
+struct G;
+using ClosureFn = void (*)(void* storage);
+
+// Allocates a goroutine descriptor whose closure storage (kInlineClosureSize
+// bytes, 16-aligned) is returned in *storage. `invoke` runs and then destroys
+// the closure; `destroy` only destroys it (used when a goroutine that never
+// started is abandoned at shutdown).
+G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage);
+// Makes a goroutine from newproc_alloc runnable.
+void newproc_start(G* g);
+
+int run_main(void (*body)(void* arg, int* result), void* arg,
+             const Config& cfg);
+
+template <class Tuple>
+void invoke_inline(void* storage) {
+  Tuple* t = std::launder(reinterpret_cast<Tuple*>(storage));
+  struct Destroy {
+    Tuple* t;
+    ~Destroy() { t->~Tuple(); }
+  } d{t};
+  std::apply([](auto& f, auto&... a) { std::invoke(std::move(f), std::move(a)...); }, *t);
+}
+
+template <class Tuple>
+void destroy_inline(void* storage) {
+  std::launder(reinterpret_cast<Tuple*>(storage))->~Tuple();
+}
+
+template <class Tuple>
+void invoke_heap(void* storage) {
+  Tuple* t = *static_cast<Tuple**>(storage);
+  struct Destroy {
+    Tuple* t;
+    ~Destroy() { delete t; }
+  } d{t};
+  std::apply([](auto& f, auto&... a) { std::invoke(std::move(f), std::move(a)...); }, *t);
+}
+
+template <class Tuple>
+void destroy_heap(void* storage) {
+  delete *static_cast<Tuple**>(storage);
+}
+
+}  // namespace internal
+
+// Starts the runtime, runs `main` (returning void or int) as goroutine 1 and
+// returns its result (0 for void). When `main` returns, goroutines still
+// running or parked are abandoned, as in Go, and the runtime's threads are
+// stopped and joined before `run` returns. `run` may be called again after it
+// returns; it may not be nested or called concurrently.
+template <class F>
+int run(F main, Config cfg = {}) {
+  static_assert(std::is_invocable_v<F&>, "gort::run: main must be callable with no arguments");
+  using R = std::invoke_result_t<F&>;
+  static_assert(std::is_void_v<R> || std::is_convertible_v<R, int>,
+                "gort::run: main must return void or int");
+  auto body = [](void* arg, int* result) {
+    F& f = *static_cast<F*>(arg);
+    if constexpr (std::is_void_v<R>) {
+      f();
+      *result = 0;
+    } else {
+      *result = static_cast<int>(f());
+    }
+  };
+  return internal::run_main(body, &main, cfg);
+}
+
+// Starts a goroutine running `f(args...)`. `f` and `args` are decay-copied (or
+// moved) as by std::thread. Never parks the caller.
+template <class F, class... Args>
+void go(F&& f, Args&&... args) {
+  using Tuple = std::tuple<std::decay_t<F>, std::decay_t<Args>...>;
+  static_assert(std::is_invocable_v<std::decay_t<F>, std::decay_t<Args>...>,
+                "gort::go: f is not callable with these arguments");
+  void* storage;
+  if constexpr (sizeof(Tuple) <= kInlineClosureSize && alignof(Tuple) <= 16) {
+    internal::G* g = internal::newproc_alloc(&internal::invoke_inline<Tuple>,
+                                             &internal::destroy_inline<Tuple>, &storage);
+    ::new (storage) Tuple(std::forward<F>(f), std::forward<Args>(args)...);
+    internal::newproc_start(g);
+  } else {
+    Tuple* t = new Tuple(std::forward<F>(f), std::forward<Args>(args)...);
+    internal::G* g = internal::newproc_alloc(&internal::invoke_heap<Tuple>,
+                                             &internal::destroy_heap<Tuple>, &storage);
+    *static_cast<Tuple**>(storage) = t;
+    internal::newproc_start(g);
+  }
+}
+
+// Go's runtime.Gosched: lets other goroutines run; the caller stays runnable
+// and resumes later. Called outside a goroutine it yields the OS thread.
+void yield();
+
+// The number of Ps (GOMAXPROCS) of the running runtime; 0 when not running.
+int procs();
+
+// The number of goroutines that exist now (runnable, running or parked).
+int64_t num_goroutine();
+
+// The current goroutine's id (the main goroutine is 1); 0 outside a goroutine.
+int64_t goroutine_id();
+
+// True when the caller is a goroutine (as opposed to a plain OS thread or the
+// runtime's own threads).
+bool in_goroutine();
+
+}  // namespace gort

@@ -1,0 +1,68 @@
+// gmp/m.hpp — a machine (M): an OS thread that runs goroutines.
+//
+// Each M runs the scheduler loop on its own thread stack, represented by the
+// pseudo-goroutine `g0` (Go's name): g0 is never on a run queue and never
+// migrates. A goroutine switches to another goroutine directly when one is
+// runnable on its P and to g0 otherwise (to look for work or to sleep).
+//
+// Per-M state is reached only through getm() (tls.hpp), never through a
+// pointer kept across a switch: a goroutine may resume on another M.
+#pragma once
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+
+#include "gmp/g.hpp"
+#include "gmp/note.hpp"
+
+namespace gort::internal {
+
+// What the context we switch to must do with the G we switch away from,
+// once that G's context is saved (see switch.hpp).
+enum class AfterSwitch : uint8_t {
+  kNone,        // nothing (the previous context was g0, or is still running)
+  kRunqTail,    // put the previous G at the tail of this P's run queue
+  kGlobal,      // put the previous G on the global run queue
+  kPark,        // call park_unlock(prev, park_arg); if false, ready prev
+  kExit,        // the previous G is dead: recycle it
+};
+
+struct M {
+  int64_t id = 0;
+  G g0;
+  G* curg = nullptr;     // the goroutine running on this M, or null on g0
+  P* p = nullptr;        // the P held, or null
+  P* nextp = nullptr;    // the P handed over by whoever woke this M
+  M* link = nullptr;     // idle list
+  bool spinning = false; // looking for work without a P's own work
+  bool is_main = false;  // the thread that called gort::run
+  Note park;             // sleeps here when idle
+
+  AfterSwitch after = AfterSwitch::kNone;
+  bool (*park_unlock)(G* g, void* arg) = nullptr;
+  void* park_arg = nullptr;
+
+  // Bounds of the thread's own stack (for ASan's fiber switch records).
+  void* g0_stack_lo = nullptr;
+  size_t g0_stack_size = 0;
+
+  // Runtime critical-section depth (Go's m.locks): no preemption while > 0.
+  std::atomic<int32_t> locks{0};
+  // Inside gort::blocking().
+  std::atomic<bool> in_blocking{false};
+
+  // Per-M alternate signal stack (for the stack-overflow handler).
+  void* sigstack = nullptr;
+  size_t sigstack_size = 0;
+
+  uint64_t fastrand_state = 0;
+
+  std::thread thread;
+  pthread_t tid{};
+  std::atomic<int> os_tid{0};
+};
+
+}  // namespace gort::internal

@@ -1,0 +1,51 @@
+// gmp/p.hpp — a processor (P): the right to run Go code, and its local state.
+//
+// An M must hold a P to run goroutines. Each P owns a local run queue, a
+// cache of free Gs and of warm stacks, and a batch of goroutine ids, so the
+// hot paths (spawn, ready, exit) touch no shared state.
+//
+// P states (owned by the field `status`):
+//   kIdle     on the idle list, no M; owned by whoever holds the sched lock.
+//   kRunning  held by an M that runs Gs or looks for them.
+//   kBlocking held by an M inside gort::blocking(); sysmon may take it.
+//   kDead     not in use (shutdown).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "gmp/g.hpp"
+#include "gmp/runq.hpp"
+
+namespace gort::internal {
+
+enum class PStatus : uint32_t { kIdle, kRunning, kBlocking, kDead };
+
+struct alignas(64) P {
+  int32_t id = 0;
+  std::atomic<PStatus> status{PStatus::kIdle};
+  M* m = nullptr;      // the M holding this P, if any
+  P* link = nullptr;   // idle list
+  uint32_t schedtick = 0;  // incremented at every execute
+
+  Runq runq;
+
+  // Free Gs (dead, with or without stacks) and warm stacks.
+  GQueue gfree;
+  static constexpr int kStackCacheMax = 64;
+  char* stacks[kStackCacheMax];
+  int nstacks = 0;
+
+  // Goroutine id batch [goid_next, goid_end).
+  int64_t goid_next = 0;
+  int64_t goid_end = 0;
+
+  // Goroutines created and exited on this P; num_goroutine sums them.
+  std::atomic<int64_t> created{0};
+  std::atomic<int64_t> exited{0};
+
+  // Opaque per-P state of other subsystems (the timer heap).
+  void* timers = nullptr;
+};
+
+}  // namespace gort::internal

@@ -1,0 +1,640 @@
+// gmp/proc.cpp — the scheduler: finding work, running it, parking and waking.
+//
+// Where a G runs next (schedule):
+//   - a goroutine that blocks or yields switches *directly* to the next G of
+//     its P's local queue (one jump), and to its M's g0 only when the local
+//     queue is empty or every 61st tick (so the global queue is not starved);
+//   - g0 runs find_runnable: runnext, local queue, global queue (a batch),
+//     expired timers, a non-blocking netpoll, stealing half of a random
+//     victim's queue (four rounds over all Ps), then gives up its P and
+//     sleeps (or blocks in netpoll when it is the one M that may).
+//
+// Rejected: switching to g0 at every park (Go's mcall): it doubles the cost of
+// a channel hand-off, and the after-switch protocol (switch.hpp) gives the
+// same safety on a direct switch.
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "gmp/cpu.hpp"
+#include "gmp/fatal.hpp"
+#include "gmp/sanitizer.hpp"
+#include "gmp/sched.hpp"
+#include "gmp/switch.hpp"
+#include "gmp/tls.hpp"
+
+namespace gort::internal {
+
+Sched sched;
+
+void check_dead_locked();
+void newm(P* p, bool spinning);
+
+namespace {
+
+constexpr int kGFreeLocalMax = 64;
+
+// ---- Ps and Ms (Sched::lock held where noted) ----
+
+void acquirep(M* m, P* p) {
+  if (p->m != nullptr || p->status.load(std::memory_order_relaxed) != PStatus::kIdle) {
+    fatal("acquirep: P is not idle");
+  }
+  m->p = p;
+  p->m = m;
+  p->status.store(PStatus::kRunning, std::memory_order_release);
+}
+
+P* releasep(M* m) {
+  P* p = m->p;
+  if (p == nullptr || p->m != m) fatal("releasep: invalid P state");
+  p->m = nullptr;
+  p->status.store(PStatus::kIdle, std::memory_order_release);
+  m->p = nullptr;
+  return p;
+}
+
+// Sched::lock held.
+void pidleput(P* p) {
+  if (!p->runq.empty()) fatal("pidleput: P has non-empty run queue");
+  p->link = sched.pidle;
+  sched.pidle = p;
+  sched.npidle.fetch_add(1, std::memory_order_acq_rel);
+}
+
+// Sched::lock held.
+P* pidleget() {
+  P* p = sched.pidle;
+  if (p != nullptr) {
+    sched.pidle = p->link;
+    p->link = nullptr;
+    sched.npidle.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  return p;
+}
+
+// Sched::lock held.
+void mput(M* m) {
+  m->link = sched.midle;
+  sched.midle = m;
+  sched.nmidle++;
+}
+
+// Sched::lock held.
+M* mget() {
+  M* m = sched.midle;
+  if (m != nullptr) {
+    sched.midle = m->link;
+    m->link = nullptr;
+    sched.nmidle--;
+  }
+  return m;
+}
+
+void runqput(P* p, G* g, bool next) {
+  GQueue overflow;
+  if (!p->runq.put(g, next, &overflow)) {
+    std::lock_guard<std::mutex> lock(sched.lock);
+    int32_t n = overflow.size;
+    sched.runq.push_back_all(&overflow);
+    sched.runqsize.fetch_add(n, std::memory_order_release);
+  }
+}
+
+// Takes a batch from the global queue: returns one G and puts up to about a
+// fair share of the rest into p's local queue. Sched::lock held.
+G* globrunqget_locked(P* p, int32_t max) {
+  int32_t size = sched.runqsize.load(std::memory_order_relaxed);
+  if (size == 0) return nullptr;
+  int32_t n = size / sched.nprocs + 1;
+  if (n > size) n = size;
+  if (max > 0 && n > max) n = max;
+  if (n > static_cast<int32_t>(kRunqSize / 2)) n = kRunqSize / 2;
+  sched.runqsize.fetch_sub(n, std::memory_order_release);
+  G* g = sched.runq.pop();
+  for (int32_t i = 1; i < n; i++) {
+    G* g2 = sched.runq.pop();
+    GQueue overflow;
+    if (!p->runq.put(g2, false, &overflow)) fatal("globrunqget: local queue overflow");
+  }
+  return g;
+}
+
+void startm(P* p, bool spinning) {
+  std::unique_lock<std::mutex> lock(sched.lock);
+  if (p == nullptr) {
+    p = pidleget();
+    if (p == nullptr) {
+      lock.unlock();
+      if (spinning) sched.nmspinning.fetch_sub(1, std::memory_order_acq_rel);
+      return;
+    }
+  }
+  M* m = mget();
+  if (m == nullptr) {
+    lock.unlock();
+    newm(p, spinning);
+    return;
+  }
+  lock.unlock();
+  m->spinning = spinning;
+  m->nextp = p;
+  m->park.wakeup();
+}
+
+// Puts the M to sleep until somebody hands it a P (or shutdown).
+void stopm(M* m) {
+  {
+    std::lock_guard<std::mutex> lock(sched.lock);
+    // begin_stop wakes the idle Ms under this lock after setting stopping,
+    // so an M that gets here later must not go to sleep.
+    if (sched.stopping.load(std::memory_order_acquire)) return;
+    mput(m);
+    check_dead_locked();
+  }
+  m->park.sleep();
+  m->park.clear();
+  if (m->nextp != nullptr) {
+    acquirep(m, m->nextp);
+    m->nextp = nullptr;
+  }
+}
+
+void reset_spinning(M* m) {
+  m->spinning = false;
+  int32_t n = sched.nmspinning.fetch_sub(1, std::memory_order_acq_rel) - 1;
+  if (n < 0) fatal("reset_spinning: negative nmspinning");
+  // We found work: another M may find more (ramp up parallelism).
+  wakep();
+}
+
+G* steal_work(M* m) {
+  P* self = m->p;
+  int32_t n = sched.nprocs;
+  constexpr int kStealTries = 4;
+  for (int i = 0; i < kStealTries; i++) {
+    bool steal_next = i == kStealTries - 1;
+    uint32_t start = fastrandn(static_cast<uint32_t>(n));
+    // Visit all Ps in a random order: start at a random offset and step by
+    // a stride coprime with n (n is small, 1 always works).
+    for (int32_t k = 0; k < n; k++) {
+      P* victim = sched.allp[(start + static_cast<uint32_t>(k)) % static_cast<uint32_t>(n)];
+      if (victim == self) continue;
+      if (sched.stopping.load(std::memory_order_relaxed)) return nullptr;
+      if (G* g = victim->runq.steal_into(&self->runq, steal_next)) return g;
+    }
+  }
+  return nullptr;
+}
+
+// Polls the network without blocking and queues what it finds. Returns one
+// G to run now, or null.
+G* poll_nonblocking(M* m) {
+  if (sched.hooks.netpoll == nullptr || sched.hooks.netpoll_waiters == nullptr) return nullptr;
+  if (sched.hooks.netpoll_waiters() == 0) return nullptr;
+  if (sched.netpoll_blocked.load(std::memory_order_relaxed)) return nullptr;
+  GQueue list;
+  if (!sched.hooks.netpoll(0, &list) || list.empty()) return nullptr;
+  sched.last_poll.store(nanotime(), std::memory_order_relaxed);
+  G* g = list.pop();
+  while (G* g2 = list.pop()) runqput(m->p, g2, false);
+  wakep();
+  return g;
+}
+
+// Finds a runnable G for m (which holds a P), sleeping if there is none.
+// Returns null only when the runtime is stopping.
+G* find_runnable(M* m) {
+top:
+  if (sched.stopping.load(std::memory_order_acquire)) return nullptr;
+  P* p = m->p;
+  int64_t now = 0;
+  int64_t next_timer = -1;
+  if (sched.hooks.run_timers != nullptr) {
+    now = nanotime();
+    next_timer = sched.hooks.run_timers(p, now);
+  }
+  if (p->schedtick % 61 == 0 && sched.runqsize.load(std::memory_order_relaxed) > 0) {
+    std::lock_guard<std::mutex> lock(sched.lock);
+    if (G* g = globrunqget_locked(p, 1)) return g;
+  }
+  if (G* g = p->runq.get()) return g;
+  if (sched.runqsize.load(std::memory_order_relaxed) > 0) {
+    std::lock_guard<std::mutex> lock(sched.lock);
+    if (G* g = globrunqget_locked(p, 0)) return g;
+  }
+  if (G* g = poll_nonblocking(m)) return g;
+
+  // Steal, unless enough Ms are spinning already (half the busy Ps).
+  int32_t busy = sched.nprocs - sched.npidle.load(std::memory_order_acquire);
+  if (m->spinning || 2 * sched.nmspinning.load(std::memory_order_acquire) < busy) {
+    if (!m->spinning) {
+      m->spinning = true;
+      sched.nmspinning.fetch_add(1, std::memory_order_acq_rel);
+    }
+    if (G* g = steal_work(m)) return g;
+  }
+
+  // Nothing. Give up the P and sleep; re-check what could have arrived.
+  {
+    std::unique_lock<std::mutex> lock(sched.lock);
+    if (sched.stopping.load(std::memory_order_acquire)) return nullptr;
+    if (sched.runqsize.load(std::memory_order_relaxed) > 0) {
+      return globrunqget_locked(p, 0);
+    }
+    // Timers of this P must still be served while it is idle: the M that
+    // blocks in netpoll (or sleeps with a timeout) waits for the earliest.
+    if (!p->runq.empty()) {
+      lock.unlock();
+      goto top;
+    }
+    releasep(m);
+    pidleput(p);
+  }
+  bool was_spinning = m->spinning;
+  if (m->spinning) {
+    m->spinning = false;
+    if (sched.nmspinning.fetch_sub(1, std::memory_order_acq_rel) - 1 < 0) {
+      fatal("find_runnable: negative nmspinning");
+    }
+    // Work may have been queued between our last look and the decrement,
+    // by someone who saw us spinning and therefore did not wake an M.
+    for (P* pp : sched.allp) {
+      if (!pp->runq.empty()) {
+        std::unique_lock<std::mutex> lock(sched.lock);
+        P* np = pidleget();
+        lock.unlock();
+        if (np != nullptr) {
+          acquirep(m, np);
+          m->spinning = true;
+          sched.nmspinning.fetch_add(1, std::memory_order_acq_rel);
+          goto top;
+        }
+        break;
+      }
+    }
+  }
+  (void)was_spinning;
+
+  // Block in the poller until I/O, the next timer, or a wake-up, if we are
+  // the one M allowed to and there is something to wait for.
+  if (sched.hooks.netpoll != nullptr && sched.hooks.next_timer != nullptr) {
+    int64_t when = sched.hooks.next_timer();
+    bool waiters = sched.hooks.netpoll_waiters() > 0;
+    if ((when >= 0 || waiters) && !sched.netpoll_blocked.exchange(true)) {
+      int64_t timeout = -1;
+      if (when >= 0) {
+        timeout = when - nanotime();
+        if (timeout < 0) timeout = 0;
+      }
+      GQueue list;
+      sched.hooks.netpoll(timeout, &list);
+      sched.netpoll_blocked.store(false);
+      sched.last_poll.store(nanotime(), std::memory_order_relaxed);
+      std::unique_lock<std::mutex> lock(sched.lock);
+      P* np = pidleget();
+      lock.unlock();
+      if (np == nullptr) {
+        if (!list.empty()) inject(&list);
+      } else {
+        acquirep(m, np);
+        while (G* g = list.pop()) runqput(np, g, false);
+        if (!np->runq.empty()) wakep();
+        goto top;
+      }
+    }
+  }
+  (void)next_timer;
+  stopm(m);
+  goto top;
+}
+
+// Gives g a stack on first run.
+void ensure_stack(P* p, G* g) {
+  if (g->stack_lo != nullptr) return;
+  if (p->nstacks == 0) {
+    sched.stacks.alloc(p->stacks, P::kStackCacheMax / 2);
+    p->nstacks = P::kStackCacheMax / 2;
+  }
+  g->stack_lo = p->stacks[--p->nstacks];
+  g->stack_hi = g->stack_lo + sched.stacks.stack_size();
+  asan_unpoison(g->stack_lo, sched.stacks.stack_size());
+  make_context(g);
+}
+
+// Picks the next G of this P for a goroutine that is switching away,
+// without going through g0. Null: go to g0.
+G* next_local(M* m) {
+  P* p = m->p;
+  if (sched.stopping.load(std::memory_order_relaxed)) return nullptr;
+  if (p->schedtick % 61 == 0 && sched.runqsize.load(std::memory_order_relaxed) > 0) return nullptr;
+  G* g = p->runq.get();
+  if (g == nullptr) return nullptr;
+  set_status(g, GStatus::kRunnable, GStatus::kRunning);
+  p->schedtick++;
+  ensure_stack(p, g);
+  g->m = m;
+  g->preempt.store(false, std::memory_order_relaxed);
+  m->curg = g;
+  return g;
+}
+
+// Switches away from the running goroutine `self`; the next context does
+// `after` with it. Returns when self is resumed.
+void gschedule(G* self, AfterSwitch after) {
+  M* m = getm();
+  G* next = next_local(m);
+  m->after = after;
+  if (next == nullptr) {
+    m->curg = nullptr;
+    next = &m->g0;
+  }
+  switch_to(self, next);
+}
+
+void execute(M* m, G* g) {
+  set_status(g, GStatus::kRunnable, GStatus::kRunning);
+  P* p = m->p;
+  p->schedtick++;
+  ensure_stack(p, g);
+  g->m = m;
+  g->preempt.store(false, std::memory_order_relaxed);
+  m->curg = g;
+  m->after = AfterSwitch::kNone;
+  switch_to(&m->g0, g);
+}
+
+// Recycles a dead G (on the arriving context, so g's stack is not in use).
+void gfput(P* p, G* g) {
+  g->m = nullptr;
+  if (g->stack_lo != nullptr) {
+    if (p->nstacks == P::kStackCacheMax) {
+      sched.stacks.free(p->stacks + P::kStackCacheMax / 2, P::kStackCacheMax / 2);
+      p->nstacks = P::kStackCacheMax / 2;
+    }
+    p->stacks[p->nstacks++] = g->stack_lo;
+    g->stack_lo = g->stack_hi = nullptr;
+    g->ctx = nullptr;
+  }
+  p->gfree.push_back(g);
+  if (p->gfree.size > kGFreeLocalMax) {
+    std::lock_guard<std::mutex> lock(sched.lock);
+    while (p->gfree.size > kGFreeLocalMax / 2) {
+      sched.gfree.push_back(p->gfree.pop());
+      sched.ngfree++;
+    }
+  }
+}
+
+}  // namespace
+
+void globrunqput_locked(G* g) {
+  sched.runq.push_back(g);
+  sched.runqsize.fetch_add(1, std::memory_order_release);
+}
+
+// Sched::lock held. Go's checkdead: called when an M goes idle. If no M is
+// running a goroutine and nothing can ever make one runnable, report it.
+void check_dead_locked() {
+  if (sched.stopping.load(std::memory_order_relaxed)) return;
+  int32_t run = sched.mcount - sched.nmidle - sched.nblocking.load(std::memory_order_relaxed);
+  if (run > 0) return;
+  if (sched.netpoll_blocked.load(std::memory_order_relaxed)) return;
+  if (sched.external_ops.load(std::memory_order_acquire) > 0) return;
+  if (sched.runqsize.load(std::memory_order_relaxed) > 0) return;
+  for (P* p : sched.allp) {
+    if (!p->runq.empty()) return;
+  }
+  if (sched.hooks.next_timer != nullptr && sched.hooks.next_timer() >= 0) return;
+  if (sched.hooks.netpoll_waiters != nullptr && sched.hooks.netpoll_waiters() > 0) return;
+  std::fflush(stdout);
+  write_stderr("fatal error: all goroutines are asleep - deadlock!\n");
+  dump_goroutines_locked(nullptr);
+  _exit(2);
+}
+
+void wakep() {
+  if (sched.npidle.load(std::memory_order_acquire) == 0) return;
+  if (sched.nmspinning.load(std::memory_order_acquire) != 0) return;
+  int32_t zero = 0;
+  if (!sched.nmspinning.compare_exchange_strong(zero, 1, std::memory_order_acq_rel)) return;
+  startm(nullptr, true);
+}
+
+void after_switch(G* prev) {
+  M* m = getm();
+  AfterSwitch a = m->after;
+  m->after = AfterSwitch::kNone;
+  switch (a) {
+    case AfterSwitch::kNone:
+      break;
+    case AfterSwitch::kRunqTail:
+      prev->m = nullptr;
+      runqput(m->p, prev, false);
+      break;
+    case AfterSwitch::kGlobal: {
+      prev->m = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(sched.lock);
+        globrunqput_locked(prev);
+      }
+      wakep();
+      break;
+    }
+    case AfterSwitch::kPark:
+      prev->m = nullptr;
+      if (!m->park_unlock(prev, m->park_arg)) {
+        set_status(prev, GStatus::kWaiting, GStatus::kRunnable);
+        runqput(m->p, prev, true);
+      }
+      break;
+    case AfterSwitch::kExit:
+      gfput(m->p, prev);
+      break;
+  }
+}
+
+void park(bool (*unlock)(G*, void*), void* arg, WaitReason reason) {
+  M* m = getm();
+  G* self = m ? m->curg : nullptr;
+  if (self == nullptr) fatal("park: not on a goroutine");
+  if (m->locks.load(std::memory_order_relaxed) != 0) fatal("park: holding runtime locks");
+  m->park_unlock = unlock;
+  m->park_arg = arg;
+  self->waitreason = reason;
+  set_status(self, GStatus::kRunning, GStatus::kWaiting);
+  gschedule(self, AfterSwitch::kPark);
+  self->waitreason = WaitReason::kNone;
+}
+
+void ready(G* g) {
+  set_status(g, GStatus::kWaiting, GStatus::kRunnable);
+  M* m = getm();
+  if (m != nullptr && m->p != nullptr) {
+    runqput(m->p, g, true);
+  } else {
+    std::lock_guard<std::mutex> lock(sched.lock);
+    globrunqput_locked(g);
+  }
+  wakep();
+}
+
+void inject(GQueue* q) {
+  if (q->empty()) return;
+  int32_t n = q->size;
+  {
+    std::lock_guard<std::mutex> lock(sched.lock);
+    sched.runq.push_back_all(q);
+    sched.runqsize.fetch_add(n, std::memory_order_release);
+  }
+  for (int32_t i = 0; i < n && sched.npidle.load(std::memory_order_acquire) > 0; i++) {
+    startm(nullptr, false);
+  }
+}
+
+void gosched() {
+  M* m = getm();
+  G* self = m ? m->curg : nullptr;
+  if (self == nullptr) {
+    sched_yield();
+    return;
+  }
+  P* p = m->p;
+  AfterSwitch after;
+  if (!p->runq.empty()) {
+    after = AfterSwitch::kRunqTail;
+  } else if (sched.runqsize.load(std::memory_order_relaxed) > 0) {
+    after = AfterSwitch::kGlobal;
+  } else if (sched.hooks.run_timers != nullptr || sched.hooks.netpoll_waiters != nullptr) {
+    // Let g0 run timers and poll; it comes straight back if nothing is due.
+    after = AfterSwitch::kRunqTail;
+  } else {
+    return;  // nothing else could run
+  }
+  set_status(self, GStatus::kRunning, GStatus::kRunnable);
+  gschedule(self, after);
+}
+
+void goroutine_main(G* self) {
+  self->started = true;
+  try {
+    self->invoke(self->closure);
+  } catch (const std::exception& e) {
+    fatal_panic(e.what(), self->id);
+  } catch (...) {
+    fatal_panic("(unknown exception)", self->id);
+  }
+  M* m = getm();
+  P* p = m->p;
+  set_status(self, GStatus::kRunning, GStatus::kDead);
+  p->exited.store(p->exited.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  G* next = next_local(m);
+  m->after = AfterSwitch::kExit;
+  if (next == nullptr) {
+    m->curg = nullptr;
+    next = &m->g0;
+  }
+  switch_exit(self, next);
+}
+
+// The scheduler loop, on an M's g0, until the runtime stops.
+void schedule_loop() {
+  for (;;) {
+    M* m = getm();
+    G* g = find_runnable(m);
+    if (g == nullptr) return;
+    if (m->spinning) reset_spinning(m);
+    execute(m, g);
+  }
+}
+
+namespace {
+
+void* mstart(void* arg) {
+  M* m = static_cast<M*>(arg);
+  setm(m);
+  m->tid = pthread_self();
+  m_signal_stack_init(m);
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    pthread_attr_getstack(&attr, &m->g0_stack_lo, &m->g0_stack_size);
+    pthread_attr_destroy(&attr);
+  }
+  if (m->nextp != nullptr) {
+    acquirep(m, m->nextp);
+    m->nextp = nullptr;
+  }
+  schedule_loop();
+  if (m->p != nullptr) {
+    std::lock_guard<std::mutex> lock(sched.lock);
+    P* p = releasep(m);
+    p->link = nullptr;
+  }
+  m_signal_stack_free(m);
+  setm(nullptr);
+  return nullptr;
+}
+
+}  // namespace
+
+void newm(P* p, bool spinning) {
+  M* m = new M;
+  m->id = sched.mnext.fetch_add(1, std::memory_order_relaxed);
+  m->g0.is_g0 = true;
+  m->g0.status.store(GStatus::kRunning, std::memory_order_relaxed);
+  m->nextp = p;
+  m->spinning = spinning;
+  m->fastrand_state = static_cast<uint64_t>(nanotime()) ^ (static_cast<uint64_t>(m->id) << 32) ^
+                      0x9E3779B97F4A7C15ull;
+  {
+    std::lock_guard<std::mutex> lock(sched.lock);
+    sched.allm.push_back(m);
+    sched.mcount++;
+  }
+  m->thread = std::thread([m] { mstart(m); });
+}
+
+// Used by run.cpp for the thread that called gort::run.
+void mstart_on_current_thread(M* m) {
+  setm(m);
+  m->tid = pthread_self();
+  m_signal_stack_init(m);
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    pthread_attr_getstack(&attr, &m->g0_stack_lo, &m->g0_stack_size);
+    pthread_attr_destroy(&attr);
+  }
+  schedule_loop();
+  m_signal_stack_free(m);
+}
+
+int64_t nanotime() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+uint32_t fastrand() {
+  M* m = getm();
+  uint64_t* s;
+  thread_local uint64_t fallback = 0x853c49e6748fea9bull ^ reinterpret_cast<uintptr_t>(&fallback);
+  s = m ? &m->fastrand_state : &fallback;
+  // xorshift64*
+  uint64_t x = *s;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  *s = x;
+  return static_cast<uint32_t>((x * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+uint32_t fastrandn(uint32_t n) {
+  return static_cast<uint32_t>((static_cast<uint64_t>(fastrand()) * n) >> 32);
+}
+
+}  // namespace gort::internal

@@ -1,0 +1,180 @@
+// gmp/run.cpp — gort::run: bringing the runtime up and down.
+//
+// The thread that calls run becomes M0 and runs the scheduler loop on its
+// own stack. When the main goroutine returns, the runtime is marked
+// stopping: idle Ms are woken, every M leaves its scheduler loop at its next
+// look for work, M0 joins them, and everything (Gs, stacks, Ps, Ms) is freed.
+// Goroutines still runnable or parked are abandoned, as in Go; closures of
+// goroutines that never started are destroyed.
+#include <sched.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "gmp/fatal.hpp"
+#include "gmp/sched.hpp"
+#include "gmp/tls.hpp"
+
+namespace gort::internal {
+namespace {
+
+std::atomic<bool> g_active{false};
+
+struct MainCtx {
+  void (*body)(void*, int*);
+  void* arg;
+  int result = 0;
+};
+
+void begin_stop() {
+  sched.stopping.store(true, std::memory_order_release);
+  std::lock_guard<std::mutex> lock(sched.lock);
+  while (M* m = sched.midle) {
+    sched.midle = m->link;
+    m->link = nullptr;
+    sched.nmidle--;
+    m->nextp = nullptr;
+    m->park.wakeup();
+  }
+  if (sched.hooks.netpoll_break != nullptr) sched.hooks.netpoll_break();
+}
+
+void main_invoke(void* storage) {
+  MainCtx* ctx = *static_cast<MainCtx**>(storage);
+  ctx->body(ctx->arg, &ctx->result);
+  begin_stop();
+}
+
+void main_destroy(void*) {}
+
+int resolve_procs(int requested) {
+  if (requested > 0) return requested;
+  if (const char* env = std::getenv("GORT_MAXPROCS")) {
+    char* end = nullptr;
+    long v = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && v > 0 && v <= 1 << 16) return static_cast<int>(v);
+  }
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+void reset_sched(const Config& cfg) {
+  sched.midle = nullptr;
+  sched.nmidle = 0;
+  sched.mcount = 0;
+  sched.pidle = nullptr;
+  sched.npidle.store(0);
+  sched.nmspinning.store(0);
+  sched.runq = GQueue{};
+  sched.runqsize.store(0);
+  sched.gfree = GQueue{};
+  sched.ngfree = 0;
+  sched.netpoll_blocked.store(false);
+  sched.last_poll.store(0);
+  sched.allp.clear();
+  sched.allm.clear();
+  sched.allg.clear();
+  sched.stopping.store(false);
+  sched.goidgen.store(0);
+  sched.mnext.store(0);
+  sched.external_created.store(0);
+  sched.external_ops.store(0);
+  sched.nblocking.store(0);
+  sched.cfg = cfg;
+  sched.nprocs = cfg.procs;
+  sched.time_slice_ns = absl::ToInt64Nanoseconds(cfg.time_slice);
+}
+
+void teardown() {
+  // Join every other M; more may have been started while we stopped.
+  size_t joined = 1;
+  for (;;) {
+    std::vector<M*> ms;
+    {
+      std::lock_guard<std::mutex> lock(sched.lock);
+      if (joined == sched.allm.size()) break;
+      ms.assign(sched.allm.begin() + static_cast<long>(joined), sched.allm.end());
+    }
+    for (M* m : ms) {
+      if (m->thread.joinable()) m->thread.join();
+    }
+    joined += ms.size();
+  }
+  for (G* g : sched.allg) {
+    if (!g->started && g->status.load() == GStatus::kRunnable && g->destroy != nullptr) {
+      g->destroy(g->closure);
+    }
+    delete g;
+  }
+  sched.allg.clear();
+  for (M* m : sched.allm) delete m;
+  sched.allm.clear();
+  for (P* p : sched.allp) delete p;
+  sched.allp.clear();
+  sched.stacks.destroy();
+}
+
+}  // namespace
+
+int run_main(void (*body)(void*, int*), void* arg, const Config& cfg_in) {
+  if (g_active.exchange(true)) {
+    throw panic_error("gort::run: the runtime is already running");
+  }
+  Config cfg = cfg_in;
+  cfg.procs = resolve_procs(cfg.procs);
+  if (cfg.time_slice <= absl::ZeroDuration()) cfg.time_slice = absl::Milliseconds(10);
+  reset_sched(cfg);
+  sched.stacks.init(cfg.stack_size);
+  install_fatal_signal_handlers();
+
+  for (int i = 0; i < cfg.procs; i++) {
+    P* p = new P;
+    p->id = i;
+    sched.allp.push_back(p);
+  }
+  M* m0 = new M;
+  m0->id = sched.mnext.fetch_add(1);
+  m0->is_main = true;
+  m0->g0.is_g0 = true;
+  m0->g0.status.store(GStatus::kRunning);
+  m0->fastrand_state = static_cast<uint64_t>(nanotime()) | 1;
+  sched.allm.push_back(m0);
+  sched.mcount = 1;
+  P* p0 = sched.allp[0];
+  m0->p = p0;
+  p0->m = m0;
+  p0->status.store(PStatus::kRunning);
+  for (int i = cfg.procs - 1; i >= 1; i--) {
+    P* p = sched.allp[static_cast<size_t>(i)];
+    p->link = sched.pidle;
+    sched.pidle = p;
+    sched.npidle.fetch_add(1);
+  }
+  sched.running.store(true, std::memory_order_release);
+
+  MainCtx ctx{body, arg};
+  void* storage;
+  G* main_g = newproc_alloc(&main_invoke, &main_destroy, &storage);
+  *static_cast<MainCtx**>(storage) = &ctx;
+  set_status(main_g, GStatus::kIdle, GStatus::kRunnable);
+  p0->created.store(1);
+  GQueue unused;
+  p0->runq.put(main_g, true, &unused);
+
+  if (sched.hooks.start != nullptr) sched.hooks.start();
+  mstart_on_current_thread(m0);
+  if (sched.hooks.stop != nullptr) sched.hooks.stop();
+  teardown();
+  setm(nullptr);
+  sched.running.store(false, std::memory_order_release);
+  g_active.store(false);
+  return ctx.result;
+}
+
+}  // namespace gort::internal

@@ -1,0 +1,72 @@
+// gmp/runq.hpp — a P's local run queue.
+//
+// A fixed ring of kRunqSize G pointers with one producer (the owning P) and
+// any number of consumers (the owner and thieves), plus the `runnext` slot
+// for the G readied most recently by the running G: a ping-pong pair keeps
+// handing the P to each other through runnext and never migrates.
+//
+// Protocol (the one Go's proc.go uses for runqput/runqget/runqgrab):
+//   - only the owner writes `tail_`, with release order after storing the
+//     slot, so a consumer that reads tail with acquire sees the slot;
+//   - every consumer takes Gs by CAS on `head_`; a thief copies the slots it
+//     wants *before* its CAS, so a slot it read and then lost the race for is
+//     simply discarded;
+//   - the owner never overwrites a slot in [head, tail): it checks
+//     tail - head < kRunqSize against a fresh acquire load of head.
+// When the ring is full the owner moves half of it, plus the new G, to the
+// global queue in one batch (put_slow), so a spawning loop costs one global
+// lock per kRunqSize/2 spawns.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "gmp/g.hpp"
+
+namespace gort::internal {
+
+#ifndef GORT_RUNQ_SIZE
+inline constexpr uint32_t kRunqSize = 256;
+#else
+inline constexpr uint32_t kRunqSize = GORT_RUNQ_SIZE;
+#endif
+static_assert((kRunqSize & (kRunqSize - 1)) == 0, "kRunqSize must be a power of two");
+
+class Runq {
+ public:
+  // Owner only. Puts g at the tail, or in runnext when `next` (the G that was
+  // in runnext is then kicked to the tail). Returns false and fills *overflow
+  // with half of the queue plus the kicked G when the ring is full; the
+  // caller then moves *overflow to the global queue.
+  bool put(G* g, bool next, GQueue* overflow);
+
+  // Owner only. runnext first, then the head of the ring.
+  G* get();
+
+  // Any thread. Moves about half of this queue to `dst` (owned by the
+  // caller) and returns one G to run, or null. Takes runnext too when
+  // `steal_next` and the ring is empty.
+  G* steal_into(Runq* dst, bool steal_next);
+
+  // Any thread; a snapshot.
+  bool empty() const {
+    return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_acquire) &&
+           runnext_.load(std::memory_order_acquire) == nullptr;
+  }
+  uint32_t size() const {
+    uint32_t h = head_.load(std::memory_order_acquire);
+    uint32_t t = tail_.load(std::memory_order_acquire);
+    return t - h + (runnext_.load(std::memory_order_relaxed) ? 1 : 0);
+  }
+
+  // Owner only, with the world stopped or at shutdown: empties everything.
+  void drain(GQueue* out);
+
+ private:
+  alignas(64) std::atomic<uint32_t> head_{0};
+  alignas(64) std::atomic<uint32_t> tail_{0};
+  std::atomic<G*> runnext_{nullptr};
+  std::atomic<G*> buf_[kRunqSize] = {};
+};
+
+}  // namespace gort::internal

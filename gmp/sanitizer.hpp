@@ -1,0 +1,57 @@
+// gmp/sanitizer.hpp — what the sanitizers must be told about stack switches.
+#pragma once
+
+#include <cstddef>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define GORT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GORT_ASAN 1
+#endif
+#endif
+
+#if defined(__SANITIZE_THREAD__)
+#define GORT_TSAN_ON 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define GORT_TSAN_ON 1
+#endif
+#endif
+
+#ifdef GORT_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#include <sanitizer/lsan_interface.h>
+#endif
+
+namespace gort::internal {
+
+inline void asan_unpoison(void* p, size_t n) {
+#ifdef GORT_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(p, n);
+#else
+  (void)p;
+  (void)n;
+#endif
+}
+
+inline void lsan_register_root(void* p, size_t n) {
+#ifdef GORT_ASAN
+  __lsan_register_root_region(p, n);
+#else
+  (void)p;
+  (void)n;
+#endif
+}
+
+inline void lsan_unregister_root(void* p, size_t n) {
+#ifdef GORT_ASAN
+  __lsan_unregister_root_region(p, n);
+#else
+  (void)p;
+  (void)n;
+#endif
+}
+
+}  // namespace gort::internal

@@ -1,0 +1,152 @@
+// gmp/sched.hpp — the scheduler's global state and internal API.
+//
+// Glossary (Go's words): G a goroutine, M an OS thread, P a processor (the
+// right to run goroutines; there are Config::procs of them). An M holds at
+// most one P; a G runs only on an M that holds a P.
+//
+// Lock order (a lock may be taken while holding the ones above it, never
+// the reverse):
+//
+//   | lock                 | protects                                         |
+//   |----------------------|--------------------------------------------------|
+//   | channel / wait-queue | its own waiters (stdlib), released by park unlock |
+//   | Sched::lock          | idle Ms, idle Ps, global run queue, global free Gs|
+//   | StackPool::mu_       | free stack slots and slabs                       |
+//
+// Nothing may be held across a switch except through park's unlock function,
+// which releases it on the next context once the parking G's context is saved.
+//
+// Spinning Ms (Go's protocol): an M that looks for work to steal is
+// "spinning". At most one M is woken to spin when work appears (wakep only
+// starts one if none spins), and a spinning M that finds work wakes another
+// before running it. An M that stops spinning re-checks every run queue after
+// decrementing nmspinning, so work submitted concurrently is never stranded.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "gmp/g.hpp"
+#include "gmp/m.hpp"
+#include "gmp/p.hpp"
+#include "gmp/stack.hpp"
+#include "gort/runtime.hpp"
+
+namespace gort::internal {
+
+// Subsystems that live outside gmp (timers, the netpoller) plug in here so
+// that gmp knows nothing of sockets or signals. Every hook may be null.
+struct SchedHooks {
+  // Runs the expired timers of p (readying their goroutines). Returns the
+  // nanotime of p's next timer, or -1 if it has none.
+  int64_t (*run_timers)(P* p, int64_t now) = nullptr;
+  // Earliest timer over all Ps (nanotime), or -1.
+  int64_t (*next_timer)() = nullptr;
+  // Polls the network. timeout_ns < 0 blocks, 0 does not. Appends readied
+  // Gs to *out. Returns false if there is nothing to poll.
+  bool (*netpoll)(int64_t timeout_ns, GQueue* out) = nullptr;
+  // Interrupts a blocking netpoll.
+  void (*netpoll_break)() = nullptr;
+  // Goroutines parked in the poller (for the deadlock check).
+  int64_t (*netpoll_waiters)() = nullptr;
+  // Called when sysmon should start (run) and stop (shutdown).
+  void (*start)() = nullptr;
+  void (*stop)() = nullptr;
+  // Cooperative preemption check, called at gort entry points.
+  void (*preempt_check)() = nullptr;
+};
+
+struct Sched {
+  std::mutex lock;
+  M* midle = nullptr;
+  int32_t nmidle = 0;
+  int32_t mcount = 0;
+  P* pidle = nullptr;
+  std::atomic<int32_t> npidle{0};
+  std::atomic<int32_t> nmspinning{0};
+  GQueue runq;
+  std::atomic<int32_t> runqsize{0};
+  GQueue gfree;
+  int32_t ngfree = 0;
+  // One M may block in netpoll at a time; it is not idle for checkdead.
+  std::atomic<bool> netpoll_blocked{false};
+  std::atomic<int64_t> last_poll{0};
+
+  std::vector<P*> allp;
+  int32_t nprocs = 0;
+  std::vector<M*> allm;
+  std::vector<G*> allg;  // under lock; every G ever allocated this run
+
+  std::atomic<bool> running{false};
+  std::atomic<bool> stopping{false};
+  std::atomic<int64_t> goidgen{0};
+  std::atomic<int64_t> mnext{0};
+  // Goroutines started from plain threads (their exits count on a P).
+  std::atomic<int64_t> external_created{0};
+  // Plain-thread calls in progress that may ready a goroutine.
+  std::atomic<int32_t> external_ops{0};
+  // Ms inside gort::blocking().
+  std::atomic<int32_t> nblocking{0};
+
+  StackPool stacks;
+  Config cfg;
+  int64_t time_slice_ns = 0;
+  SchedHooks hooks;
+};
+
+extern Sched sched;
+
+// ---- park / ready: the one mechanism every blocking primitive uses ----
+
+// Parks the running goroutine. Once its context is saved, `unlock(g, arg)`
+// runs on the next context (holding no runtime lock); it typically releases
+// the lock that protects the wait structure in which g was recorded. If it
+// returns false, g is readied immediately (the wait was cancelled).
+void park(bool (*unlock)(G* g, void* arg), void* arg, WaitReason reason);
+
+// Makes a parked goroutine runnable. Callable from any goroutine, from
+// runtime threads and from plain threads. From a goroutine, g goes to this
+// P's runnext slot (it runs next, on this P, keeping a hand-off pair hot).
+void ready(G* g);
+
+// Puts a batch of runnable Gs (status already kRunnable) on the global queue
+// and starts Ms for them.
+void inject(GQueue* q);
+
+// Go's Gosched: the running G goes to the back of the queue.
+void gosched();
+
+// ---- Ms and Ps ----
+void wakep();
+// Runtime critical sections (Go's acquirem/releasem): no async preemption.
+inline void acquirem(M* m) { m->locks.fetch_add(1, std::memory_order_relaxed); }
+inline void releasem(M* m) { m->locks.fetch_sub(1, std::memory_order_relaxed); }
+
+// Called by switch.cpp on the context that was switched to, once the
+// previous context `prev` is saved: carries out the M's pending AfterSwitch.
+void after_switch(G* prev);
+// Body of every goroutine (runs the closure, then exits).
+[[noreturn]] void goroutine_main(G* self);
+
+// The scheduler loop on an M's g0; returns when the runtime stops.
+void schedule_loop();
+// Runs the scheduler loop on the calling thread (the one that called run).
+void mstart_on_current_thread(M* m);
+
+// Puts g on the global run queue; Sched::lock must be held.
+void globrunqput_locked(G* g);
+
+// Monotonic clock in nanoseconds.
+int64_t nanotime();
+// Per-M fast random numbers.
+uint32_t fastrand();
+uint32_t fastrandn(uint32_t n);
+
+// Stack overflow / fatal signal handling (signals.cpp).
+void install_fatal_signal_handlers();
+void m_signal_stack_init(M* m);
+void m_signal_stack_free(M* m);
+
+}  // namespace gort::internal

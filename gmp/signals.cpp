@@ -1,0 +1,98 @@
+// gmp/signals.cpp — telling a goroutine stack overflow from other faults.
+//
+// Each stack has a guard region below it. A goroutine that runs into it
+// faults with SIGSEGV; the handler runs on the M's alternate signal stack
+// (the faulting stack is unusable), checks that the address lies in the
+// running G's guard, and prints Go's `fatal error: stack overflow`. Any other
+// fault goes to whatever handler was installed before us (ASan's, the
+// application's) or, if none, gets the default action.
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "gmp/fatal.hpp"
+#include "gmp/sched.hpp"
+#include "gmp/tls.hpp"
+
+namespace gort::internal {
+namespace {
+
+struct sigaction g_old_segv;
+struct sigaction g_old_bus;
+std::once_flag g_install_once;
+
+constexpr size_t kSigStackSize = 64 * 1024;
+
+void chain(int sig, siginfo_t* info, void* uc) {
+  struct sigaction* old = sig == SIGSEGV ? &g_old_segv : &g_old_bus;
+  if ((old->sa_flags & SA_SIGINFO) != 0 && old->sa_sigaction != nullptr) {
+    old->sa_sigaction(sig, info, uc);
+    return;
+  }
+  if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
+    old->sa_handler(sig);
+    return;
+  }
+  // Default action: reinstate it and return; the fault repeats and kills.
+  signal(sig, SIG_DFL);
+}
+
+void on_fault(int sig, siginfo_t* info, void* uc) {
+  M* m = getm();
+  G* g = m ? m->curg : nullptr;
+  if (g != nullptr && g->stack_lo != nullptr) {
+    char* addr = static_cast<char*>(info->si_addr);
+    if (addr >= g->stack_lo - kGuardSize && addr < g->stack_lo) {
+      write_stderr("runtime: goroutine stack exceeds ");
+      write_stderr_int(static_cast<long long>(g->stack_hi - g->stack_lo));
+      write_stderr("-byte limit\nfatal error: stack overflow\n\ngoroutine ");
+      write_stderr_int(g->id);
+      write_stderr(" [running]:\n");
+      _exit(2);
+    }
+  }
+  chain(sig, info, uc);
+}
+
+}  // namespace
+
+void install_fatal_signal_handlers() {
+  std::call_once(g_install_once, [] {
+    struct sigaction sa = {};
+    sa.sa_sigaction = &on_fault;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &g_old_segv);
+    sigaction(SIGBUS, &sa, &g_old_bus);
+  });
+}
+
+void m_signal_stack_init(M* m) {
+  stack_t old;
+  if (sigaltstack(nullptr, &old) == 0 && (old.ss_flags & SS_DISABLE) == 0) {
+    return;  // someone (ASan, the application) already gave this thread one
+  }
+  void* mem = mmap(nullptr, kSigStackSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+  if (mem == MAP_FAILED) fatal("cannot allocate a signal stack");
+  stack_t ss = {};
+  ss.ss_sp = mem;
+  ss.ss_size = kSigStackSize;
+  if (sigaltstack(&ss, nullptr) != 0) fatal("sigaltstack failed");
+  m->sigstack = mem;
+  m->sigstack_size = kSigStackSize;
+}
+
+void m_signal_stack_free(M* m) {
+  if (m->sigstack == nullptr) return;
+  stack_t ss = {};
+  ss.ss_flags = SS_DISABLE;
+  sigaltstack(&ss, nullptr);
+  munmap(m->sigstack, m->sigstack_size);
+  m->sigstack = nullptr;
+}
+
+}  // namespace gort::internal

@@ -1,0 +1,122 @@
+// gmp/stack.cpp — see stack.hpp.
+#include "gmp/stack.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+
+#include "gmp/fatal.hpp"
+#include "gmp/sanitizer.hpp"
+
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#endif
+
+namespace gort::internal {
+namespace {
+
+// -1 unknown, 1 madvise guards work, 0 fall back to mprotect.
+std::atomic<int> g_madvise_guards{-1};
+
+size_t page_size() {
+  static const size_t p = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return p;
+}
+
+void install_guard(char* lo) {
+  int mode = g_madvise_guards.load(std::memory_order_relaxed);
+  if (mode != 0) {
+    if (madvise(lo, kGuardSize, MADV_GUARD_INSTALL) == 0) {
+      g_madvise_guards.store(1, std::memory_order_relaxed);
+      return;
+    }
+    if (errno != EINVAL && errno != ENOSYS) fatal("stack: madvise(MADV_GUARD_INSTALL) failed");
+    g_madvise_guards.store(0, std::memory_order_relaxed);
+  }
+  if (mprotect(lo, kGuardSize, PROT_NONE) != 0) {
+    fatal("stack: mprotect guard failed (vm.max_map_count reached?)");
+  }
+}
+
+}  // namespace
+
+bool stack_guard_madvise_supported() { return g_madvise_guards.load() == 1; }
+
+void StackPool::init(size_t stack_size) {
+  size_t p = page_size();
+  if (stack_size < 16 * 1024) stack_size = 16 * 1024;
+  size_ = (stack_size + p - 1) / p * p;
+  slot_ = size_ + kGuardSize;
+  // About 64 MiB of address space per slab, at least one stack.
+  slots_per_slab_ = (64u << 20) / slot_;
+  if (slots_per_slab_ == 0) slots_per_slab_ = 1;
+}
+
+const char* StackPool::guard_kind() const {
+  return g_madvise_guards.load() == 0 ? "mprotect" : "madvise";
+}
+
+void StackPool::grow_locked() {
+  size_t bytes = slot_ * slots_per_slab_;
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mem == MAP_FAILED) fatal("stack: out of address space for goroutine stacks (mmap failed)");
+  char* base = static_cast<char*>(mem);
+  slabs_.emplace_back(base, bytes);
+  lsan_register_root(base, bytes);
+  // Hand out low addresses first: push in reverse so pop_back yields slot 0.
+  for (size_t i = slots_per_slab_; i-- > 0;) {
+    char* slot = base + i * slot_;
+    install_guard(slot);
+    cold_.push_back(slot + kGuardSize);
+  }
+}
+
+void StackPool::alloc(char** out, size_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < n; i++) {
+    if (!warm_.empty()) {
+      out[i] = warm_.back();
+      warm_.pop_back();
+      continue;
+    }
+    if (cold_.empty()) grow_locked();
+    out[i] = cold_.back();
+    cold_.pop_back();
+  }
+}
+
+void StackPool::free(char* const* lows, size_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < n; i++) {
+    if (warm_.size() < kWarmLimit) {
+      warm_.push_back(lows[i]);
+    } else {
+      // Give the pages back; the guard marker survives MADV_DONTNEED.
+      madvise(lows[i], size_, MADV_DONTNEED);
+      cold_.push_back(lows[i]);
+    }
+  }
+}
+
+size_t StackPool::slabs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return slabs_.size();
+}
+
+void StackPool::destroy() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [base, bytes] : slabs_) {
+    lsan_unregister_root(base, bytes);
+    munmap(base, bytes);
+  }
+  slabs_.clear();
+  warm_.clear();
+  cold_.clear();
+  warm_.shrink_to_fit();
+  cold_.shrink_to_fit();
+}
+
+}  // namespace gort::internal

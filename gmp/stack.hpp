@@ -1,0 +1,69 @@
+// gmp/stack.hpp — goroutine stacks: slabs of address space with guards.
+//
+// A stack per mmap with an mprotect'ed guard costs two kernel VMAs, and
+// vm.max_map_count (65,530 by default) would cap a program at ~32,000
+// goroutines. So stacks are carved out of large slabs (one mmap each) and the
+// guard region under each stack is installed with madvise(MADV_GUARD_INSTALL)
+// (Linux 6.13+), which does not split the mapping. On older kernels the
+// guards fall back to mprotect, and then each stack costs two VMAs again
+// (the docs say what that limits).
+//
+// Slab layout, low to high addresses:
+//   [guard | stack 0][guard | stack 1] ... [guard | stack n-1]
+// A stack grows down from its top towards its guard; pages are committed
+// only when touched (MAP_NORESERVE).
+//
+// Recycling: the scheduler keeps a small cache of warm stacks per P and
+// refills or spills it in batches from this global pool. The pool keeps at
+// most kWarmLimit stacks warm; stacks freed beyond that are returned to the
+// kernel with MADV_DONTNEED, so a burst of a million goroutines does not pin
+// its memory forever. Address space is released only at shutdown.
+//
+// Thread-safety: StackPool's methods take its lock; it is not on the hot
+// path (only batch refills and spills reach it).
+#pragma once
+
+#include <cstddef>
+#include <mutex>
+#include <vector>
+
+namespace gort::internal {
+
+inline constexpr size_t kGuardSize = 16 * 1024;
+
+class StackPool {
+ public:
+  static constexpr size_t kWarmLimit = 1024;
+
+  // stack_size is rounded up to whole pages and to at least 16 KiB.
+  void init(size_t stack_size);
+  // Releases every slab. All stacks must be unused.
+  void destroy();
+
+  size_t stack_size() const { return size_; }
+  // Which mechanism protects the guards: "madvise" or "mprotect".
+  const char* guard_kind() const;
+
+  // Fills out[0..n) with the low ends of free stacks.
+  void alloc(char** out, size_t n);
+  void free(char* const* lows, size_t n);
+
+  // Number of slabs (for tests and the demo).
+  size_t slabs() const;
+
+ private:
+  void grow_locked();
+
+  mutable std::mutex mu_;
+  size_t size_ = 0;
+  size_t slot_ = 0;
+  size_t slots_per_slab_ = 0;
+  std::vector<std::pair<char*, size_t>> slabs_;
+  std::vector<char*> warm_;
+  std::vector<char*> cold_;
+};
+
+// True while the madvise guard mechanism works on this kernel.
+bool stack_guard_madvise_supported();
+
+}  // namespace gort::internal

@@ -1,0 +1,28 @@
+// gmp/switch.hpp — the context switch (the only user of Boost.Context).
+//
+// Every switch, cooperative or not, goes through switch_to:
+//   1. the departing context saves the goroutine-owned thread state (errno,
+//      the C++ exception globals) into its G and clears the exception
+//      globals, so the next context starts from a clean slate;
+//   2. it tells ASan about the stack change and jumps (jump_fcontext);
+//   3. the arriving context records the departed context's fcontext in that
+//      G, calls after_switch(prev) to carry out what the departing side
+//      asked for (requeue, park unlock, recycle), and restores its own
+//      thread state.
+// Because the departed G is published (requeued, or made findable by a
+// waker) only in step 3, nobody can resume it before its context is saved.
+#pragma once
+
+#include "gmp/g.hpp"
+
+namespace gort::internal {
+
+// Switches from the running context `from` (a G, or this M's g0) to `to`.
+// Returns when `from` is resumed, possibly on another M.
+void switch_to(G* from, G* to);
+// Like switch_to for a goroutine that has exited: never returns.
+[[noreturn]] void switch_exit(G* from, G* to);
+// Prepares g (which has a stack) to start running goroutine_main(g).
+void make_context(G* g);
+
+}  // namespace gort::internal

@@ -1,0 +1,4 @@
+// gort/gort.hpp — the umbrella header: everything public in gort.
+#pragma once
+
+#include "gort/runtime.hpp"
