@@ -190,6 +190,24 @@ int64_t goroutine_id() {
   return g ? g->id : 0;
 }
 
+RuntimeStats runtime_stats() {
+  using namespace internal;
+  RuntimeStats st;
+  if (!sched.running.load(std::memory_order_acquire)) return st;
+  st.procs = sched.nprocs;
+  st.goroutines = num_goroutine();
+  {
+    std::lock_guard<std::mutex> lock(sched.lock);
+    st.threads = sched.mcount;
+    st.idle_threads = sched.nmidle;
+    st.goroutines_allocated = static_cast<int64_t>(sched.allg.size());
+  }
+  st.stack_slabs = sched.stacks.slabs();
+  st.stack_size = sched.stacks.stack_size();
+  st.stack_guard = sched.stacks.guard_kind();
+  return st;
+}
+
 bool in_goroutine() { return internal::getg() != nullptr; }
 
 }  // namespace gort

@@ -182,6 +182,19 @@ int64_t num_goroutine();
 // The current goroutine's id (the main goroutine is 1); 0 outside a goroutine.
 int64_t goroutine_id();
 
+// A snapshot of the scheduler, for demos, tests and monitoring.
+struct RuntimeStats {
+  int procs = 0;             // Ps (GOMAXPROCS)
+  int threads = 0;           // Ms (OS threads) created by this run so far
+  int idle_threads = 0;      // Ms sleeping for lack of work
+  int64_t goroutines = 0;    // num_goroutine()
+  int64_t goroutines_allocated = 0;  // G descriptors ever allocated (recycled ones are reused)
+  size_t stack_slabs = 0;    // stack slabs mapped (each one mmap)
+  size_t stack_size = 0;     // usable bytes per goroutine stack
+  const char* stack_guard = "";  // "madvise" (MADV_GUARD_INSTALL) or "mprotect"
+};
+RuntimeStats runtime_stats();
+
 // True when the caller is a goroutine (as opposed to a plain OS thread or the
 // runtime's own threads).
 bool in_goroutine();
