@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# tests/install/install_test.sh BUILD_DIR SOURCE_DIR
+#
+# Installs the build into a temporary DESTDIR and builds hello.cpp against it
+# exactly as a user would (`c++ -std=c++20 hello.cpp $(pkg-config --cflags
+# --libs gort)`), then runs it. Exit 77 (skip) when there is no compiler or
+# pkg-config.
+set -euo pipefail
+
+build_dir=$1
+src_dir=$2
+
+CXX=${CXX:-c++}
+command -v "$CXX" >/dev/null 2>&1 || { echo "no C++ compiler ($CXX): skipping"; exit 77; }
+command -v pkg-config >/dev/null 2>&1 || { echo "no pkg-config: skipping"; exit 77; }
+MESON=${MESON:-meson}
+command -v "$MESON" >/dev/null 2>&1 || { echo "no meson: skipping"; exit 77; }
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/gort-install.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+destdir=$tmp/root
+
+# meson test has already built everything; do not race it for the ninja lock.
+"$MESON" install -C "$build_dir" --destdir "$destdir" --no-rebuild --quiet
+
+pc=$(find "$destdir" -name gort.pc -path '*/pkgconfig/*' | head -n 1)
+[[ -n "$pc" ]] || { echo "FAIL: gort.pc was not installed"; find "$destdir"; exit 1; }
+export PKG_CONFIG_PATH=$(dirname "$pc")
+# The .pc names the final prefix (e.g. /usr/local); the files are under
+# DESTDIR. PKG_CONFIG_SYSROOT_DIR prefixes every -I/-L path with it — unless
+# the .pc is already relocatable (prefix computed from ${pcfiledir}).
+prefix=$(pkg-config --variable=prefix gort)
+if [[ "$prefix" != "$destdir"* ]]; then
+  export PKG_CONFIG_SYSROOT_DIR=$destdir
+fi
+flags=$(pkg-config --cflags --libs gort)
+echo "pkg-config --cflags --libs gort: $flags"
+
+lib=$(find "$destdir" -name 'libgort.so*' | head -n 1)
+[[ -n "$lib" ]] || { echo "FAIL: libgort.so was not installed"; exit 1; }
+
+san=()
+if [[ -n "${GORT_SANITIZE:-}" && "$GORT_SANITIZE" != none ]]; then
+  san=(-fsanitize="$GORT_SANITIZE")
+fi
+# shellcheck disable=SC2086 # word splitting of the flags is intended
+"$CXX" -std=c++20 -Wall -Wextra "${san[@]}" -o "$tmp/hello" "$src_dir/hello.cpp" $flags
+
+out=$(LD_LIBRARY_PATH=$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$tmp/hello")
+echo "$out"
+# It must have used the installed library, not the one in the build tree.
+if ! LD_LIBRARY_PATH=$(dirname "$lib") ldd "$tmp/hello" | grep -q "$destdir"; then
+  echo "FAIL: hello is not linked against the installed libgort"
+  exit 1
+fi
+expected="hello from goroutine 1: 10 goroutines summed to 55, 1 left
+gort::run returned 7"
+if [[ "$out" != "$expected" ]]; then
+  printf 'FAIL: unexpected output; wanted:\n%s\n' "$expected"
+  exit 1
+fi
+echo "PASS"
