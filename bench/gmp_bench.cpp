@@ -1,0 +1,142 @@
+// bench/gmp_bench.cpp — the scheduler core against Go's: spawning, switching,
+// and the memory a parked goroutine costs. Twin: bench/go/gmp_bench/main.go.
+//
+// Every case is a whole-process workload (see bench_util.hpp): bench/compare
+// runs each one in a fresh process, so the peak RSS it reports is the case's.
+//
+//   spawn_join/procs:2  the main goroutine does {wg.add(1); go([&]{wg.done();})}
+//                       1,000,000 times, then wg.wait(). Reports ns/goroutine
+//                       (elapsed / N) and peak_rss_MiB (VmHWM of the process).
+//   spawn_join_warm/procs:2  the same after one untimed round, so that
+//                       goroutine descriptors and stacks are recycled.
+//   yield_ping/procs:1  the main goroutine and one other each call yield() N =
+//                       1,000,000 times on one P; ns/switch = elapsed / (2N).
+//   parked/procs:2      1,000,000 goroutines each block receiving from one
+//                       shared unbuffered channel; bytes/goroutine = (RSS once
+//                       all have started - RSS before spawning) / N; then the
+//                       channel is closed and all are joined.
+#include <atomic>
+#include <cstdint>
+
+#include <benchmark/benchmark.h>
+#include <gort/gort.hpp>
+
+#include "bench_util.hpp"
+
+// TEMPORARY until <gort/sync.hpp> and <gort/chan.hpp> are in the umbrella header.
+#if 0  // until gort::WaitGroup and gort::Chan are built into libgort
+#include <gort/chan.hpp>
+#include <gort/sync.hpp>
+#define GORTBENCH_HAVE_CHAN 1
+#else
+#define GORTBENCH_HAVE_CHAN 0
+#endif
+
+namespace {
+
+using gortbench::Stopwatch;
+
+constexpr int64_t kGoroutines = 1'000'000;
+constexpr int64_t kYields = 1'000'000;
+
+#if GORTBENCH_HAVE_CHAN
+// One round of spawn+join; returns elapsed seconds.
+double spawn_join_round(int64_t n) {
+  gort::WaitGroup wg;
+  Stopwatch sw;
+  for (int64_t i = 0; i < n; i++) {
+    wg.add(1);
+    gort::go([&wg] { wg.done(); });
+  }
+  wg.wait();
+  return sw.seconds();
+}
+
+void spawn_join(benchmark::State& state, int procs, bool warm) {
+  const int64_t n = gortbench::scaled(kGoroutines);
+  double seconds = 0;
+  gort::run(
+      [&] {
+        if (warm) spawn_join_round(n);
+        seconds = spawn_join_round(n);
+      },
+      gort::Config{.procs = procs});
+  state.SetIterationTime(seconds);
+  state.counters["ns/goroutine"] = seconds * 1e9 / static_cast<double>(n);
+  state.counters["peak_rss_MiB"] = gortbench::mib(gortbench::peak_rss_bytes());
+}
+
+#endif  // GORTBENCH_HAVE_CHAN
+
+void yield_ping(benchmark::State& state, int procs) {
+  const int64_t n = gortbench::scaled(kYields);
+  double seconds = 0;
+  gort::run(
+      [&] {
+        std::atomic<bool> done{false};
+        Stopwatch sw;
+        gort::go([&done, n] {
+          for (int64_t i = 0; i < n; i++) gort::yield();
+          done.store(true, std::memory_order_release);
+        });
+        for (int64_t i = 0; i < n; i++) gort::yield();
+        while (!done.load(std::memory_order_acquire)) gort::yield();
+        seconds = sw.seconds();
+      },
+      gort::Config{.procs = procs});
+  state.SetIterationTime(seconds);
+  state.counters["ns/switch"] = seconds * 1e9 / static_cast<double>(2 * n);
+}
+
+#if GORTBENCH_HAVE_CHAN
+void parked(benchmark::State& state, int procs) {
+  const int64_t n = gortbench::scaled(kGoroutines);
+  double seconds = 0;
+  int64_t delta = 0;
+  gort::run(
+      [&] {
+        auto ch = gort::make_chan<int>(0);
+        gort::WaitGroup started;
+        gort::WaitGroup finished;
+        const int64_t before = gortbench::rss_bytes();
+        Stopwatch sw;
+        for (int64_t i = 0; i < n; i++) {
+          started.add(1);
+          finished.add(1);
+          gort::go([ch, &started, &finished]() mutable {
+            started.done();
+            ch.recv();
+            finished.done();
+          });
+        }
+        started.wait();
+        delta = gortbench::rss_bytes() - before;
+        ch.close();
+        finished.wait();
+        seconds = sw.seconds();
+      },
+      gort::Config{.procs = procs});
+  state.SetIterationTime(seconds);
+  state.counters["bytes/goroutine"] = static_cast<double>(delta) / static_cast<double>(n);
+  state.counters["peak_rss_MiB"] = gortbench::mib(gortbench::peak_rss_bytes());
+}
+
+#endif  // GORTBENCH_HAVE_CHAN
+
+}  // namespace
+
+int main(int argc, char** argv) {
+#if GORTBENCH_HAVE_CHAN
+  gortbench::register_once("spawn_join", 2, [](benchmark::State& s, int p) { spawn_join(s, p, false); });
+  gortbench::register_once("spawn_join_warm", 2, [](benchmark::State& s, int p) { spawn_join(s, p, true); });
+#endif
+  gortbench::register_once("yield_ping", 1, yield_ping);
+#if GORTBENCH_HAVE_CHAN
+  gortbench::register_once("parked", 2, parked);
+#endif
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

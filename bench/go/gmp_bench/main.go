@@ -1,0 +1,93 @@
+// gmp_bench is the Go twin of bench/gmp_bench.cpp: spawning, switching, and
+// the memory a parked goroutine costs. The workloads and their parameters
+// are the C++ program's, case for case (see the comment at its top).
+package main
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gortbench/internal/harness"
+)
+
+const (
+	goroutines = 1_000_000
+	yields     = 1_000_000
+)
+
+// spawnJoinRound runs one round of spawn+join and returns its duration.
+func spawnJoinRound(n int) time.Duration {
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() { wg.Done() }()
+	}
+	wg.Wait()
+	return time.Since(start)
+}
+
+func spawnJoin(warm bool) func(r *harness.Result) {
+	return func(r *harness.Result) {
+		n := harness.Scaled(goroutines)
+		if warm {
+			spawnJoinRound(n)
+		}
+		d := spawnJoinRound(n)
+		r.Report("ns/goroutine", float64(d.Nanoseconds())/float64(n))
+		r.Report("peak_rss_MiB", harness.MiB(harness.PeakRSSBytes()))
+	}
+}
+
+func yieldPing(r *harness.Result) {
+	n := harness.Scaled(yields)
+	var done atomic.Bool
+	start := time.Now()
+	go func() {
+		for i := 0; i < n; i++ {
+			runtime.Gosched()
+		}
+		done.Store(true)
+	}()
+	for i := 0; i < n; i++ {
+		runtime.Gosched()
+	}
+	for !done.Load() {
+		runtime.Gosched()
+	}
+	d := time.Since(start)
+	r.Report("ns/switch", float64(d.Nanoseconds())/float64(2*n))
+}
+
+func parked(r *harness.Result) {
+	n := harness.Scaled(goroutines)
+	ch := make(chan int)
+	var started, finished sync.WaitGroup
+	before := harness.RSSBytes()
+	for i := 0; i < n; i++ {
+		started.Add(1)
+		finished.Add(1)
+		go func() {
+			started.Done()
+			<-ch
+			finished.Done()
+		}()
+	}
+	started.Wait()
+	delta := harness.RSSBytes() - before
+	close(ch)
+	finished.Wait()
+	r.Report("bytes/goroutine", float64(delta)/float64(n))
+	r.Report("peak_rss_MiB", harness.MiB(harness.PeakRSSBytes()))
+}
+
+func main() {
+	harness.Main([]harness.Case{
+		{Workload: "spawn_join", Procs: 2, Run: spawnJoin(false)},
+		{Workload: "spawn_join_warm", Procs: 2, Run: spawnJoin(true)},
+		{Workload: "yield_ping", Procs: 1, Run: yieldPing},
+		{Workload: "parked", Procs: 2, Run: parked},
+	})
+}
