@@ -96,8 +96,18 @@ struct alignas(64) G {
   alignas(16) unsigned char closure[kInlineClosureSize];
 };
 
-// Changes the status of g from `from` to `to`, checking the transition.
-void set_status(G* g, GStatus from, GStatus to);
+[[noreturn]] void bad_status(G* g, GStatus from, GStatus to);
+
+// Changes the status of g from `from` to `to`, checking that g is in
+// `from`. Every transition is made by the one party that owns the G at that
+// moment (see the table), so a checked load and a store suffice; a CAS would
+// cost two locked instructions per switch for nothing. Callers pass only
+// transitions from the table (bad_status also rejects illegal ones when a
+// status is wrong, to name the bug).
+inline void set_status(G* g, GStatus from, GStatus to) {
+  if (g->status.load(std::memory_order_relaxed) != from) [[unlikely]] bad_status(g, from, to);
+  g->status.store(to, std::memory_order_release);
+}
 
 // A singly linked FIFO of Gs through schedlink (not thread-safe).
 struct GQueue {

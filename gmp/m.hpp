@@ -60,6 +60,11 @@ struct M {
 
   uint64_t fastrand_state = 0;
 
+  // This thread's errno and C++ exception globals (fixed for the thread's
+  // life): cached so a switch does not look them up through TLS.
+  int* errno_ptr = nullptr;
+  void* eh_globals = nullptr;
+
   std::thread thread;
   pthread_t tid{};
   std::atomic<int> os_tid{0};

@@ -55,28 +55,19 @@ int64_t next_goid(P* p) {
 
 }  // namespace
 
-void set_status(G* g, GStatus from, GStatus to) {
-  if (!legal(from, to)) {
-    write_stderr("runtime: bad status transition ");
-    write_stderr(gstatus_string(from));
-    write_stderr(" -> ");
-    write_stderr(gstatus_string(to));
-    write_stderr("\n");
-    fatal("set_status: illegal transition");
-  }
-  GStatus expected = from;
-  if (!g->status.compare_exchange_strong(expected, to, std::memory_order_acq_rel)) {
-    write_stderr("runtime: set_status ");
-    write_stderr(gstatus_string(from));
-    write_stderr(" -> ");
-    write_stderr(gstatus_string(to));
-    write_stderr(" but status is ");
-    write_stderr(gstatus_string(expected));
-    write_stderr(", goroutine ");
-    write_stderr_int(g->id);
-    write_stderr("\n");
-    fatal("set_status: goroutine in unexpected state");
-  }
+void bad_status(G* g, GStatus from, GStatus to) {
+  GStatus cur = g->status.load(std::memory_order_relaxed);
+  write_stderr("runtime: set_status ");
+  write_stderr(gstatus_string(from));
+  write_stderr(" -> ");
+  write_stderr(gstatus_string(to));
+  write_stderr(" but status is ");
+  write_stderr(gstatus_string(cur));
+  write_stderr(", goroutine ");
+  write_stderr_int(g->id);
+  write_stderr("\n");
+  fatal(legal(from, to) ? "set_status: goroutine in unexpected state"
+                        : "set_status: illegal transition");
 }
 
 const char* gstatus_string(GStatus s) {

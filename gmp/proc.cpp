@@ -223,7 +223,7 @@ top:
     std::lock_guard<std::mutex> lock(sched.lock);
     if (G* g = globrunqget_locked(p, 1)) return g;
   }
-  if (G* g = p->runq.get()) return g;
+  if (G* g = p->runq.get(sched.nprocs == 1)) return g;
   if (sched.runqsize.load(std::memory_order_relaxed) > 0) {
     std::lock_guard<std::mutex> lock(sched.lock);
     if (G* g = globrunqget_locked(p, 0)) return g;
@@ -333,7 +333,7 @@ G* next_local(M* m) {
   P* p = m->p;
   if (sched.stopping.load(std::memory_order_relaxed)) return nullptr;
   if (p->schedtick % 61 == 0 && sched.runqsize.load(std::memory_order_relaxed) > 0) return nullptr;
-  G* g = p->runq.get();
+  G* g = p->runq.get(sched.nprocs == 1);
   if (g == nullptr) return nullptr;
   set_status(g, GStatus::kRunnable, GStatus::kRunning);
   p->schedtick++;
@@ -463,7 +463,6 @@ void park(bool (*unlock)(G*, void*), void* arg, WaitReason reason) {
   M* m = getm();
   G* self = m ? m->curg : nullptr;
   if (self == nullptr) fatal("park: not on a goroutine");
-  if (m->locks.load(std::memory_order_relaxed) != 0) fatal("park: holding runtime locks");
   m->park_unlock = unlock;
   m->park_arg = arg;
   self->waitreason = reason;
@@ -559,6 +558,7 @@ void* mstart(void* arg) {
   M* m = static_cast<M*>(arg);
   setm(m);
   m->tid = pthread_self();
+  m_thread_state_init(m);
   m_signal_stack_init(m);
   pthread_attr_t attr;
   if (pthread_getattr_np(pthread_self(), &attr) == 0) {
@@ -603,6 +603,7 @@ void newm(P* p, bool spinning) {
 void mstart_on_current_thread(M* m) {
   setm(m);
   m->tid = pthread_self();
+  m_thread_state_init(m);
   m_signal_stack_init(m);
   pthread_attr_t attr;
   if (pthread_getattr_np(pthread_self(), &attr) == 0) {

@@ -37,8 +37,19 @@ bool Runq::put(G* g, bool next, GQueue* overflow) {
   }
 }
 
-G* Runq::get() {
+G* Runq::get(bool exclusive) {
   G* next = runnext_.load(std::memory_order_relaxed);
+  if (exclusive) {
+    if (next != nullptr) {
+      runnext_.store(nullptr, std::memory_order_relaxed);
+      return next;
+    }
+    uint32_t h = head_.load(std::memory_order_relaxed);
+    if (tail_.load(std::memory_order_relaxed) == h) return nullptr;
+    G* g = buf_[h % kRunqSize].load(std::memory_order_relaxed);
+    head_.store(h + 1, std::memory_order_release);
+    return g;
+  }
   if (next != nullptr &&
       runnext_.compare_exchange_strong(next, nullptr, std::memory_order_acq_rel)) {
     return next;

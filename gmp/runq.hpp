@@ -40,8 +40,10 @@ class Runq {
   // caller then moves *overflow to the global queue.
   bool put(G* g, bool next, GQueue* overflow);
 
-  // Owner only. runnext first, then the head of the ring.
-  G* get();
+  // Owner only. runnext first, then the head of the ring. `exclusive`:
+  // the caller knows no thief can exist (the runtime has a single P), so
+  // plain stores replace the CASes.
+  G* get(bool exclusive = false);
 
   // Any thread. Moves about half of this queue to `dst` (owned by the
   // caller) and returns one G to run, or null. Takes runnext too when

@@ -35,9 +35,19 @@ __attribute__((noipa)) int* errno_location() {
   return &errno;
 }
 
+}  // namespace
+
+void m_thread_state_init(M* m) {
+  m->errno_ptr = errno_location();
+  m->eh_globals = eh_globals();
+}
+
+namespace {
+
 inline void save_thread_state(G* g) {
-  g->saved_errno = *errno_location();
-  EhGlobals* eh = eh_globals();
+  M* m = getm();
+  g->saved_errno = *m->errno_ptr;
+  EhGlobals* eh = static_cast<EhGlobals*>(m->eh_globals);
   g->eh_caught = eh->caught_exceptions;
   g->eh_uncaught = eh->uncaught_exceptions;
   eh->caught_exceptions = nullptr;
@@ -45,10 +55,11 @@ inline void save_thread_state(G* g) {
 }
 
 inline void restore_thread_state(G* g) {
-  EhGlobals* eh = eh_globals();
+  M* m = getm();
+  EhGlobals* eh = static_cast<EhGlobals*>(m->eh_globals);
   eh->caught_exceptions = g->eh_caught;
   eh->uncaught_exceptions = g->eh_uncaught;
-  *errno_location() = g->saved_errno;
+  *m->errno_ptr = g->saved_errno;
 }
 
 inline void asan_start(G* from, G* to, bool from_dying) {

@@ -22,6 +22,9 @@ namespace gort::internal {
 void switch_to(G* from, G* to);
 // Like switch_to for a goroutine that has exited: never returns.
 [[noreturn]] void switch_exit(G* from, G* to);
+struct M;
+// Caches the calling thread's errno and exception-globals addresses in m.
+void m_thread_state_init(M* m);
 // Prepares g (which has a stack) to start running goroutine_main(g).
 void make_context(G* g);
 

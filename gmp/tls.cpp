@@ -1,19 +1,22 @@
 // gmp/tls.cpp — see tls.hpp.
 #include "gmp/tls.hpp"
 
-namespace gort::internal {
-namespace {
-thread_local M* t_m = nullptr;
+extern "C" {
+__thread gort::internal::M* gort_current_m __attribute__((tls_model("initial-exec"))) = nullptr;
 }
 
+namespace gort::internal {
+
+#if !defined(__x86_64__)
 __attribute__((noipa)) M* getm() {
   asm volatile("" ::: "memory");
-  return t_m;
+  return gort_current_m;
 }
+#endif
 
 __attribute__((noipa)) void setm(M* m) {
   asm volatile("" ::: "memory");
-  t_m = m;
+  gort_current_m = m;
 }
 
 }  // namespace gort::internal

@@ -1,4 +1,11 @@
 // gort/gort.hpp — the umbrella header: everything public in gort.
+//
+//   #include <gort/gort.hpp>
+//   int main() { return gort::run([] { gort::go([] { /* ... */ }); }); }
+//
+// Build with `pkg-config --cflags --libs gort` or Meson's dependency('gort').
 #pragma once
 
+#include "gort/chan.hpp"
 #include "gort/runtime.hpp"
+#include "gort/sync.hpp"

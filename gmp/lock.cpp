@@ -1,0 +1,97 @@
+// gmp/lock.cpp — see lock.hpp.
+#include "gmp/lock.hpp"
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "gmp/cpu.hpp"
+#include "gmp/fatal.hpp"
+#include "gmp/sched.hpp"
+#include "gmp/tls.hpp"
+
+namespace gort::internal {
+namespace {
+
+constexpr uint32_t kUnlocked = 0;
+constexpr uint32_t kLocked = 1;
+constexpr uint32_t kSleeping = 2;
+
+void futex_wait(std::atomic<uint32_t>* w, uint32_t val) {
+  int saved = errno;
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(w), FUTEX_WAIT | FUTEX_PRIVATE_FLAG, val, nullptr,
+          nullptr, 0);
+  errno = saved;
+}
+
+void futex_wake(std::atomic<uint32_t>* w) {
+  int saved = errno;
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(w), FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, nullptr,
+          nullptr, 0);
+  errno = saved;
+}
+
+}  // namespace
+
+void lock_word(std::atomic<uint32_t>* w) {
+  if (M* m = getm()) acquirem(m);
+  uint32_t v = w->exchange(kLocked, std::memory_order_acquire);
+  if (v == kUnlocked) return;
+  // Contended. Remember whether there were sleepers: if so we must leave
+  // the word at kSleeping when we get it, or a sleeper would never be woken.
+  uint32_t wait = v;
+  static const bool multicore = sysconf(_SC_NPROCESSORS_ONLN) > 1;
+  for (;;) {
+    if (multicore) {
+      for (int i = 0; i < 4; i++) {
+        while (w->load(std::memory_order_relaxed) == kUnlocked) {
+          uint32_t expected = kUnlocked;
+          if (w->compare_exchange_weak(expected, wait, std::memory_order_acquire)) return;
+        }
+        for (int j = 0; j < 30; j++) cpu_relax();
+      }
+    }
+    for (int i = 0; i < 1; i++) {
+      while (w->load(std::memory_order_relaxed) == kUnlocked) {
+        uint32_t expected = kUnlocked;
+        if (w->compare_exchange_weak(expected, wait, std::memory_order_acquire)) return;
+      }
+      sched_yield();
+    }
+    v = w->exchange(kSleeping, std::memory_order_acquire);
+    if (v == kUnlocked) return;
+    wait = kSleeping;
+    futex_wait(w, kSleeping);
+  }
+}
+
+void unlock_word(std::atomic<uint32_t>* w) {
+  uint32_t v = w->exchange(kUnlocked, std::memory_order_release);
+  if (v == kUnlocked) fatal("unlock of unlocked runtime lock");
+  if (v == kSleeping) futex_wake(w);
+  if (M* m = getm()) releasem(m);
+}
+
+bool park_unlock_word(G*, void* arg) {
+  unlock_word(static_cast<std::atomic<uint32_t>*>(arg));
+  return true;
+}
+
+void preempt_check() {
+  M* m = getm();
+  if (m == nullptr) return;
+  G* g = m->curg;
+  if (g != nullptr && g->preempt.load(std::memory_order_relaxed)) {
+    if (sched.hooks.preempt_check != nullptr) {
+      sched.hooks.preempt_check();
+    } else {
+      g->preempt.store(false, std::memory_order_relaxed);
+      gosched();
+    }
+  }
+}
+
+}  // namespace gort::internal

@@ -1,0 +1,279 @@
+// gort/chan.hpp — Go's channels and select.
+//
+// Chan<T> is a copyable handle to a channel (Go's `chan T`); copies refer to
+// the same channel. A default-constructed Chan is the nil channel: send and
+// recv block forever, close panics, and select never picks it.
+//
+//   auto results = gort::make_chan<int>();       // unbuffered
+//   for (int i = 0; i < 3; i++) gort::go([results, i] { results.send(i * i); });
+//   for (int i = 0; i < 3; i++) std::printf("%d\n", *results.recv());
+//
+//   auto jobs = gort::make_chan<std::string>(100);  // buffered
+//   gort::go([jobs] { for (auto& j : load()) jobs.send(j); jobs.close(); });
+//   for (std::string j : jobs) process(j);           // until closed & drained
+//
+//   gort::select(
+//       gort::on_recv(jobs, [](std::optional<std::string> j) { ... }),
+//       gort::on_send(out, 42, [] { ... }),
+//       gort::on_default([] { ... }));
+//
+// Semantics are Go's: an unbuffered send completes when a receiver takes the
+// value (a parked receiver gets it moved straight into its slot and runs
+// next on this P); sends on a closed channel panic `send on closed channel`
+// (also a sender parked when the channel gets closed); close panics `close of
+// closed channel` / `close of nil channel`; receivers get every buffered value
+// and then std::nullopt forever once closed. send, recv, range-for and a
+// select without default may park the calling goroutine; close, len, cap
+// never do. All operations are safe from any goroutine; called from a plain
+// OS thread they wait by sleeping the thread.
+//
+// T must be nothrow-move-constructible (the move happens under the channel
+// lock). Costs: a hand-off or buffered operation takes the channel's lock
+// once and allocates nothing; make_chan allocates the channel and its buffer
+// in one block.
+#pragma once
+
+#include <cstddef>
+#include <iterator>
+#include <new>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "gort/detail/chan_core.hpp"
+#include "gort/runtime.hpp"
+
+namespace gort {
+
+namespace internal {
+
+template <class T>
+void move_to(void* dst, void* src) {
+  ::new (dst) T(std::move(*static_cast<T*>(src)));
+}
+template <class T>
+void destroy_elem(void* p) {
+  static_cast<T*>(p)->~T();
+}
+template <class T>
+inline constexpr ElemType kElemType = {sizeof(T), alignof(T), &move_to<T>, &destroy_elem<T>};
+
+// Uninitialised storage for one T.
+template <class T>
+struct Slot {
+  alignas(T) unsigned char bytes[sizeof(T)];
+  void* ptr() { return bytes; }
+  std::optional<T> take(bool present) {
+    if (!present) return std::nullopt;
+    T* p = std::launder(reinterpret_cast<T*>(bytes));
+    std::optional<T> r(std::move(*p));
+    p->~T();
+    return r;
+  }
+};
+
+}  // namespace internal
+
+template <class T>
+class Chan {
+  static_assert(std::is_nothrow_move_constructible_v<T>,
+                "gort::Chan<T>: T must be nothrow move constructible");
+  static_assert(!std::is_reference_v<T> && !std::is_array_v<T>, "gort::Chan<T>: T must be an object type");
+
+ public:
+  using value_type = T;
+
+  Chan() = default;  // the nil channel
+  Chan(const Chan& o) : c_(o.c_) {
+    if (c_) internal::chan_retain(c_);
+  }
+  Chan(Chan&& o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
+  Chan& operator=(const Chan& o) {
+    if (o.c_) internal::chan_retain(o.c_);
+    if (c_) internal::chan_release(c_);
+    c_ = o.c_;
+    return *this;
+  }
+  Chan& operator=(Chan&& o) noexcept {
+    if (this != &o) {
+      if (c_) internal::chan_release(c_);
+      c_ = std::exchange(o.c_, nullptr);
+    }
+    return *this;
+  }
+  ~Chan() {
+    if (c_) internal::chan_release(c_);
+  }
+
+  // Blocks until the value is received (unbuffered) or buffered.
+  void send(T v) const { internal::chan_send(c_, &v); }
+  // Blocks until a value arrives; std::nullopt once closed and drained.
+  std::optional<T> recv() const {
+    internal::Slot<T> s;
+    bool ok = internal::chan_recv(c_, s.ptr());
+    return s.take(ok);
+  }
+  void close() const { internal::chan_close(c_); }
+  size_t len() const { return internal::chan_len(c_); }
+  size_t cap() const { return internal::chan_cap(c_); }
+
+  bool is_nil() const { return c_ == nullptr; }
+  explicit operator bool() const { return c_ != nullptr; }
+  friend bool operator==(const Chan& a, const Chan& b) { return a.c_ == b.c_; }
+
+  // Range-for: receives until the channel is closed and drained.
+  class iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = T;
+    using difference_type = std::ptrdiff_t;
+    using pointer = T*;
+    using reference = T&;
+
+    iterator() = default;
+    explicit iterator(const Chan* ch) : ch_(ch) { ++*this; }
+    T& operator*() { return *v_; }
+    T* operator->() { return &*v_; }
+    iterator& operator++() {
+      v_ = ch_->recv();
+      if (!v_) ch_ = nullptr;
+      return *this;
+    }
+    void operator++(int) { ++*this; }
+    friend bool operator==(const iterator& a, const iterator& b) { return a.ch_ == b.ch_; }
+
+   private:
+    const Chan* ch_ = nullptr;
+    std::optional<T> v_;
+  };
+  iterator begin() const { return iterator(this); }
+  iterator end() const { return iterator(); }
+
+  internal::ChanCore* core() const { return c_; }
+
+ private:
+  template <class U>
+  friend Chan<U> make_chan(size_t cap);
+  explicit Chan(internal::ChanCore* c) : c_(c) {}
+
+  internal::ChanCore* c_ = nullptr;
+};
+
+// A new channel with room for `cap` buffered values (0: unbuffered).
+template <class T>
+Chan<T> make_chan(size_t cap = 0) {
+  return Chan<T>(internal::chan_make(&internal::kElemType<T>, cap));
+}
+
+// ---- select ----
+
+template <class T, class F>
+struct RecvCase {
+  internal::ChanCore* c;
+  F f;
+  internal::Slot<T> slot;
+};
+
+template <class T, class F>
+struct SendCase {
+  internal::ChanCore* c;
+  T v;
+  F f;
+};
+
+template <class F>
+struct DefaultCase {
+  F f;
+};
+
+namespace internal {
+struct Noop {
+  template <class... A>
+  void operator()(A&&...) const {}
+};
+}  // namespace internal
+
+// A receive case: f is called with std::optional<T> (nullopt: the channel is
+// closed), or with no argument if it does not take one.
+template <class T, class F = internal::Noop>
+RecvCase<T, F> on_recv(const Chan<T>& ch, F f = {}) {
+  return RecvCase<T, F>{ch.core(), std::move(f), {}};
+}
+
+// A send case: f() is called once the value has been sent.
+template <class T, class U, class F = internal::Noop>
+SendCase<T, F> on_send(const Chan<T>& ch, U&& v, F f = {}) {
+  return SendCase<T, F>{ch.core(), T(std::forward<U>(v)), std::move(f)};
+}
+
+// Makes the select non-blocking: chosen when no other case is ready.
+template <class F = internal::Noop>
+DefaultCase<F> on_default(F f = {}) {
+  return DefaultCase<F>{std::move(f)};
+}
+
+namespace internal {
+
+template <class C>
+struct CaseTraits;
+template <class T, class F>
+struct CaseTraits<RecvCase<T, F>> {
+  static constexpr bool is_default = false;
+  static SelectCase make(RecvCase<T, F>& c) { return {c.c, c.slot.ptr(), false, false}; }
+  static void run(RecvCase<T, F>& c, const SelectCase& sc) {
+    std::optional<T> v = c.slot.take(sc.received);
+    if constexpr (std::is_invocable_v<F&, std::optional<T>>) {
+      c.f(std::move(v));
+    } else {
+      static_assert(std::is_invocable_v<F&>,
+                    "gort::on_recv: callback must take std::optional<T> or nothing");
+      c.f();
+    }
+  }
+};
+template <class T, class F>
+struct CaseTraits<SendCase<T, F>> {
+  static constexpr bool is_default = false;
+  static SelectCase make(SendCase<T, F>& c) { return {c.c, &c.v, true, false}; }
+  static void run(SendCase<T, F>& c, const SelectCase&) { c.f(); }
+};
+template <class F>
+struct CaseTraits<DefaultCase<F>> {
+  static constexpr bool is_default = true;
+  static SelectCase make(DefaultCase<F>&) { return {nullptr, nullptr, false, false}; }
+  static void run(DefaultCase<F>& c, const SelectCase&) { c.f(); }
+};
+
+template <class... Cases, size_t... I>
+size_t select_impl(std::index_sequence<I...>, Cases&... cases) {
+  constexpr size_t n = sizeof...(Cases);
+  constexpr size_t ndefault = (0 + ... + (CaseTraits<Cases>::is_default ? 1 : 0));
+  static_assert(ndefault <= 1, "gort::select: at most one default case");
+  constexpr size_t default_index = [] {
+    size_t idx = n;
+    size_t i = 0;
+    ((CaseTraits<Cases>::is_default ? (idx = i, ++i) : ++i), ...);
+    return idx;
+  }();
+  SelectCase sc[n > 0 ? n : 1] = {CaseTraits<Cases>::make(cases)...};
+  int chosen = selectgo(sc, static_cast<int>(n), ndefault == 0);
+  size_t idx = chosen < 0 ? default_index : static_cast<size_t>(chosen);
+  ((I == idx ? (CaseTraits<Cases>::run(cases, sc[I]), 0) : 0), ...);
+  return idx;
+}
+
+}  // namespace internal
+
+// Go's select: runs exactly one ready case, chosen uniformly at random
+// among the ready ones, and returns its index (in argument order). Without
+// an on_default case it parks until a case is ready; with one it never
+// blocks. Cases on nil channels are never ready; a receive from a closed
+// channel is always ready (with std::nullopt). A select with no cases (or
+// only nil channels and no default) blocks forever.
+template <class... Cases>
+size_t select(Cases&&... cases) {
+  return internal::select_impl(std::index_sequence_for<Cases...>{}, cases...);
+}
+
+}  // namespace gort

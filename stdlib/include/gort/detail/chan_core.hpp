@@ -1,0 +1,53 @@
+// gort/detail/chan_core.hpp — the type-erased channel core behind Chan<T>.
+//
+// Not part of the public API: included by <gort/chan.hpp>. The channel
+// algorithm (Go's hchan) lives in the library, not in templates: its locks
+// must never be held by code that could be asynchronously preempted, and
+// library code never is (see docs/preemption.md). Chan<T> supplies the
+// element's size and how to move and destroy it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace gort::internal {
+
+struct ChanCore;
+
+struct ElemType {
+  size_t size;
+  size_t align;
+  // Move-constructs *dst (uninitialised storage) from *src; must not throw.
+  void (*move_to)(void* dst, void* src);
+  void (*destroy)(void* p);
+};
+
+ChanCore* chan_make(const ElemType* type, size_t cap);
+void chan_retain(ChanCore* c);
+void chan_release(ChanCore* c);
+
+// All of these treat c == nullptr as the nil channel.
+// Blocks until *elem is handed over (it is moved from). Panics on a closed
+// channel; blocks forever on nil.
+void chan_send(ChanCore* c, void* elem);
+// Blocks until a value is moved into *out (uninitialised storage; returns
+// true) or the channel is closed and drained (returns false, *out untouched).
+bool chan_recv(ChanCore* c, void* out);
+void chan_close(ChanCore* c);
+size_t chan_len(const ChanCore* c);
+size_t chan_cap(const ChanCore* c);
+
+struct SelectCase {
+  ChanCore* c;       // null: a nil channel, never ready
+  void* elem;        // send: the value to move from; recv: storage to move into
+  bool is_send;
+  bool received;     // recv result: true if a value was stored in *elem
+};
+
+// Go's selectgo over n cases. Runs exactly one ready case, chosen uniformly
+// at random among the ready ones, and returns its index; with block == false
+// returns -1 if none is ready. A select with no non-nil case and block ==
+// true blocks forever.
+int selectgo(SelectCase* cases, int n, bool block);
+
+}  // namespace gort::internal

@@ -1,0 +1,54 @@
+// gort/detail/sema.hpp — the wait-queue facility under every sync type.
+//
+// Not part of the public API: included by <gort/sync.hpp>. Go's runtime
+// semaphore (runtime/sema.go), one per object instead of Go's address-keyed
+// table because C++ objects can carry their own queue: a count and a FIFO
+// of parked goroutines. acquire parks the calling goroutine (never the OS
+// thread); release readies the oldest waiter, and with `handoff` gives it
+// the count directly and yields to it (Go's starvation-mode hand-off).
+//
+// Called from a plain OS thread (not a goroutine), acquire spins and
+// sleeps the thread instead of parking.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace gort::internal {
+
+class Sema {
+ public:
+  // Waits until the count is positive and decrements it. `lifo` queues the
+  // caller at the front (a waiter that was woken and lost the race keeps
+  // its place, as Go's Mutex does). `reason` is a WaitReason.
+  void acquire(bool lifo, uint8_t reason);
+  bool try_acquire();
+  void release(bool handoff);
+  uint32_t waiters() const { return nwait_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint32_t> count_{0};
+  std::atomic<uint32_t> nwait_{0};
+  std::atomic<uint32_t> lock_{0};
+  void* head_ = nullptr;
+  void* tail_ = nullptr;
+};
+
+// Go's notifyList (runtime/sema.go), the queue under Cond: tickets make a
+// signal wake exactly the goroutines that were waiting when it was sent.
+class NotifyList {
+ public:
+  uint32_t add();                 // take a ticket (before unlocking the user's mutex)
+  void wait(uint32_t ticket);     // park until the ticket is notified
+  void notify_one();
+  void notify_all();
+
+ private:
+  std::atomic<uint32_t> wait_{0};
+  std::atomic<uint32_t> notify_{0};
+  std::atomic<uint32_t> lock_{0};
+  void* head_ = nullptr;
+  void* tail_ = nullptr;
+};
+
+}  // namespace gort::internal

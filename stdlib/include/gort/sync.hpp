@@ -1,0 +1,209 @@
+// gort/sync.hpp — Go's sync package: Mutex, RWMutex, WaitGroup, Once, Cond,
+// and a weighted Semaphore (golang.org/x/sync/semaphore).
+//
+// Every type here parks *goroutines*, never OS threads: a goroutine waiting
+// for a Mutex lets its thread run other goroutines. They meet the standard
+// Lockable / SharedLockable requirements, so the standard adapters work:
+//
+//   gort::Mutex mu;
+//   std::map<std::string, int> counts;  // guarded by mu
+//   gort::WaitGroup wg;
+//   for (auto& word : words) {
+//     wg.add(1);
+//     gort::go([&, word] {
+//       std::lock_guard lock(mu);
+//       counts[word]++;
+//       wg.done();
+//     });
+//   }
+//   wg.wait();
+//
+// Costs: uncontended lock/unlock is one atomic each; contended waiters park
+// on a per-object queue (no allocation). None of these types may be copied
+// or moved (as in Go, where copying a sync value is a bug `go vet` reports).
+//
+// Misuse, with Go's words: unlocking an unlocked Mutex or RWMutex is a fatal
+// error (`fatal error: sync: unlock of unlocked mutex`, exit 2); a negative
+// WaitGroup counter panics (`sync: negative WaitGroup counter`).
+//
+// Called from a plain OS thread (outside any goroutine) these still work;
+// the thread then waits by yielding and sleeping, not by parking.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <utility>
+
+#include "gort/detail/sema.hpp"
+#include "gort/runtime.hpp"
+
+namespace gort {
+
+class Context;
+
+// Go's sync.Mutex, with its two modes. Normal mode: a woken waiter competes
+// with newly arriving goroutines (which usually win: they are already on a
+// CPU), and a goroutine may spin briefly on multi-P runtimes before parking.
+// Starvation mode, entered when a waiter has waited more than 1 ms: the
+// unlocker hands the mutex directly to the oldest waiter, FIFO, and newcomers
+// queue at the tail; it ends when the last waiter has waited less than 1 ms
+// or no waiter is left. lock() may park the caller; unlock() and try_lock()
+// never do. Any goroutine may unlock a Mutex locked by another, as in Go.
+class Mutex {
+ public:
+  Mutex() = default;
+  Mutex(const Mutex&) = delete;
+  Mutex& operator=(const Mutex&) = delete;
+
+  void lock() {
+    int32_t expected = 0;
+    if (state_.compare_exchange_strong(expected, kLocked, std::memory_order_acquire)) return;
+    lock_slow();
+  }
+  bool try_lock();
+  void unlock() {
+    int32_t now = state_.fetch_sub(kLocked, std::memory_order_release) - kLocked;
+    if (now != 0) unlock_slow(now);
+  }
+
+ private:
+  static constexpr int32_t kLocked = 1;
+  static constexpr int32_t kWoken = 2;
+  static constexpr int32_t kStarving = 4;
+  static constexpr int kWaiterShift = 3;
+
+  void lock_slow();
+  void unlock_slow(int32_t now);
+
+  std::atomic<int32_t> state_{0};
+  internal::Sema sema_;
+};
+
+// Go's sync.RWMutex: any number of readers or one writer. A writer that
+// calls lock() blocks new readers until it has had its turn, so a stream of
+// readers cannot starve writers. lock() and lock_shared() may park.
+class RWMutex {
+ public:
+  RWMutex() = default;
+  RWMutex(const RWMutex&) = delete;
+  RWMutex& operator=(const RWMutex&) = delete;
+
+  void lock();
+  void unlock();
+  bool try_lock();
+  void lock_shared();
+  void unlock_shared();
+  bool try_lock_shared();
+
+ private:
+  static constexpr int32_t kMaxReaders = 1 << 30;
+  void unlock_shared_slow(int32_t r);
+
+  Mutex w_;
+  internal::Sema writer_sem_;
+  internal::Sema reader_sem_;
+  std::atomic<int32_t> reader_count_{0};
+  std::atomic<int32_t> reader_wait_{0};
+};
+
+// Go's sync.WaitGroup: wait() parks until the counter drops to zero.
+// Call add() before starting the goroutine that will call done(). A
+// WaitGroup may be reused once wait() has returned.
+class WaitGroup {
+ public:
+  WaitGroup() = default;
+  WaitGroup(const WaitGroup&) = delete;
+  WaitGroup& operator=(const WaitGroup&) = delete;
+
+  // Panics `sync: negative WaitGroup counter` if the counter goes below 0.
+  void add(int64_t delta);
+  void done() { add(-1); }
+  void wait();
+
+ private:
+  // High 32 bits: counter; low 32 bits: waiters.
+  std::atomic<uint64_t> state_{0};
+  internal::Sema sema_;
+};
+
+// Go's sync.Once: call(f) runs f exactly once over the life of the Once;
+// concurrent callers wait until that run finishes. If f throws, the Once
+// still counts as done (as in Go, where a panicking f counts as returned),
+// and the exception propagates to that caller.
+class Once {
+ public:
+  Once() = default;
+  Once(const Once&) = delete;
+  Once& operator=(const Once&) = delete;
+
+  template <class F>
+  void call(F&& f) {
+    if (done_.load(std::memory_order_acquire)) return;
+    std::lock_guard<Mutex> lock(m_);
+    if (done_.load(std::memory_order_relaxed)) return;
+    struct SetDone {
+      std::atomic<bool>* d;
+      ~SetDone() { d->store(true, std::memory_order_release); }
+    } set_done{&done_};
+    std::forward<F>(f)();
+  }
+  bool done() const { return done_.load(std::memory_order_acquire); }
+
+ private:
+  std::atomic<bool> done_{false};
+  Mutex m_;
+};
+
+// Go's sync.Cond over a gort::Mutex. wait() atomically unlocks the mutex and
+// parks; when woken it relocks before returning. As in Go, wake-ups only
+// happen through signal/broadcast, but callers should wait in a loop that
+// re-checks their condition.
+class Cond {
+ public:
+  explicit Cond(Mutex& l) : l_(l) {}
+  Cond(const Cond&) = delete;
+  Cond& operator=(const Cond&) = delete;
+
+  void wait() {
+    uint32_t t = notify_.add();
+    l_.unlock();
+    notify_.wait(t);
+    l_.lock();
+  }
+  void signal() { notify_.notify_one(); }
+  void broadcast() { notify_.notify_all(); }
+  Mutex& mutex() { return l_; }
+
+ private:
+  Mutex& l_;
+  internal::NotifyList notify_;
+};
+
+// A weighted semaphore (golang.org/x/sync/semaphore): holds up to `n` units.
+// Waiters are served FIFO: a large request at the head is not overtaken by
+// small ones that would fit, so it cannot starve. acquire parks the caller.
+class Semaphore {
+ public:
+  explicit Semaphore(int64_t n);
+  Semaphore(const Semaphore&) = delete;
+  Semaphore& operator=(const Semaphore&) = delete;
+  ~Semaphore();
+
+  void acquire(int64_t n = 1);
+  bool try_acquire(int64_t n = 1);
+  // Panics `semaphore: released more than held`.
+  void release(int64_t n = 1);
+
+  // Internal: the waiter queue.
+  struct Waiter;
+
+ private:
+  friend struct SemaphoreAccess;
+  int64_t size_;
+  int64_t cur_ = 0;
+  std::atomic<uint32_t> lock_{0};
+  Waiter* head_ = nullptr;
+  Waiter* tail_ = nullptr;
+};
+
+}  // namespace gort

@@ -1,0 +1,179 @@
+// stdlib/mutex.cpp — gort::Mutex and gort::RWMutex (Go's sync/mutex.go and
+// sync/rwmutex.go algorithms).
+//
+// Mutex state word: bit 0 locked, bit 1 woken (a waiter was woken and is
+// running, so unlock need not wake another), bit 2 starving, bits 3.. the
+// number of parked waiters.
+#include <atomic>
+
+#include "gmp/cpu.hpp"
+#include "gmp/fatal.hpp"
+#include "gmp/g.hpp"
+#include "gmp/lock.hpp"
+#include "gmp/sched.hpp"
+#include "gmp/tls.hpp"
+#include "gort/sync.hpp"
+
+namespace gort {
+namespace {
+
+constexpr int64_t kStarvationThresholdNs = 1000000;  // 1 ms, as Go
+
+// Go's sync_runtime_canSpin: spin only a little, only with several Ps, only
+// when other Ps are running (someone may unlock soon), and only when this P
+// has nothing else to run.
+bool can_spin(int iter) {
+  using namespace internal;
+  if (iter >= 4 || sched.nprocs <= 1) return false;
+  if (sched.nprocs <= sched.npidle.load(std::memory_order_relaxed) +
+                          sched.nmspinning.load(std::memory_order_relaxed) + 1) {
+    return false;
+  }
+  M* m = getm();
+  if (m == nullptr || m->p == nullptr || !m->p->runq.empty()) return false;
+  return true;
+}
+
+void do_spin() {
+  for (int i = 0; i < 30; i++) internal::cpu_relax();
+}
+
+}  // namespace
+
+bool Mutex::try_lock() {
+  int32_t old = state_.load(std::memory_order_relaxed);
+  if ((old & (kLocked | kStarving)) != 0) return false;
+  return state_.compare_exchange_strong(old, old | kLocked, std::memory_order_acquire);
+}
+
+void Mutex::lock_slow() {
+  internal::preempt_check();
+  int64_t wait_start = 0;
+  bool starving = false;
+  bool awoke = false;
+  int iter = 0;
+  int32_t old = state_.load(std::memory_order_relaxed);
+  for (;;) {
+    // Spin while locked in normal mode, telling unlock not to wake anyone.
+    if ((old & (kLocked | kStarving)) == kLocked && can_spin(iter)) {
+      if (!awoke && (old & kWoken) == 0 && (old >> kWaiterShift) != 0 &&
+          state_.compare_exchange_weak(old, old | kWoken, std::memory_order_relaxed)) {
+        awoke = true;
+      }
+      do_spin();
+      iter++;
+      old = state_.load(std::memory_order_relaxed);
+      continue;
+    }
+    int32_t next = old;
+    // In starvation mode newcomers do not grab the lock: they queue.
+    if ((old & kStarving) == 0) next |= kLocked;
+    if ((old & (kLocked | kStarving)) != 0) next += 1 << kWaiterShift;
+    // Switch to starvation mode, but only if the mutex is still locked
+    // (unlock expects waiters in starvation mode).
+    if (starving && (old & kLocked) != 0) next |= kStarving;
+    if (awoke) {
+      if ((next & kWoken) == 0) internal::fatal("sync: inconsistent mutex state");
+      next &= ~kWoken;
+    }
+    if (state_.compare_exchange_weak(old, next, std::memory_order_acq_rel)) {
+      if ((old & (kLocked | kStarving)) == 0) return;  // locked it
+      // A waiter that was woken before keeps its place at the front.
+      bool lifo = wait_start != 0;
+      if (wait_start == 0) wait_start = internal::nanotime();
+      sema_.acquire(lifo, static_cast<uint8_t>(internal::WaitReason::kSyncMutex));
+      starving = starving || internal::nanotime() - wait_start > kStarvationThresholdNs;
+      old = state_.load(std::memory_order_acquire);
+      if ((old & kStarving) != 0) {
+        // Handed to us directly; the state is inconsistent until we fix it:
+        // locked is not set and we are still counted as a waiter.
+        if ((old & (kLocked | kWoken)) != 0 || (old >> kWaiterShift) == 0) {
+          internal::fatal("sync: inconsistent mutex state");
+        }
+        int32_t delta = kLocked - (1 << kWaiterShift);
+        if (!starving || (old >> kWaiterShift) == 1) {
+          // Leave starvation mode: we waited briefly, or we are the last.
+          delta -= kStarving;
+        }
+        state_.fetch_add(delta, std::memory_order_acq_rel);
+        return;
+      }
+      awoke = true;
+      iter = 0;
+    } else {
+      old = state_.load(std::memory_order_relaxed);
+    }
+  }
+}
+
+void Mutex::unlock_slow(int32_t now) {
+  if (((now + kLocked) & kLocked) == 0) internal::fatal("sync: unlock of unlocked mutex");
+  if ((now & kStarving) == 0) {
+    int32_t old = now;
+    for (;;) {
+      // Nobody to wake, or someone already woken / got the lock.
+      if ((old >> kWaiterShift) == 0 || (old & (kLocked | kWoken | kStarving)) != 0) return;
+      int32_t next = (old - (1 << kWaiterShift)) | kWoken;
+      if (state_.compare_exchange_weak(old, next, std::memory_order_acq_rel)) {
+        sema_.release(false);
+        return;
+      }
+    }
+  }
+  // Starvation mode: hand ownership to the first waiter and yield to it.
+  sema_.release(true);
+}
+
+void RWMutex::lock_shared() {
+  if (reader_count_.fetch_add(1, std::memory_order_acq_rel) + 1 < 0) {
+    // A writer is pending: wait for it.
+    reader_sem_.acquire(false, static_cast<uint8_t>(internal::WaitReason::kSyncRWMutex));
+  }
+}
+
+bool RWMutex::try_lock_shared() {
+  int32_t c = reader_count_.load(std::memory_order_acquire);
+  for (;;) {
+    if (c < 0) return false;
+    if (reader_count_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) return true;
+  }
+}
+
+void RWMutex::unlock_shared() {
+  int32_t r = reader_count_.fetch_sub(1, std::memory_order_acq_rel) - 1;
+  if (r < 0) unlock_shared_slow(r);
+}
+
+void RWMutex::unlock_shared_slow(int32_t r) {
+  if (r + 1 == 0 || r + 1 == -kMaxReaders) internal::fatal("sync: RUnlock of unlocked RWMutex");
+  // A writer is pending: the last departing reader lets it in.
+  if (reader_wait_.fetch_sub(1, std::memory_order_acq_rel) - 1 == 0) writer_sem_.release(false);
+}
+
+void RWMutex::lock() {
+  w_.lock();
+  // Announce the writer; r is the number of active readers.
+  int32_t r = reader_count_.fetch_sub(kMaxReaders, std::memory_order_acq_rel);
+  if (r != 0 && reader_wait_.fetch_add(r, std::memory_order_acq_rel) + r != 0) {
+    writer_sem_.acquire(false, static_cast<uint8_t>(internal::WaitReason::kSyncRWMutex));
+  }
+}
+
+bool RWMutex::try_lock() {
+  if (!w_.try_lock()) return false;
+  int32_t zero = 0;
+  if (!reader_count_.compare_exchange_strong(zero, -kMaxReaders, std::memory_order_acq_rel)) {
+    w_.unlock();
+    return false;
+  }
+  return true;
+}
+
+void RWMutex::unlock() {
+  int32_t r = reader_count_.fetch_add(kMaxReaders, std::memory_order_acq_rel) + kMaxReaders;
+  if (r >= kMaxReaders) internal::fatal("sync: Unlock of unlocked RWMutex");
+  for (int32_t i = 0; i < r; i++) reader_sem_.release(false);
+  w_.unlock();
+}
+
+}  // namespace gort

@@ -1,0 +1,180 @@
+// stdlib/select.cpp — Go's select (runtime/select.go).
+//
+// 1. Shuffle the non-nil cases into a random poll order (uniform choice
+//    among ready cases) and sort their distinct channels by address into the
+//    lock order (two selects over the same channels in opposite order lock
+//    them in the same order, so they cannot deadlock).
+// 2. Lock them all; take the first ready case in poll order.
+// 3. Otherwise, with a default, unlock and return it.
+// 4. Otherwise enqueue one Waiter per case, all sharing a `done` flag, and
+//    park; park's unlock function releases all the locks. The first waker
+//    that flips `done` wins and records its Waiter in g->param.
+// 5. Woken: relock, unlink the losing Waiters still queued, unlock.
+#include <algorithm>
+#include <vector>
+
+#include "gmp/fatal.hpp"
+#include "gmp/lock.hpp"
+#include "gmp/sched.hpp"
+#include "gmp/tls.hpp"
+#include "stdlib/chan_impl.hpp"
+
+namespace gort::internal {
+namespace {
+
+struct LockSet {
+  ChanCore** chans;
+  int n;
+};
+
+void lock_all(const LockSet& ls) {
+  for (int i = 0; i < ls.n; i++) lock_word(&ls.chans[i]->lock);
+}
+
+void unlock_all(const LockSet& ls) {
+  for (int i = ls.n - 1; i >= 0; i--) unlock_word(&ls.chans[i]->lock);
+}
+
+bool park_unlock_all(G*, void* arg) {
+  unlock_all(*static_cast<LockSet*>(arg));
+  return true;
+}
+
+bool never_unlock(G*, void*) { return true; }
+
+constexpr int kInline = 8;
+
+}  // namespace
+
+int selectgo(SelectCase* cases, int n, bool block) {
+  preempt_check();
+  int inline_poll[kInline];
+  ChanCore* inline_locks[kInline];
+  Waiter inline_waiters[kInline];
+  std::vector<int> heap_poll;
+  std::vector<ChanCore*> heap_locks;
+  std::vector<Waiter> heap_waiters;
+  int* poll = inline_poll;
+  ChanCore** locks = inline_locks;
+  Waiter* waiters = inline_waiters;
+  if (n > kInline) {
+    heap_poll.resize(static_cast<size_t>(n));
+    heap_locks.resize(static_cast<size_t>(n));
+    heap_waiters.resize(static_cast<size_t>(n));
+    poll = heap_poll.data();
+    locks = heap_locks.data();
+    waiters = heap_waiters.data();
+  }
+
+  // Poll order: a uniform shuffle of the non-nil cases (inside-out
+  // Fisher-Yates).
+  int npoll = 0;
+  for (int i = 0; i < n; i++) {
+    if (cases[i].c == nullptr) continue;
+    int j = static_cast<int>(fastrandn(static_cast<uint32_t>(npoll + 1)));
+    poll[npoll] = poll[j];
+    poll[j] = i;
+    npoll++;
+  }
+  if (npoll == 0) {
+    if (!block) return -1;
+    if (getg() == nullptr) {
+      sched.external_ops.fetch_add(1, std::memory_order_acq_rel);
+      Note forever;
+      forever.sleep();
+    }
+    park(&never_unlock, nullptr, WaitReason::kSelectNoCases);
+    fatal("select with no cases was woken");
+  }
+  // Lock order: distinct channels by address.
+  for (int k = 0; k < npoll; k++) locks[k] = cases[poll[k]].c;
+  std::sort(locks, locks + npoll);
+  int nlocks = static_cast<int>(std::unique(locks, locks + npoll) - locks);
+  LockSet ls{locks, nlocks};
+  lock_all(ls);
+
+  for (int k = 0; k < npoll; k++) {
+    int i = poll[k];
+    SelectCase& sc = cases[i];
+    ChanCore* c = sc.c;
+    if (sc.is_send) {
+      if (c->closed) {
+        unlock_all(ls);
+        throw panic_error("send on closed channel");
+      }
+      if (Waiter* r = c->recvq.dequeue()) {
+        c->et->move_to(r->elem, sc.elem);
+        r->success = true;
+        unlock_all(ls);
+        wake(r);
+        return i;
+      }
+      if (c->count.load(std::memory_order_relaxed) < c->cap) {
+        send_to_buffer(c, sc.elem);
+        unlock_all(ls);
+        return i;
+      }
+    } else {
+      if (Waiter* s = c->sendq.dequeue()) {
+        recv_from_sender(c, s, sc.elem);
+        unlock_all(ls);
+        wake(s);
+        sc.received = true;
+        return i;
+      }
+      if (c->count.load(std::memory_order_relaxed) > 0) {
+        recv_from_buffer(c, sc.elem);
+        unlock_all(ls);
+        sc.received = true;
+        return i;
+      }
+      if (c->closed) {
+        unlock_all(ls);
+        sc.received = false;
+        return i;
+      }
+    }
+  }
+  if (!block) {
+    unlock_all(ls);
+    return -1;
+  }
+
+  // Block on every case at once.
+  G* self = getg();
+  Note note;
+  std::atomic<uint32_t> done{0};
+  Waiter* winner = nullptr;
+  for (int k = 0; k < npoll; k++) {
+    int i = poll[k];
+    Waiter& w = waiters[k];
+    w = Waiter{};
+    w.g = self;
+    w.note = &note;
+    w.elem = cases[i].elem;
+    w.c = cases[i].c;
+    w.select_done = &done;
+    w.won = &winner;
+    w.case_index = i;
+    if (cases[i].is_send) cases[i].c->sendq.push(&w); else cases[i].c->recvq.push(&w);
+  }
+  block_waiter(&waiters[0], &park_unlock_all, &ls, WaitReason::kSelect);
+
+  lock_all(ls);
+  for (int k = 0; k < npoll; k++) {
+    Waiter& w = waiters[k];
+    if (&w == winner || !w.queued) continue;
+    if (cases[w.case_index].is_send) w.c->sendq.remove(&w); else w.c->recvq.remove(&w);
+  }
+  unlock_all(ls);
+  if (winner == nullptr) fatal("select: woken without a winning case");
+  int i = winner->case_index;
+  if (cases[i].is_send) {
+    if (!winner->success) throw panic_error("send on closed channel");
+  } else {
+    cases[i].received = winner->success;
+  }
+  return i;
+}
+
+}  // namespace gort::internal
