@@ -23,15 +23,6 @@
 
 #include "bench_util.hpp"
 
-// TEMPORARY until <gort/sync.hpp> and <gort/chan.hpp> are in the umbrella header.
-#if 0  // until gort::WaitGroup and gort::Chan are built into libgort
-#include <gort/chan.hpp>
-#include <gort/sync.hpp>
-#define GORTBENCH_HAVE_CHAN 1
-#else
-#define GORTBENCH_HAVE_CHAN 0
-#endif
-
 namespace {
 
 using gortbench::Stopwatch;
@@ -39,7 +30,6 @@ using gortbench::Stopwatch;
 constexpr int64_t kGoroutines = 1'000'000;
 constexpr int64_t kYields = 1'000'000;
 
-#if GORTBENCH_HAVE_CHAN
 // One round of spawn+join; returns elapsed seconds.
 double spawn_join_round(int64_t n) {
   gort::WaitGroup wg;
@@ -66,8 +56,6 @@ void spawn_join(benchmark::State& state, int procs, bool warm) {
   state.counters["peak_rss_MiB"] = gortbench::mib(gortbench::peak_rss_bytes());
 }
 
-#endif  // GORTBENCH_HAVE_CHAN
-
 void yield_ping(benchmark::State& state, int procs) {
   const int64_t n = gortbench::scaled(kYields);
   double seconds = 0;
@@ -88,7 +76,6 @@ void yield_ping(benchmark::State& state, int procs) {
   state.counters["ns/switch"] = seconds * 1e9 / static_cast<double>(2 * n);
 }
 
-#if GORTBENCH_HAVE_CHAN
 void parked(benchmark::State& state, int procs) {
   const int64_t n = gortbench::scaled(kGoroutines);
   double seconds = 0;
@@ -121,19 +108,13 @@ void parked(benchmark::State& state, int procs) {
   state.counters["peak_rss_MiB"] = gortbench::mib(gortbench::peak_rss_bytes());
 }
 
-#endif  // GORTBENCH_HAVE_CHAN
-
 }  // namespace
 
 int main(int argc, char** argv) {
-#if GORTBENCH_HAVE_CHAN
   gortbench::register_once("spawn_join", 2, [](benchmark::State& s, int p) { spawn_join(s, p, false); });
   gortbench::register_once("spawn_join_warm", 2, [](benchmark::State& s, int p) { spawn_join(s, p, true); });
-#endif
   gortbench::register_once("yield_ping", 1, yield_ping);
-#if GORTBENCH_HAVE_CHAN
   gortbench::register_once("parked", 2, parked);
-#endif
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
