@@ -109,7 +109,9 @@ G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
     throw panic_error("gort::go: the runtime is not running (call it inside gort::run)");
   }
   M* m = getm();
-  P* p = (m != nullptr && m->curg != nullptr) ? m->p : nullptr;
+  // A goroutine, or an M's scheduler context (a timer starting a
+  // goroutine) that holds a P: use that P's caches and queue.
+  P* p = m != nullptr ? m->p : nullptr;
   G* g = gfget(p);
   if (g == nullptr) {
     g = new G;
@@ -130,7 +132,7 @@ void newproc_start(G* g) {
   GStatus from = g->status.load(std::memory_order_relaxed);
   set_status(g, from, GStatus::kRunnable);
   M* m = getm();
-  if (m != nullptr && m->curg != nullptr) {
+  if (m != nullptr && m->p != nullptr) {
     P* p = m->p;
     p->created.store(p->created.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     GQueue overflow;

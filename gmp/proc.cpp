@@ -26,6 +26,7 @@
 #include "gmp/sanitizer.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/switch.hpp"
+#include "gmp/timer.hpp"
 #include "gmp/tls.hpp"
 
 namespace gort::internal {
@@ -98,7 +99,7 @@ M* mget() {
 
 void runqput(P* p, G* g, bool next) {
   GQueue overflow;
-  if (!p->runq.put(g, next, &overflow)) {
+  if (!p->runq.put(g, next, &overflow, sched.nprocs == 1)) {
     std::lock_guard<std::mutex> lock(sched.lock);
     int32_t n = overflow.size;
     sched.runq.push_back_all(&overflow);
@@ -175,6 +176,17 @@ void reset_spinning(M* m) {
 
 G* steal_work(M* m) {
   P* self = m->p;
+  // Serve the expired timers of other Ps first (an idle P has no M to run
+  // them); what they ready lands in our queue.
+  int64_t now = 0;
+  for (P* victim : sched.allp) {
+    if (victim == self) continue;
+    int64_t first = timers_first(victim);
+    if (first == 0) continue;
+    if (now == 0) now = nanotime();
+    if (first <= now) timers_run(victim, now);
+  }
+  if (G* g = self->runq.get()) return g;
   int32_t n = sched.nprocs;
   constexpr int kStealTries = 4;
   for (int i = 0; i < kStealTries; i++) {
@@ -214,10 +226,9 @@ top:
   if (sched.stopping.load(std::memory_order_acquire)) return nullptr;
   P* p = m->p;
   int64_t now = 0;
-  int64_t next_timer = -1;
-  if (sched.hooks.run_timers != nullptr) {
+  if (timers_first(p) != 0) {
     now = nanotime();
-    next_timer = sched.hooks.run_timers(p, now);
+    timers_run(p, now);
   }
   if (p->schedtick % 61 == 0 && sched.runqsize.load(std::memory_order_relaxed) > 0) {
     std::lock_guard<std::mutex> lock(sched.lock);
@@ -283,8 +294,8 @@ top:
 
   // Block in the poller until I/O, the next timer, or a wake-up, if we are
   // the one M allowed to and there is something to wait for.
-  if (sched.hooks.netpoll != nullptr && sched.hooks.next_timer != nullptr) {
-    int64_t when = sched.hooks.next_timer();
+  if (sched.hooks.netpoll != nullptr) {
+    int64_t when = timers_next();
     bool waiters = sched.hooks.netpoll_waiters() > 0;
     if ((when >= 0 || waiters) && !sched.netpoll_blocked.exchange(true)) {
       int64_t timeout = -1;
@@ -292,8 +303,14 @@ top:
         timeout = when - nanotime();
         if (timeout < 0) timeout = 0;
       }
+      sched.poll_until.store(when >= 0 ? when : INT64_MAX, std::memory_order_release);
+      // A timer may have been added between timers_next and publishing
+      // poll_until; its adder saw poll_until == 0 and did not break us.
+      int64_t again = timers_next();
+      if (again >= 0 && (when < 0 || again < when)) timeout = 0;
       GQueue list;
       sched.hooks.netpoll(timeout, &list);
+      sched.poll_until.store(0, std::memory_order_release);
       sched.netpoll_blocked.store(false);
       sched.last_poll.store(nanotime(), std::memory_order_relaxed);
       std::unique_lock<std::mutex> lock(sched.lock);
@@ -309,7 +326,6 @@ top:
       }
     }
   }
-  (void)next_timer;
   stopm(m);
   goto top;
 }
@@ -333,6 +349,9 @@ G* next_local(M* m) {
   P* p = m->p;
   if (sched.stopping.load(std::memory_order_relaxed)) return nullptr;
   if (p->schedtick % 61 == 0 && sched.runqsize.load(std::memory_order_relaxed) > 0) return nullptr;
+  // Timers due on this P are run by g0 (it is one load when there are none).
+  int64_t first = timers_first(p);
+  if (first != 0 && first <= nanotime()) return nullptr;
   G* g = p->runq.get(sched.nprocs == 1);
   if (g == nullptr) return nullptr;
   set_status(g, GStatus::kRunnable, GStatus::kRunning);
@@ -410,7 +429,7 @@ void check_dead_locked() {
   for (P* p : sched.allp) {
     if (!p->runq.empty()) return;
   }
-  if (sched.hooks.next_timer != nullptr && sched.hooks.next_timer() >= 0) return;
+  if (timers_next() >= 0) return;
   if (sched.hooks.netpoll_waiters != nullptr && sched.hooks.netpoll_waiters() > 0) return;
   std::fflush(stdout);
   write_stderr("fatal error: all goroutines are asleep - deadlock!\n");
@@ -509,7 +528,8 @@ void gosched() {
     after = AfterSwitch::kRunqTail;
   } else if (sched.runqsize.load(std::memory_order_relaxed) > 0) {
     after = AfterSwitch::kGlobal;
-  } else if (sched.hooks.run_timers != nullptr || sched.hooks.netpoll_waiters != nullptr) {
+  } else if (timers_first(p) != 0 ||
+             (sched.hooks.netpoll_waiters != nullptr && sched.hooks.netpoll_waiters() > 0)) {
     // Let g0 run timers and poll; it comes straight back if nothing is due.
     after = AfterSwitch::kRunqTail;
   } else {

@@ -14,6 +14,7 @@
 
 #include "gmp/fatal.hpp"
 #include "gmp/sched.hpp"
+#include "gmp/timer.hpp"
 #include "gmp/tls.hpp"
 
 namespace gort::internal {
@@ -77,6 +78,7 @@ void reset_sched(const Config& cfg) {
   sched.ngfree = 0;
   sched.netpoll_blocked.store(false);
   sched.last_poll.store(0);
+  sched.poll_until.store(0);
   sched.allp.clear();
   sched.allm.clear();
   sched.allg.clear();
@@ -115,7 +117,10 @@ void teardown() {
   sched.allg.clear();
   for (M* m : sched.allm) delete m;
   sched.allm.clear();
-  for (P* p : sched.allp) delete p;
+  for (P* p : sched.allp) {
+    timers_destroy(p);
+    delete p;
+  }
   sched.allp.clear();
   sched.stacks.destroy();
 }
@@ -132,10 +137,12 @@ int run_main(void (*body)(void*, int*), void* arg, const Config& cfg_in) {
   reset_sched(cfg);
   sched.stacks.init(cfg.stack_size);
   install_fatal_signal_handlers();
+  if (sched.hooks.netpoll_init != nullptr) sched.hooks.netpoll_init();
 
   for (int i = 0; i < cfg.procs; i++) {
     P* p = new P;
     p->id = i;
+    timers_init(p);
     sched.allp.push_back(p);
   }
   M* m0 = new M;
@@ -167,10 +174,11 @@ int run_main(void (*body)(void*, int*), void* arg, const Config& cfg_in) {
   GQueue unused;
   p0->runq.put(main_g, true, &unused);
 
-  if (sched.hooks.start != nullptr) sched.hooks.start();
+  if (sched.hooks.sysmon_start != nullptr) sched.hooks.sysmon_start();
   mstart_on_current_thread(m0);
-  if (sched.hooks.stop != nullptr) sched.hooks.stop();
+  if (sched.hooks.sysmon_stop != nullptr) sched.hooks.sysmon_stop();
   teardown();
+  if (sched.hooks.netpoll_fini != nullptr) sched.hooks.netpoll_fini();
   setm(nullptr);
   sched.running.store(false, std::memory_order_release);
   g_active.store(false);

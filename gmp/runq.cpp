@@ -8,9 +8,15 @@
 
 namespace gort::internal {
 
-bool Runq::put(G* g, bool next, GQueue* overflow) {
+bool Runq::put(G* g, bool next, GQueue* overflow, bool exclusive) {
   if (next) {
-    G* old = runnext_.exchange(g, std::memory_order_acq_rel);
+    G* old;
+    if (exclusive) {
+      old = runnext_.load(std::memory_order_relaxed);
+      runnext_.store(g, std::memory_order_relaxed);
+    } else {
+      old = runnext_.exchange(g, std::memory_order_acq_rel);
+    }
     if (old == nullptr) return true;
     g = old;  // the previous runnext goes to the tail
   }

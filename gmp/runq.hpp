@@ -38,7 +38,7 @@ class Runq {
   // in runnext is then kicked to the tail). Returns false and fills *overflow
   // with half of the queue plus the kicked G when the ring is full; the
   // caller then moves *overflow to the global queue.
-  bool put(G* g, bool next, GQueue* overflow);
+  bool put(G* g, bool next, GQueue* overflow, bool exclusive = false);
 
   // Owner only. runnext first, then the head of the ring. `exclusive`:
   // the caller knows no thief can exist (the runtime has a single P), so

@@ -39,11 +39,6 @@ namespace gort::internal {
 // Subsystems that live outside gmp (timers, the netpoller) plug in here so
 // that gmp knows nothing of sockets or signals. Every hook may be null.
 struct SchedHooks {
-  // Runs the expired timers of p (readying their goroutines). Returns the
-  // nanotime of p's next timer, or -1 if it has none.
-  int64_t (*run_timers)(P* p, int64_t now) = nullptr;
-  // Earliest timer over all Ps (nanotime), or -1.
-  int64_t (*next_timer)() = nullptr;
   // Polls the network. timeout_ns < 0 blocks, 0 does not. Appends readied
   // Gs to *out. Returns false if there is nothing to poll.
   bool (*netpoll)(int64_t timeout_ns, GQueue* out) = nullptr;
@@ -51,9 +46,12 @@ struct SchedHooks {
   void (*netpoll_break)() = nullptr;
   // Goroutines parked in the poller (for the deadlock check).
   int64_t (*netpoll_waiters)() = nullptr;
-  // Called when sysmon should start (run) and stop (shutdown).
-  void (*start)() = nullptr;
-  void (*stop)() = nullptr;
+  // Create / destroy the poller (once per run).
+  void (*netpoll_init)() = nullptr;
+  void (*netpoll_fini)() = nullptr;
+  // Start / stop the monitor thread (sysmon), once per run.
+  void (*sysmon_start)() = nullptr;
+  void (*sysmon_stop)() = nullptr;
   // Cooperative preemption check, called at gort entry points.
   void (*preempt_check)() = nullptr;
 };
@@ -73,6 +71,9 @@ struct Sched {
   // One M may block in netpoll at a time; it is not idle for checkdead.
   std::atomic<bool> netpoll_blocked{false};
   std::atomic<int64_t> last_poll{0};
+  // While an M blocks in netpoll: the nanotime it will wake up by
+  // (INT64_MAX: no timeout); 0 otherwise. A timer added earlier breaks it.
+  std::atomic<int64_t> poll_until{0};
 
   std::vector<P*> allp;
   int32_t nprocs = 0;
@@ -121,8 +122,16 @@ void gosched();
 // ---- Ms and Ps ----
 void wakep();
 // Runtime critical sections (Go's acquirem/releasem): no async preemption.
-inline void acquirem(M* m) { m->locks.fetch_add(1, std::memory_order_relaxed); }
-inline void releasem(M* m) { m->locks.fetch_sub(1, std::memory_order_relaxed); }
+// Only m's own thread writes m->locks (its signal handler only reads it), so
+// a plain load and store suffice: no locked instruction.
+inline void acquirem(M* m) {
+  m->locks.store(m->locks.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+}
+inline void releasem(M* m) {
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  m->locks.store(m->locks.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+}
 
 // Called by switch.cpp on the context that was switched to, once the
 // previous context `prev` is saved: carries out the M's pending AfterSwitch.

@@ -7,5 +7,7 @@
 #pragma once
 
 #include "gort/chan.hpp"
+#include "gort/context.hpp"
 #include "gort/runtime.hpp"
 #include "gort/sync.hpp"
+#include "gort/time.hpp"

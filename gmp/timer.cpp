@@ -1,0 +1,272 @@
+// gmp/timer.cpp — see timer.hpp.
+#include "gmp/timer.hpp"
+
+#include <vector>
+
+#include "gmp/fatal.hpp"
+#include "gmp/lock.hpp"
+#include "gmp/sched.hpp"
+#include "gmp/tls.hpp"
+
+namespace gort::internal {
+
+// A P's heap. timer0 mirrors heap[0]->when (0 when empty) so the scheduler
+// can tell "nothing due" with one relaxed load and no lock.
+struct TimerHeap {
+  std::atomic<uint32_t> lock{0};
+  std::vector<Timer*> heap;
+  std::atomic<int64_t> timer0{0};
+};
+
+namespace {
+
+TimerHeap* heap_of(P* p) {
+  if (p->timers == nullptr) {
+    // Created by run() for every P before any goroutine runs.
+    fatal("timer: P has no timer heap");
+  }
+  return static_cast<TimerHeap*>(p->timers);
+}
+
+// 4-ary min-heap on `when`.
+void sift_up(std::vector<Timer*>& h, size_t i) {
+  Timer* t = h[i];
+  while (i > 0) {
+    size_t parent = (i - 1) / 4;
+    if (h[parent]->when <= t->when) break;
+    h[i] = h[parent];
+    h[i]->index = static_cast<int32_t>(i);
+    i = parent;
+  }
+  h[i] = t;
+  t->index = static_cast<int32_t>(i);
+}
+
+void sift_down(std::vector<Timer*>& h, size_t i) {
+  size_t n = h.size();
+  Timer* t = h[i];
+  for (;;) {
+    size_t c = 4 * i + 1;
+    if (c >= n) break;
+    size_t best = c;
+    for (size_t k = c + 1; k < c + 4 && k < n; k++) {
+      if (h[k]->when < h[best]->when) best = k;
+    }
+    if (h[best]->when >= t->when) break;
+    h[i] = h[best];
+    h[i]->index = static_cast<int32_t>(i);
+    i = best;
+  }
+  h[i] = t;
+  t->index = static_cast<int32_t>(i);
+}
+
+void update_timer0(TimerHeap* th) {
+  th->timer0.store(th->heap.empty() ? 0 : th->heap[0]->when, std::memory_order_release);
+}
+
+// Lock held.
+void heap_remove(TimerHeap* th, Timer* t) {
+  auto& h = th->heap;
+  size_t i = static_cast<size_t>(t->index);
+  Timer* last = h.back();
+  h.pop_back();
+  if (i < h.size()) {
+    h[i] = last;
+    last->index = static_cast<int32_t>(i);
+    sift_up(h, i);
+    sift_down(h, static_cast<size_t>(last->index));
+  }
+  t->index = -1;
+  update_timer0(th);
+}
+
+// Lock held.
+void heap_push(TimerHeap* th, Timer* t) {
+  th->heap.push_back(t);
+  sift_up(th->heap, th->heap.size() - 1);
+  update_timer0(th);
+}
+
+P* current_p() {
+  M* m = getm();
+  if (m != nullptr && m->p != nullptr) return m->p;
+  return sched.allp[0];
+}
+
+// The blocked poller (if any) must wake by `when`.
+void wake_poller(int64_t when) {
+  int64_t until = sched.poll_until.load(std::memory_order_acquire);
+  if (until != 0 && when < until && sched.hooks.netpoll_break != nullptr) {
+    sched.hooks.netpoll_break();
+  } else if (sched.npidle.load(std::memory_order_acquire) == sched.nprocs) {
+    // Every P idle and nobody polling: make sure some M waits for it.
+    wakep();
+  }
+}
+
+}  // namespace
+
+void timers_init(P* p) { p->timers = new TimerHeap; }
+
+void timers_destroy(P* p) {
+  auto* th = static_cast<TimerHeap*>(p->timers);
+  p->timers = nullptr;
+  if (th == nullptr) return;
+  // Timers still queued are abandoned with the run: drop the references
+  // they hold (a Ticker nobody stopped must not leak its state).
+  std::vector<Timer*> left;
+  left.swap(th->heap);
+  delete th;
+  for (Timer* t : left) {
+    t->state = Timer::kIdle;
+    t->p = nullptr;
+    t->index = -1;
+    if (t->ref) t->ref(t, -1);
+  }
+}
+
+int64_t timers_first(P* p) {
+  auto* th = static_cast<TimerHeap*>(p->timers);
+  return th ? th->timer0.load(std::memory_order_acquire) : 0;
+}
+
+void timer_add(Timer* t, int64_t when, int64_t period) {
+  if (when <= 0) when = 1;  // 0 means "no timer" in timer0
+  P* p = current_p();
+  TimerHeap* th = heap_of(p);
+  lock_word(&th->lock);
+  if (t->state != Timer::kIdle) {
+    unlock_word(&th->lock);
+    fatal("timer_add: timer already active");
+  }
+  t->when = when;
+  t->period = period;
+  t->p = p;
+  t->state = Timer::kQueued;
+  t->seq++;
+  if (t->ref) t->ref(t, +1);
+  heap_push(th, t);
+  bool first = th->heap[0] == t;
+  unlock_word(&th->lock);
+  if (first) wake_poller(when);
+}
+
+bool timer_stop(Timer* t) {
+  for (;;) {
+    P* p = __atomic_load_n(&t->p, __ATOMIC_ACQUIRE);
+    if (p == nullptr) return false;
+    TimerHeap* th = heap_of(p);
+    lock_word(&th->lock);
+    if (t->p != p) {  // moved while we were locking
+      unlock_word(&th->lock);
+      continue;
+    }
+    bool was_queued = t->state == Timer::kQueued;
+    if (was_queued) {
+      heap_remove(th, t);
+      t->state = Timer::kIdle;
+      t->p = nullptr;
+    } else if (t->state == Timer::kRunning) {
+      // The runner sees the new seq and `when == 0` and does not re-arm.
+      t->when = 0;
+      t->period = 0;
+    }
+    t->seq++;
+    unlock_word(&th->lock);
+    if (was_queued && t->ref) t->ref(t, -1);
+    return was_queued;
+  }
+}
+
+bool timer_reset(Timer* t, int64_t when, int64_t period) {
+  for (;;) {
+    P* p = __atomic_load_n(&t->p, __ATOMIC_ACQUIRE);
+    if (p == nullptr) {
+      // Idle: a plain add. (A concurrent add would be misuse.)
+      timer_add(t, when, period);
+      return false;
+    }
+    TimerHeap* th = heap_of(p);
+    lock_word(&th->lock);
+    if (t->p != p) {
+      unlock_word(&th->lock);
+      continue;
+    }
+    if (when <= 0) when = 1;
+    bool was_queued = t->state == Timer::kQueued;
+    t->seq++;
+    if (was_queued) {
+      t->when = when;
+      t->period = period;
+      heap_remove(th, t);
+      heap_push(th, t);
+    } else {
+      // Running: the runner re-queues it with the new settings when f
+      // returns (it sees the changed seq).
+      t->when = when;
+      t->period = period;
+    }
+    bool first = !th->heap.empty() && th->heap[0] == t;
+    unlock_word(&th->lock);
+    if (first) wake_poller(when);
+    return was_queued;
+  }
+}
+
+bool timer_active(Timer* t) { return __atomic_load_n(&t->p, __ATOMIC_ACQUIRE) != nullptr; }
+
+int64_t timers_run(P* p, int64_t now) {
+  auto* th = static_cast<TimerHeap*>(p->timers);
+  if (th == nullptr) return -1;
+  int64_t first = th->timer0.load(std::memory_order_acquire);
+  if (first == 0) return -1;
+  if (first > now) return first;
+  lock_word(&th->lock);
+  while (!th->heap.empty() && th->heap[0]->when <= now) {
+    Timer* t = th->heap[0];
+    heap_remove(th, t);
+    t->state = Timer::kRunning;
+    uint32_t seq = t->seq;
+    unlock_word(&th->lock);
+    t->f(t, now);
+    lock_word(&th->lock);
+    bool changed = t->seq != seq;  // stopped or reset while f ran
+    if (t->state == Timer::kRunning) {
+      bool rearm = false;
+      if (changed) {
+        rearm = t->when != 0;  // reset (new when/period) vs stop (when = 0)
+      } else if (t->period > 0) {
+        // Periodic: next tick, skipping the ticks we are late for.
+        int64_t next = t->when + t->period;
+        if (next <= now) next += t->period * ((now - next) / t->period + 1);
+        t->when = next;
+        rearm = true;
+      }
+      if (rearm) {
+        t->state = Timer::kQueued;
+        heap_push(th, t);
+        continue;
+      }
+      t->state = Timer::kIdle;
+      t->p = nullptr;
+      unlock_word(&th->lock);
+      if (t->ref) t->ref(t, -1);
+      lock_word(&th->lock);
+    }
+  }
+  int64_t next = th->heap.empty() ? -1 : th->heap[0]->when;
+  unlock_word(&th->lock);
+  return next;
+}
+
+int64_t timers_next() {
+  int64_t best = -1;
+  for (P* p : sched.allp) {
+    int64_t w = timers_first(p);
+    if (w != 0 && (best < 0 || w < best)) best = w;
+  }
+  return best;
+}
+
+}  // namespace gort::internal

@@ -1,0 +1,69 @@
+// netpoll/netpoll.hpp — parking goroutines on file descriptors.
+//
+// The contract every platform poller implements (Go's netpoll.go):
+//   netpoll_init    create the poller and its wake-up fd; once per run.
+//   netpoll_open    register a non-blocking fd, edge-triggered, once.
+//   netpoll_close   deregister it.
+//   netpoll         wait up to `timeout_ns` (< 0 forever, 0 don't) for
+//                   events and return the goroutines they make runnable.
+//   netpoll_break   make a blocked netpoll return now.
+// This file adds the platform-neutral part: a poll descriptor per fd with
+// a read and a write waiter slot and deadlines.
+//
+// Waiter slot (PollDesc::rg / wg) states:
+//   | value    | meaning                                                |
+//   |----------|--------------------------------------------------------|
+//   | 0        | nothing happened, nobody waits                         |
+//   | kReady   | readiness arrived; the next wait consumes it at once   |
+//   | kWait    | a goroutine is about to park (not yet committed)       |
+//   | G*       | that goroutine is parked waiting                       |
+// The parking goroutine moves 0 -> kWait, then parks, and its park unlock
+// function moves kWait -> G*; if readiness (or close, or a deadline) came
+// in between, that CAS fails and the goroutine resumes at once. A notifier
+// swaps in kReady (I/O) or 0 (close, deadline) and readies the G it took.
+// Only one goroutine may wait per mode at a time: the net layer serialises
+// readers and writers (Go's fdMutex).
+//
+// Deadlines are runtime timers; a descriptor's `closing` flag and expired
+// deadlines are checked before parking and after waking.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "gmp/timer.hpp"
+
+namespace gort::internal {
+
+struct PollDesc;
+
+enum PollResult : int {
+  kPollOk = 0,
+  kPollErrClosing = 1,   // the descriptor is being closed
+  kPollErrTimeout = 2,   // the deadline passed
+  kPollErrNotPollable = 3,
+};
+
+// Registers fd (already O_NONBLOCK) with the poller. On failure returns
+// null and sets errno.
+PollDesc* poll_open(int fd);
+// Marks pd closing and wakes its waiters (they get kPollErrClosing).
+void poll_evict(PollDesc* pd);
+// Deregisters and recycles pd. No goroutine may still use it. The caller
+// closes the fd afterwards.
+void poll_close(PollDesc* pd);
+
+// Before an I/O attempt in `mode` ('r' or 'w'): returns an error if the
+// descriptor is closing or the deadline passed.
+int poll_check(PollDesc* pd, int mode);
+// Parks the calling goroutine until pd is ready for `mode`, its deadline
+// passes or it is closed. From a plain thread, sleeps the thread.
+int poll_wait(PollDesc* pd, int mode);
+// Sets the deadline for mode 'r', 'w' or 'r'+'w' as a nanotime; 0 clears
+// it; a time in the past expires it at once (waking a waiter).
+void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode);
+
+// Goroutines parked in the poller (for the scheduler and checkdead).
+int64_t netpoll_waiters();
+
+}  // namespace gort::internal

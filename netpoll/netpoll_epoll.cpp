@@ -1,0 +1,134 @@
+// netpoll/netpoll_epoll.cpp — the Linux poller: one epoll instance,
+// edge-triggered, plus an eventfd that breaks a blocking wait.
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+
+#include "gmp/fatal.hpp"
+#include "netpoll/netpoll_platform.hpp"
+
+namespace gort::internal {
+namespace {
+
+int g_epfd = -1;
+int g_breakfd = -1;
+// Set while a wake-up is pending in the eventfd, so that many breaks cost
+// one write (Go's netpollWakeSig).
+std::atomic<uint32_t> g_break_pending{0};
+// epoll_pwait2 (nanosecond timeouts) exists from Linux 5.11.
+std::atomic<bool> g_have_pwait2{true};
+
+constexpr uint64_t kBreakTag = ~uint64_t{0};
+
+}  // namespace
+
+void netpoll_init() {
+  g_epfd = epoll_create1(EPOLL_CLOEXEC);
+  if (g_epfd < 0) fatal("netpoll: epoll_create1 failed");
+  g_breakfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (g_breakfd < 0) fatal("netpoll: eventfd failed");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kBreakTag;
+  if (epoll_ctl(g_epfd, EPOLL_CTL_ADD, g_breakfd, &ev) != 0) fatal("netpoll: epoll_ctl(eventfd) failed");
+  g_break_pending.store(0);
+}
+
+void netpoll_shutdown() {
+  if (g_epfd >= 0) close(g_epfd);
+  if (g_breakfd >= 0) close(g_breakfd);
+  g_epfd = g_breakfd = -1;
+}
+
+int netpoll_open(int fd, PollDesc*, uint64_t tag) {
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+  ev.data.u64 = tag;
+  if (epoll_ctl(g_epfd, EPOLL_CTL_ADD, fd, &ev) != 0) return errno;
+  return 0;
+}
+
+int netpoll_close(int fd) {
+  epoll_event ev{};
+  if (epoll_ctl(g_epfd, EPOLL_CTL_DEL, fd, &ev) != 0) return errno;
+  return 0;
+}
+
+void netpoll_break() {
+  uint32_t expected = 0;
+  if (!g_break_pending.compare_exchange_strong(expected, 1)) return;
+  uint64_t one = 1;
+  int saved = errno;
+  for (;;) {
+    ssize_t n = write(g_breakfd, &one, sizeof one);
+    if (n == sizeof one || errno == EAGAIN) break;
+    if (errno != EINTR) fatal("netpoll: eventfd write failed");
+  }
+  errno = saved;
+}
+
+bool netpoll(int64_t timeout_ns, GQueue* out) {
+  if (g_epfd < 0) return false;
+  epoll_event events[128];
+  int saved = errno;
+  int n;
+  for (;;) {
+    if (g_have_pwait2.load(std::memory_order_relaxed)) {
+      timespec ts{};
+      timespec* tp = nullptr;
+      if (timeout_ns >= 0) {
+        ts.tv_sec = static_cast<time_t>(timeout_ns / 1000000000);
+        ts.tv_nsec = static_cast<long>(timeout_ns % 1000000000);
+        tp = &ts;
+      }
+      n = epoll_pwait2(g_epfd, events, 128, tp, nullptr);
+      if (n < 0 && errno == ENOSYS) {
+        g_have_pwait2.store(false);
+        continue;
+      }
+    } else {
+      int ms;
+      if (timeout_ns < 0) {
+        ms = -1;
+      } else if (timeout_ns == 0) {
+        ms = 0;
+      } else if (timeout_ns < 1000000) {
+        ms = 1;
+      } else if (timeout_ns < int64_t{1000000} * 1000000000) {
+        ms = static_cast<int>((timeout_ns + 999999) / 1000000);
+      } else {
+        ms = 1000000000;
+      }
+      n = epoll_wait(g_epfd, events, 128, ms);
+    }
+    if (n >= 0) break;
+    if (errno != EINTR) fatal("netpoll: epoll_wait failed");
+    // A signal (e.g. SIGURG for another purpose) interrupted a blocking
+    // wait: return so the caller re-evaluates timers.
+    if (timeout_ns != 0) {
+      n = 0;
+      break;
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    epoll_event& ev = events[i];
+    if (ev.data.u64 == kBreakTag) {
+      uint64_t buf;
+      while (read(g_breakfd, &buf, sizeof buf) > 0) {
+      }
+      g_break_pending.store(0);
+      continue;
+    }
+    int mode = 0;
+    if (ev.events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) mode += 'r';
+    if (ev.events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) mode += 'w';
+    if (mode != 0) netpoll_ready(ev.data.u64, mode, (ev.events & EPOLLERR) != 0, out);
+  }
+  errno = saved;
+  return true;
+}
+
+}  // namespace gort::internal

@@ -1,0 +1,25 @@
+// netpoll/netpoll_platform.hpp — what a platform poller provides (see the
+// contract in netpoll.hpp). Linux: netpoll_epoll.cpp.
+#pragma once
+
+#include <cstdint>
+
+#include "gmp/g.hpp"
+
+namespace gort::internal {
+
+struct PollDesc;
+
+void netpoll_init();
+void netpoll_shutdown();
+// Returns 0 or an errno value.
+int netpoll_open(int fd, PollDesc* pd, uint64_t tag);
+int netpoll_close(int fd);
+bool netpoll(int64_t timeout_ns, GQueue* out);
+void netpoll_break();
+
+// Called by the platform poller for each event: mode 'r', 'w' or 'r'+'w'.
+// `tag` is what netpoll_open was given; stale tags are ignored.
+void netpoll_ready(uint64_t tag, int mode, bool error, GQueue* out);
+
+}  // namespace gort::internal

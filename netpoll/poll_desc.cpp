@@ -1,0 +1,310 @@
+// netpoll/poll_desc.cpp — poll descriptors: waiter slots and deadlines.
+// See the state table in netpoll.hpp.
+//
+// Descriptors are never freed, only recycled (as Go's pollCache): an epoll
+// event or a deadline timer that refers to a recycled descriptor is
+// recognised by a sequence number and dropped.
+//
+// Lock order: PollDesc::lock, then a timer heap's lock (timer_reset and
+// timer_stop are called with the descriptor locked; a deadline timer's
+// callback takes the descriptor lock while holding nothing).
+#include <poll.h>
+#include <sched.h>
+#include <time.h>
+
+#include <cerrno>
+#include <mutex>
+#include <vector>
+
+#include "gmp/fatal.hpp"
+#include "gmp/lock.hpp"
+#include "gmp/sched.hpp"
+#include "gmp/tls.hpp"
+#include "netpoll/netpoll.hpp"
+#include "netpoll/netpoll_platform.hpp"
+
+namespace gort::internal {
+
+namespace {
+constexpr uintptr_t kReady = 1;
+constexpr uintptr_t kWait = 2;
+constexpr int kTagShift = 48;
+}  // namespace
+
+struct PollDesc {
+  PollDesc* link = nullptr;  // free list
+  int fd = -1;
+  std::atomic<uint32_t> lock{0};
+  std::atomic<uintptr_t> rg{0};
+  std::atomic<uintptr_t> wg{0};
+  std::atomic<bool> closing{false};
+  std::atomic<uint32_t> fdseq{0};
+  // Deadlines (nanotime): 0 none, -1 expired. Written under lock, read
+  // without it by poll_check (atomics).
+  std::atomic<int64_t> rd{0};
+  std::atomic<int64_t> wd{0};
+  // Deadline generations; a timer only acts if its generation is current.
+  uint32_t rseq = 0;
+  uint32_t wseq = 0;
+  uint32_t rt_seq = 0;
+  uint32_t wt_seq = 0;
+  Timer rt;
+  Timer wt;
+};
+
+namespace {
+
+std::mutex g_cache_mu;
+PollDesc* g_free = nullptr;
+std::vector<PollDesc*> g_blocks;  // keeps every block reachable
+std::atomic<int64_t> g_waiters{0};
+
+std::atomic<uintptr_t>* slot(PollDesc* pd, int mode) { return mode == 'r' ? &pd->rg : &pd->wg; }
+
+PollDesc* alloc_pd() {
+  std::lock_guard<std::mutex> lock(g_cache_mu);
+  if (g_free == nullptr) {
+    constexpr int kBlock = 64;
+    auto* block = new PollDesc[kBlock];
+    g_blocks.push_back(block);
+    for (int i = 0; i < kBlock; i++) {
+      block[i].link = g_free;
+      g_free = &block[i];
+    }
+  }
+  PollDesc* pd = g_free;
+  g_free = pd->link;
+  pd->link = nullptr;
+  return pd;
+}
+
+void free_pd(PollDesc* pd) {
+  std::lock_guard<std::mutex> lock(g_cache_mu);
+  pd->link = g_free;
+  g_free = pd;
+}
+
+uint64_t tag_of(PollDesc* pd) {
+  return reinterpret_cast<uint64_t>(pd) |
+         (static_cast<uint64_t>(pd->fdseq.load() & 0xFFFF) << kTagShift);
+}
+
+// Takes the waiter out of slot `mode`. ioready: readiness (leave kReady
+// behind); otherwise close or deadline (leave 0). Returns a parked G to
+// ready, or null.
+G* unblock(PollDesc* pd, int mode, bool ioready) {
+  auto* gpp = slot(pd, mode);
+  for (;;) {
+    uintptr_t old = gpp->load(std::memory_order_acquire);
+    if (old == kReady) return nullptr;
+    if (old == 0 && !ioready) return nullptr;
+    uintptr_t next = ioready ? kReady : 0;
+    if (gpp->compare_exchange_weak(old, next, std::memory_order_acq_rel)) {
+      if (old > kWait) {
+        g_waiters.fetch_sub(1, std::memory_order_relaxed);
+        return reinterpret_cast<G*>(old);
+      }
+      return nullptr;  // nobody, or a waiter that has not committed yet
+    }
+  }
+}
+
+bool commit_wait(G* g, void* arg) {
+  auto* gpp = static_cast<std::atomic<uintptr_t>*>(arg);
+  uintptr_t expected = kWait;
+  if (gpp->compare_exchange_strong(expected, reinterpret_cast<uintptr_t>(g),
+                                   std::memory_order_acq_rel)) {
+    g_waiters.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  return false;  // readiness, close or a deadline came first: resume now
+}
+
+void deadline_fired(Timer* t, int64_t) {
+  auto* pd = static_cast<PollDesc*>(t->arg);
+  int mode = t == &pd->rt ? 'r' : 'w';
+  lock_word(&pd->lock);
+  uint32_t cur = mode == 'r' ? pd->rseq : pd->wseq;
+  uint32_t armed = mode == 'r' ? pd->rt_seq : pd->wt_seq;
+  if (cur != armed || pd->closing.load()) {
+    unlock_word(&pd->lock);
+    return;  // stale: the deadline was changed or the fd closed
+  }
+  (mode == 'r' ? pd->rd : pd->wd).store(-1, std::memory_order_release);
+  unlock_word(&pd->lock);
+  if (G* g = unblock(pd, mode, false)) ready(g);
+}
+
+void wait_on_thread(PollDesc* pd, int mode) {
+  // A plain thread cannot park: wait with poll(2), a slice at a time so
+  // that close and deadlines are noticed.
+  struct pollfd p{pd->fd, static_cast<short>(mode == 'r' ? POLLIN : POLLOUT), 0};
+  ::poll(&p, 1, 10);
+}
+
+}  // namespace
+
+void netpoll_ready(uint64_t tag, int mode, bool error, GQueue* out) {
+  (void)error;
+  auto* pd = reinterpret_cast<PollDesc*>(tag & ((uint64_t{1} << kTagShift) - 1));
+  if ((pd->fdseq.load(std::memory_order_acquire) & 0xFFFF) != (tag >> kTagShift)) return;
+  if (mode == 'r' || mode == 'r' + 'w') {
+    if (G* g = unblock(pd, 'r', true)) {
+      set_status(g, GStatus::kWaiting, GStatus::kRunnable);
+      out->push_back(g);
+    }
+  }
+  if (mode == 'w' || mode == 'r' + 'w') {
+    if (G* g = unblock(pd, 'w', true)) {
+      set_status(g, GStatus::kWaiting, GStatus::kRunnable);
+      out->push_back(g);
+    }
+  }
+}
+
+PollDesc* poll_open(int fd) {
+  PollDesc* pd = alloc_pd();
+  pd->fd = fd;
+  pd->rg.store(0);
+  pd->wg.store(0);
+  pd->closing.store(false);
+  pd->rd.store(0);
+  pd->wd.store(0);
+  pd->rseq++;
+  pd->wseq++;
+  pd->rt.f = pd->wt.f = &deadline_fired;
+  pd->rt.arg = pd->wt.arg = pd;
+  int err = netpoll_open(fd, pd, tag_of(pd));
+  if (err != 0) {
+    free_pd(pd);
+    errno = err;
+    return nullptr;
+  }
+  return pd;
+}
+
+void poll_evict(PollDesc* pd) {
+  lock_word(&pd->lock);
+  if (pd->closing.load()) {
+    unlock_word(&pd->lock);
+    return;
+  }
+  pd->closing.store(true, std::memory_order_release);
+  pd->rseq++;
+  pd->wseq++;
+  timer_stop(&pd->rt);
+  timer_stop(&pd->wt);
+  unlock_word(&pd->lock);
+  if (G* g = unblock(pd, 'r', false)) ready(g);
+  if (G* g = unblock(pd, 'w', false)) ready(g);
+}
+
+void poll_close(PollDesc* pd) {
+  if (!pd->closing.load()) poll_evict(pd);
+  uintptr_t r = pd->rg.load(), w = pd->wg.load();
+  if (r > kWait || w > kWait) fatal("poll_close: a goroutine still waits on the descriptor");
+  netpoll_close(pd->fd);
+  pd->fdseq.fetch_add(1, std::memory_order_acq_rel);
+  pd->fd = -1;
+  free_pd(pd);
+}
+
+int poll_check(PollDesc* pd, int mode) {
+  if (pd->closing.load(std::memory_order_acquire)) return kPollErrClosing;
+  if (mode == 'r' && pd->rd.load(std::memory_order_acquire) < 0) return kPollErrTimeout;
+  if (mode == 'w' && pd->wd.load(std::memory_order_acquire) < 0) return kPollErrTimeout;
+  return kPollOk;
+}
+
+int poll_wait(PollDesc* pd, int mode) {
+  preempt_check();
+  auto* gpp = slot(pd, mode);
+  for (;;) {
+    int err = poll_check(pd, mode);
+    if (err != kPollOk) return err;
+    G* self = getg();
+    if (self == nullptr) {
+      uintptr_t expected = kReady;
+      if (gpp->compare_exchange_strong(expected, 0)) return kPollOk;
+      sched.external_ops.fetch_add(1, std::memory_order_acq_rel);
+      wait_on_thread(pd, mode);
+      sched.external_ops.fetch_sub(1, std::memory_order_acq_rel);
+      return kPollOk;  // the caller retries its I/O (which may block again)
+    }
+    uintptr_t old = gpp->load(std::memory_order_acquire);
+    for (;;) {
+      if (old == kReady) {
+        gpp->store(0, std::memory_order_release);
+        return kPollOk;
+      }
+      if (old != 0) fatal("poll_wait: two goroutines wait on one descriptor in the same mode");
+      if (gpp->compare_exchange_weak(old, kWait, std::memory_order_acq_rel)) break;
+    }
+    // close() and deadlines store their flag, then look at the slot; we set
+    // the slot, then look at the flags: one of us sees the other.
+    if (poll_check(pd, mode) == kPollOk) {
+      park(&commit_wait, gpp, WaitReason::kIOWait);
+    }
+    old = gpp->exchange(0, std::memory_order_acq_rel);
+    if (old > kWait) fatal("poll_wait: corrupted descriptor");
+    if (old == kReady) return kPollOk;
+    // Woken by close or a deadline (checked at the top), or spuriously.
+  }
+}
+
+void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode) {
+  int64_t now = nanotime();
+  bool expire_r = false, expire_w = false;
+  lock_word(&pd->lock);
+  if (pd->closing.load()) {
+    unlock_word(&pd->lock);
+    return;
+  }
+  auto apply = [&](std::atomic<int64_t>& d, uint32_t& seq, uint32_t& armed, Timer& t) -> bool {
+    seq++;
+    if (deadline == 0) {
+      d.store(0, std::memory_order_release);
+      timer_stop(&t);
+      return false;
+    }
+    if (deadline <= now) {
+      d.store(-1, std::memory_order_release);
+      timer_stop(&t);
+      return true;
+    }
+    d.store(deadline, std::memory_order_release);
+    armed = seq;
+    timer_reset(&t, deadline, 0);
+    return false;
+  };
+  if (mode == 'r' || mode == 'r' + 'w') expire_r = apply(pd->rd, pd->rseq, pd->rt_seq, pd->rt);
+  if (mode == 'w' || mode == 'r' + 'w') expire_w = apply(pd->wd, pd->wseq, pd->wt_seq, pd->wt);
+  unlock_word(&pd->lock);
+  if (expire_r) {
+    if (G* g = unblock(pd, 'r', false)) ready(g);
+  }
+  if (expire_w) {
+    if (G* g = unblock(pd, 'w', false)) ready(g);
+  }
+}
+
+int64_t netpoll_waiters() { return g_waiters.load(std::memory_order_relaxed); }
+
+namespace {
+
+int64_t hook_waiters() { return netpoll_waiters(); }
+
+// Plugs the poller into the scheduler (gmp knows nothing of sockets).
+struct Register {
+  Register() {
+    sched.hooks.netpoll = &netpoll;
+    sched.hooks.netpoll_break = &netpoll_break;
+    sched.hooks.netpoll_waiters = &hook_waiters;
+    sched.hooks.netpoll_init = &netpoll_init;
+    sched.hooks.netpoll_fini = &netpoll_shutdown;
+  }
+} g_register;
+
+}  // namespace
+
+}  // namespace gort::internal

@@ -1,0 +1,85 @@
+// gort/time.hpp — Go's time package: sleep, timers, tickers.
+//
+//   gort::sleep(absl::Milliseconds(5));            // parks; costs no thread
+//   auto t = gort::new_timer(absl::Seconds(1));
+//   gort::select(gort::on_recv(t.chan(), [](auto) { /* fired */ }),
+//                gort::on_recv(done, [&](auto) { t.stop(); }));
+//   auto tick = gort::new_ticker(absl::Milliseconds(100));
+//   for (absl::Time when : tick.chan()) { ... }     // until stopped? no: a
+//                                                  // ticker's channel is never closed
+//   gort::after_func(absl::Seconds(2), [] { ... }); // runs in its own goroutine
+//
+// Timers live in per-P heaps run by the scheduler; a sleeping goroutine is
+// parked, not a thread. Firing is O(log n) in the number of timers of that
+// P; stop and reset are O(log n) and safe against a concurrent firing. As in
+// Go, a Timer's or Ticker's channel has a buffer of one: a value not yet
+// received is kept, later ticks are dropped for a slow receiver; stop does
+// not close the channel; after stop or reset returns false, a value may
+// already be in the channel (drain it before reusing the Timer).
+//
+// Timer and Ticker are copyable handles to shared state; the timer keeps
+// running when all handles are gone (as an unreferenced Go timer does) until
+// it fires (a Ticker until stopped: drop a Ticker only after stop()).
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "absl/time/time.h"
+#include "gort/chan.hpp"
+
+namespace gort {
+
+// Parks the calling goroutine for at least d (returns at once if d <= 0).
+// From a plain thread, sleeps the thread.
+void sleep(absl::Duration d);
+
+class Timer {
+ public:
+  Timer() = default;
+  // The channel the time is sent on when the timer fires (nil for timers
+  // made by after_func).
+  Chan<absl::Time> chan() const;
+  // Prevents the timer from firing. Returns true if the call stops it,
+  // false if it had already fired or been stopped.
+  bool stop() const;
+  // Changes the timer to fire after d. Returns true if it had been active.
+  bool reset(absl::Duration d) const;
+
+  struct State;
+
+ private:
+  friend Timer new_timer(absl::Duration d);
+  friend Timer after_func(absl::Duration d, std::function<void()> f);
+  explicit Timer(std::shared_ptr<State> s) : s_(std::move(s)) {}
+  std::shared_ptr<State> s_;
+};
+
+// A Timer that sends the current time on its channel after d.
+Timer new_timer(absl::Duration d);
+// A Timer that, after d, calls f in its own goroutine.
+Timer after_func(absl::Duration d, std::function<void()> f);
+// new_timer(d).chan().
+Chan<absl::Time> after(absl::Duration d);
+
+class Ticker {
+ public:
+  Ticker() = default;
+  Chan<absl::Time> chan() const;
+  // Turns the ticker off; no more ticks are sent. The channel is not closed.
+  void stop() const;
+  // Stops the ticker and resets its period to d; the next tick comes after
+  // d. Panics `non-positive interval for Ticker.Reset` if d <= 0.
+  void reset(absl::Duration d) const;
+
+ private:
+  friend Ticker new_ticker(absl::Duration d);
+  explicit Ticker(std::shared_ptr<Timer::State> s) : s_(std::move(s)) {}
+  std::shared_ptr<Timer::State> s_;
+};
+
+// A Ticker that sends the time on its channel every d. Panics
+// `non-positive interval for NewTicker` if d <= 0.
+Ticker new_ticker(absl::Duration d);
+
+}  // namespace gort
