@@ -2,20 +2,21 @@
 // installed headers and library, found through pkg-config.
 #include <gort/gort.hpp>
 
-#include <atomic>
 #include <cstdio>
 
 int main() {
-  std::atomic<int> sum{0};
-  int rc = gort::run([&] {
+  int rc = gort::run([] {
     constexpr int kN = 10;
+    auto values = gort::make_chan<int>();
     for (int i = 1; i <= kN; i++) {
-      gort::go([&sum](int v) { sum.fetch_add(v); }, i);
+      gort::go([values](int v) { values.send(v); }, i);
     }
-    // Wait for every goroutine to finish using nothing but the runtime API.
+    int sum = 0;
+    for (int i = 0; i < kN; i++) sum += *values.recv();
+    // Every sender has handed its value over; wait until all have exited.
     while (gort::num_goroutine() > 1) gort::yield();
     std::printf("hello from goroutine %lld: %d goroutines summed to %d, %lld left\n",
-                static_cast<long long>(gort::goroutine_id()), kN, sum.load(),
+                static_cast<long long>(gort::goroutine_id()), kN, sum,
                 static_cast<long long>(gort::num_goroutine()));
     return 7;
   });
