@@ -1,0 +1,273 @@
+// tests/gmp/stack_test.cpp — goroutine stacks (gmp/stack.cpp): the slab
+// pool on its own, then recycling and guard mappings under the scheduler.
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <vector>
+
+#include "tests/testing.hpp"
+
+namespace gort::test {
+namespace {
+
+using internal::kGuardSize;
+using internal::StackPool;
+
+size_t page() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+
+// MADV_GUARD_INSTALL exists from Linux 6.13 on.
+bool kernel_has_guard_madvise() {
+  utsname u;
+  if (uname(&u) != 0) return false;
+  int major = 0, minor = 0;
+  if (sscanf(u.release, "%d.%d", &major, &minor) != 2) return false;
+  return major > 6 || (major == 6 && minor >= 13);
+}
+
+TEST(StackPool, SizeIsRoundedToPagesAndAtLeast16K) {
+  StackPool pool;
+  pool.init(1000);
+  EXPECT_EQ(pool.stack_size(), 16u * 1024);
+  pool.destroy();
+  pool.init(20000);
+  EXPECT_EQ(pool.stack_size(), (20000 + page() - 1) / page() * page());
+  pool.destroy();
+  pool.init(256 * 1024);
+  EXPECT_EQ(pool.stack_size(), 256u * 1024);
+  pool.destroy();
+}
+
+TEST(StackPool, AllocatesDistinctWritableStacksInSlabs) {
+  StackPool pool;
+  pool.init(64 * 1024);
+  const size_t size = pool.stack_size();
+  const size_t per_slab = (64u << 20) / (size + kGuardSize);
+  std::vector<char*> stacks(per_slab);
+  pool.alloc(stacks.data(), stacks.size());
+  EXPECT_EQ(pool.slabs(), 1u);
+  std::sort(stacks.begin(), stacks.end());
+  for (size_t i = 0; i < stacks.size(); i++) {
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(stacks[i]) % page(), 0u);
+    if (i > 0) {
+      ASSERT_GE(static_cast<size_t>(stacks[i] - stacks[i - 1]), size + kGuardSize);
+    }
+  }
+  // Every byte of a stack is usable.
+  std::memset(stacks.front(), 0xab, size);
+  std::memset(stacks.back(), 0xcd, size);
+  EXPECT_EQ(static_cast<unsigned char>(stacks.front()[size - 1]), 0xab);
+  // One more needs a second slab.
+  char* extra;
+  pool.alloc(&extra, 1);
+  EXPECT_EQ(pool.slabs(), 2u);
+  EXPECT_EQ(std::count(stacks.begin(), stacks.end(), extra), 0);
+  pool.free(stacks.data(), stacks.size());
+  pool.free(&extra, 1);
+  pool.destroy();
+  EXPECT_EQ(pool.slabs(), 0u);
+}
+
+TEST(StackPool, FreedStacksAreReusedBeforeGrowing) {
+  StackPool pool;
+  pool.init(32 * 1024);
+  std::vector<char*> a(1000), b(1000);
+  pool.alloc(a.data(), a.size());
+  size_t slabs = pool.slabs();
+  pool.free(a.data(), a.size());
+  pool.alloc(b.data(), b.size());
+  EXPECT_EQ(pool.slabs(), slabs);
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  EXPECT_EQ(a, b);
+  pool.free(b.data(), b.size());
+  pool.destroy();
+}
+
+// Beyond kWarmLimit, freed stacks give their pages back to the kernel
+// (MADV_DONTNEED): they read as zeros when handed out again.
+TEST(StackPool, StacksBeyondTheWarmLimitAreReturnedToTheKernel) {
+  StackPool pool;
+  pool.init(16 * 1024);
+  const size_t n = StackPool::kWarmLimit + 100;
+  std::vector<char*> s(n);
+  pool.alloc(s.data(), n);
+  for (char* lo : s) std::memset(lo, 0x5a, pool.stack_size());
+  pool.free(s.data(), n);
+  std::vector<char*> again(n);
+  pool.alloc(again.data(), n);
+  size_t zeroed = 0, dirty = 0;
+  for (char* lo : again) {
+    bool all_zero = true;
+    for (size_t off = 0; off < pool.stack_size(); off += page()) all_zero &= lo[off] == 0;
+    if (all_zero) {
+      zeroed++;
+    } else {
+      dirty++;
+    }
+  }
+  EXPECT_EQ(dirty, StackPool::kWarmLimit);
+  EXPECT_EQ(zeroed, n - StackPool::kWarmLimit);
+  pool.free(again.data(), n);
+  pool.destroy();
+}
+
+TEST(StackPool, GuardBelowEachStackFaults) {
+  StackPool pool;
+  pool.init(64 * 1024);
+  char* lo;
+  pool.alloc(&lo, 1);
+  lo[0] = 1;  // the lowest usable byte is fine
+  EXPECT_DEATH(
+      {
+        volatile char* guard = lo - 1;
+        *guard = 1;
+      },
+      "");
+  EXPECT_DEATH(
+      {
+        volatile char* guard = lo - kGuardSize;
+        *guard = 1;
+      },
+      "");
+  pool.free(&lo, 1);
+  pool.destroy();
+}
+
+TEST(StackPool, GuardsDoNotSplitMappings) {
+  if (!kernel_has_guard_madvise()) GTEST_SKIP() << "kernel older than 6.13: mprotect guards";
+  StackPool pool;
+  pool.init(64 * 1024);
+  int before = count_maps_lines();
+  std::vector<char*> s(20000);
+  pool.alloc(s.data(), s.size());
+  EXPECT_STREQ(pool.guard_kind(), "madvise");
+  EXPECT_TRUE(internal::stack_guard_madvise_supported());
+  int during = count_maps_lines();
+  // One line per slab at most, not two per stack.
+  EXPECT_LE(during - before, static_cast<int>(pool.slabs()) + 16)
+      << pool.slabs() << " slabs for " << s.size() << " stacks";
+  pool.free(s.data(), s.size());
+  pool.destroy();
+}
+
+class Stack : public ProcsTest {};
+GORT_INSTANTIATE_PROCS(Stack);
+
+// A goroutine can use nearly all of its stack (pages are committed on touch).
+__attribute__((noinline)) size_t use_stack(size_t bytes) {
+  volatile char buf[4096];
+  buf[0] = 1;
+  buf[sizeof buf - 1] = 2;
+  if (bytes <= sizeof buf) return buf[0];
+  return use_stack(bytes - sizeof buf) + buf[sizeof buf - 1];
+}
+
+TEST_P(Stack, GoroutineUsesMostOfItsStack) {
+  ResourceSnapshot before;
+  gort::Config cfg;
+  cfg.procs = procs();
+  cfg.stack_size = 1024 * 1024;
+  gort::run(
+      [] {
+        Countdown cd(8);
+        for (int i = 0; i < 8; i++) {
+          gort::go([&] {
+            gort::yield();
+            // ~800 KiB of frames out of 1 MiB, with switches in the middle.
+            EXPECT_GT(use_stack(400 * 1024), 0u);
+            gort::yield();
+            EXPECT_GT(use_stack(800 * 1024), 0u);
+            cd.done();
+          });
+        }
+        cd.wait();
+        EXPECT_EQ(gort::runtime_stats().stack_size, 1024u * 1024);
+      },
+      cfg);
+  expect_no_leaks(before);
+}
+
+// Waves of goroutines, all parked at once, then all released: stacks are
+// recycled, so the number of slabs after the first wave stays put.
+TEST_P(Stack, WavesOfGoroutinesKeepStackSlabsBounded) {
+  run_test([] {
+    constexpr int kWave = 5000;
+    constexpr int kWaves = 15;
+    size_t after_first = 0;
+    for (int wave = 0; wave < kWaves; wave++) {
+      Gate gate;
+      Countdown cd(kWave);
+      for (int i = 0; i < kWave; i++) {
+        gort::go([&] {
+          volatile char touch[2048];
+          touch[0] = 1;
+          gate.wait();
+          touch[sizeof touch - 1] = touch[0];
+          cd.done();
+        });
+      }
+      ASSERT_TRUE(eventually([&] { return gate.waiting() == kWave; }));
+      gate.open();
+      cd.wait();
+      if (wave == 0) after_first = gort::runtime_stats().stack_slabs;
+    }
+    size_t after_all = gort::runtime_stats().stack_slabs;
+    size_t per_slab = (64u << 20) / (gort::runtime_stats().stack_size + kGuardSize);
+    EXPECT_GE(after_first * per_slab, static_cast<size_t>(kWave));
+    // Stacks cached on other Ps (64 each) may force one more slab or so; one
+    // more slab per wave would be a leak.
+    size_t slack = (64 * static_cast<size_t>(gort::procs())) / per_slab + 2;
+    EXPECT_LE(after_all, after_first + slack);
+  });
+}
+
+// 100,000 goroutines parked at the same time, each with its own stack and
+// guard: it works, and the guards do not cost a kernel mapping each (with
+// one mprotect guard per stack this would need 200,000 VMAs, over the
+// default vm.max_map_count of 65,530).
+TEST(StackMany, HundredThousandParkedGoroutines) {
+  constexpr int kGs = 100000;
+  int maps_before = count_maps_lines();
+  int maps_during = 0;
+  size_t slabs = 0;
+  std::string guard;
+  std::atomic<int64_t> sum{0};
+  run_checked(2, [&] {
+    Gate gate;
+    Countdown cd(kGs);
+    for (int i = 0; i < kGs; i++) {
+      gort::go([&, i] {
+        volatile char touch[1024];
+        touch[0] = static_cast<char>(i);
+        gate.wait();
+        sum.fetch_add(i + touch[0] - static_cast<char>(i));
+        cd.done();
+      });
+    }
+    ASSERT_TRUE(eventually([&] { return gate.waiting() == kGs; }, std::chrono::seconds(60)));
+    EXPECT_EQ(gort::num_goroutine(), kGs + 1);
+    maps_during = count_maps_lines();
+    gort::RuntimeStats st = gort::runtime_stats();
+    slabs = st.stack_slabs;
+    guard = st.stack_guard;
+    gate.open();
+    cd.wait();
+  });
+  EXPECT_EQ(sum.load(), int64_t{kGs} * (kGs - 1) / 2);
+  size_t per_slab = (64u << 20) / (256u * 1024 + kGuardSize);
+  EXPECT_GE(slabs * per_slab, static_cast<size_t>(kGs));
+  if (kernel_has_guard_madvise()) {
+    EXPECT_EQ(guard, "madvise");
+    // At most a line per slab (adjacent slabs may even merge), plus the
+    // runtime's threads and signal stacks.
+    EXPECT_LE(maps_during - maps_before, static_cast<int>(slabs) + 64)
+        << slabs << " slabs; guards split the stack mappings";
+  }
+  RecordProperty("maps_lines_added", maps_during - maps_before);
+  RecordProperty("stack_slabs", static_cast<int>(slabs));
+}
+
+}  // namespace
+}  // namespace gort::test

@@ -1,0 +1,366 @@
+// tests/testing.hpp — the one header through which tests reach gort's
+// internals, plus the helpers every suite shares.
+//
+//   - ProcsTest: a fixture parameterized by the number of Ps; suites derive
+//     from it and GORT_INSTANTIATE_PROCS(Suite) runs each TEST_P with 1, 2,
+//     4 and 8 Ps (as google/marl's marl_test.h does with its worker counts).
+//   - run_checked(procs, body): gort::run(body) with tear-down checks that
+//     nothing leaked: every goroutine but main has exited before main
+//     returns, no fd was left open, and every runtime thread was joined
+//     when run returned.
+//   - Event, Gate, Countdown: tiny parking primitives built directly on
+//     internal::park/ready, so that scheduler tests do not depend on stdlib/.
+//   - read_errno/write_errno, current_m(): opaque accessors that the compiler
+//     cannot hoist across a switch (see DESIGN.md, "Stale thread-local
+//     addresses after migration").
+//   - GORT_EXPECT_SUBPROCESS_OK: runs a statement in a death-test child with
+//     a watchdog, for behaviour that could hang or kill the whole suite.
+//
+// Goroutine code must not use ASSERT_* (it returns from the lambda and may
+// leave a waiter parked forever) nor SCOPED_TRACE (gtest keeps traces per
+// thread, and goroutines migrate); use EXPECT_*.
+#pragma once
+
+#include <dirent.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <ostream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gmp/g.hpp"
+#include "gmp/m.hpp"
+#include "gmp/p.hpp"
+#include "gmp/runq.hpp"
+#include "gmp/sanitizer.hpp"
+#include "gmp/sched.hpp"
+#include "gmp/stack.hpp"
+#include "gmp/tls.hpp"
+#include "gort/runtime.hpp"
+
+namespace gort::test {
+
+using internal::G;
+
+// ---- process resources ----
+
+// Entries of a /proc directory (without . and ..), or -1.
+inline int count_dir_entries(const char* path) {
+  DIR* d = opendir(path);
+  if (d == nullptr) return -1;
+  int n = 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    n++;
+  }
+  closedir(d);
+  return n;
+}
+
+inline int count_fds() { return count_dir_entries("/proc/self/fd"); }
+inline int count_threads() { return count_dir_entries("/proc/self/task"); }
+
+inline int count_maps_lines() {
+  std::ifstream in("/proc/self/maps");
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) n++;
+  return n;
+}
+
+// Polls `pred` until it holds or `limit` passes; returns its last value.
+// Only a bound on waiting for something that must happen, never a speed check.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    if (pred()) return true;
+    if (std::chrono::steady_clock::now() > deadline) return pred();
+    if (gort::in_goroutine()) gort::yield();
+    std::this_thread::yield();
+  }
+}
+
+struct ResourceSnapshot {
+  int fds = count_fds();
+  int threads = count_threads();
+};
+
+// Checks, after gort::run returned, that its threads were joined and its fds
+// closed. A joined thread can linger in /proc/self/task for a moment (the
+// kernel wakes pthread_join before it reaps the task), hence the polling.
+inline void expect_no_leaks(const ResourceSnapshot& before) {
+  int threads = before.threads;
+  eventually([&] { return (threads = count_threads()) == before.threads; });
+  EXPECT_EQ(threads, before.threads) << "runtime threads still exist after gort::run returned";
+  EXPECT_EQ(count_fds(), before.fds) << "fds leaked by gort::run";
+  EXPECT_EQ(gort::procs(), 0) << "the runtime still claims to run";
+}
+
+// Inside a goroutine: waits until only `n` goroutines exist.
+inline void expect_goroutines_settle(int64_t n) {
+  int64_t now = 0;
+  eventually([&] { return (now = gort::num_goroutine()) == n; });
+  EXPECT_EQ(now, n) << "goroutines leaked (still alive when main returns)";
+}
+
+// gort::run(body) on `procs` Ps with the leak checks described above.
+// `all_exit`: every goroutine the body started has exited before it returns.
+template <class F>
+void run_checked(int procs, F&& body, bool all_exit = true) {
+  ResourceSnapshot before;
+  gort::Config cfg;
+  cfg.procs = procs;
+  gort::run(
+      [&] {
+        EXPECT_EQ(gort::procs(), procs);
+        body();
+        if (all_exit) expect_goroutines_settle(1);
+      },
+      cfg);
+  expect_no_leaks(before);
+}
+
+// ---- the fixture ----
+
+class ProcsTest : public ::testing::TestWithParam<int> {
+ protected:
+  int procs() const { return GetParam(); }
+  template <class F>
+  void run_test(F&& body, bool all_exit = true) {
+    run_checked(procs(), std::forward<F>(body), all_exit);
+  }
+};
+
+inline std::string procs_name(const ::testing::TestParamInfo<int>& info) {
+  return "procs" + std::to_string(info.param);
+}
+
+#define GORT_INSTANTIATE_PROCS(Suite)                                              \
+  INSTANTIATE_TEST_SUITE_P(Procs, Suite, ::testing::Values(1, 2, 4, 8), \
+                           ::gort::test::procs_name)
+
+// ---- parking primitives for tests ----
+
+// A one-shot event with at most one waiter. wait() parks the calling
+// goroutine until set() (from any goroutine or plain thread).
+class Event {
+ public:
+  void wait() {
+    if (state_.load(std::memory_order_acquire) == kSet) return;
+    internal::park(&publish, this, internal::WaitReason::kTest);
+  }
+  void set() {
+    uintptr_t old = state_.exchange(kSet, std::memory_order_acq_rel);
+    // `this` may be gone once the waiter runs again: touch only `old`.
+    if (old != 0 && old != kSet) internal::ready(reinterpret_cast<G*>(old));
+  }
+  bool is_set() const { return state_.load(std::memory_order_acquire) == kSet; }
+  // True once a goroutine is parked in wait() (its context is saved).
+  bool has_waiter() const {
+    uintptr_t s = state_.load(std::memory_order_acquire);
+    return s != 0 && s != kSet;
+  }
+  // Only when nobody waits.
+  void reset() { state_.store(0, std::memory_order_release); }
+
+ private:
+  static constexpr uintptr_t kSet = 1;
+  // Runs after the waiter's context is saved; false: set() came first, so
+  // the runtime readies the waiter at once.
+  static bool publish(G* g, void* arg) {
+    auto* self = static_cast<Event*>(arg);
+    uintptr_t expected = 0;
+    return self->state_.compare_exchange_strong(expected, reinterpret_cast<uintptr_t>(g),
+                                                std::memory_order_acq_rel);
+  }
+  std::atomic<uintptr_t> state_{0};
+};
+
+// Many goroutines wait() until somebody open()s it, once.
+class Gate {
+ public:
+  void wait() {
+    mu_.lock();
+    if (open_) {
+      mu_.unlock();
+      return;
+    }
+    waiters_.push_back(internal::getg());
+    // The lock is released on the next context, after our context is saved.
+    internal::park(
+        [](G*, void* arg) {
+          static_cast<std::mutex*>(arg)->unlock();
+          return true;
+        },
+        &mu_, internal::WaitReason::kTest);
+  }
+  void open() {
+    std::vector<G*> w;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      open_ = true;
+      w.swap(waiters_);
+    }
+    for (G* g : w) internal::ready(g);
+  }
+  // Goroutines that are parked or about to park.
+  size_t waiting() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return waiters_.size();
+  }
+
+ private:
+  std::mutex mu_;
+  bool open_ = false;
+  std::vector<G*> waiters_;
+};
+
+// A WaitGroup for one waiter: wait() parks until done() was called n times.
+class Countdown {
+ public:
+  explicit Countdown(int64_t n) : n_(n) {
+    if (n == 0) done_.set();
+  }
+  void done() {
+    if (n_.fetch_sub(1, std::memory_order_acq_rel) == 1) done_.set();
+  }
+  void wait() { done_.wait(); }
+  int64_t left() const { return n_.load(std::memory_order_acquire); }
+
+ private:
+  std::atomic<int64_t> n_;
+  Event done_;
+};
+
+// Parks goroutines in bounce() until a server goroutine running serve()
+// readies them. The server runs on whichever M it runs on, and readied Gs go
+// to its P (and get stolen from there): a bounce is a switch that often
+// resumes the goroutine on another M.
+class Bouncer {
+ public:
+  void bounce() {
+    mu_.lock();
+    parked_.push_back(internal::getg());
+    internal::park(
+        [](G*, void* arg) {
+          static_cast<std::mutex*>(arg)->unlock();
+          return true;
+        },
+        &mu_, internal::WaitReason::kTest);
+  }
+  // Readies bounced goroutines until stop(); then returns.
+  void serve() {
+    std::vector<G*> batch;
+    for (;;) {
+      bool stopping = stop_.load(std::memory_order_acquire);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        batch.swap(parked_);
+      }
+      for (G* g : batch) internal::ready(g);
+      if (stopping && batch.empty()) return;
+      batch.clear();
+      gort::yield();
+    }
+  }
+  // Call once every goroutine is done bouncing.
+  void stop() { stop_.store(true, std::memory_order_release); }
+
+ private:
+  std::mutex mu_;
+  std::vector<G*> parked_;
+  std::atomic<bool> stop_{false};
+};
+
+// ---- opaque accessors of per-thread state ----
+
+// errno through calls the compiler cannot prove pure: `errno` itself is
+// `*__errno_location()`, declared const, whose result GCC may keep in a
+// register across a switch to another thread.
+__attribute__((noipa)) inline int read_errno() {
+  asm volatile("" ::: "memory");
+  return errno;
+}
+__attribute__((noipa)) inline void write_errno(int v) {
+  asm volatile("" ::: "memory");
+  errno = v;
+}
+
+// The M (OS thread) running the caller right now.
+inline internal::M* current_m() { return internal::getm(); }
+
+// ---- subprocesses ----
+
+// Runs `child()` in a death-test child (a fresh process, so it may change
+// the environment, hang or die without taking the suite down) and expects it
+// to return with no failed expectation within `seconds`. A hang shows up as
+// "killed by signal 14" (SIGALRM). `child` is a callable (name a lambda
+// first: gtest prints the statement's text when it fails).
+#define GORT_EXPECT_SUBPROCESS_OK(seconds, child)                               \
+  EXPECT_EXIT(                                                                  \
+      {                                                                         \
+        ::alarm(seconds);                                                       \
+        (child)();                                                              \
+        std::fflush(nullptr);                                                   \
+        ::_exit(::testing::Test::HasFailure() ? 1 : 0);                         \
+      },                                                                        \
+      ::testing::ExitedWithCode(0), "")
+
+// A death-test matcher on the child's stderr from a predicate, for checks a
+// regex cannot express (e.g. "the goroutine id the child announced").
+class PredicateMatcher : public ::testing::MatcherInterface<const std::string&> {
+ public:
+  PredicateMatcher(std::function<bool(const std::string&)> pred, std::string what)
+      : pred_(std::move(pred)), what_(std::move(what)) {}
+  bool MatchAndExplain(const std::string& s, ::testing::MatchResultListener*) const override {
+    return pred_(s);
+  }
+  void DescribeTo(std::ostream* os) const override { *os << what_; }
+
+ private:
+  std::function<bool(const std::string&)> pred_;
+  std::string what_;
+};
+
+inline ::testing::Matcher<const std::string&> output_that(
+    std::function<bool(const std::string&)> pred, std::string what) {
+  return ::testing::MakeMatcher(new PredicateMatcher(std::move(pred), std::move(what)));
+}
+
+// Death-test children announce the goroutine that is about to die with
+// announce_goroutine() ("gid=N;" on stderr); the matcher then expects
+// `before` immediately followed by Go's "goroutine N [running]:" header.
+inline void announce_goroutine() {
+  std::string s = "gid=" + std::to_string(gort::goroutine_id()) + ";\n";
+  ssize_t r = ::write(2, s.data(), s.size());
+  (void)r;
+}
+
+inline ::testing::Matcher<const std::string&> goroutine_report(std::string before) {
+  return output_that(
+      [before](const std::string& out) {
+        size_t at = out.find("gid=");
+        if (at == std::string::npos) return false;
+        size_t end = out.find(';', at);
+        if (end == std::string::npos) return false;
+        std::string id = out.substr(at + 4, end - at - 4);
+        return out.find(before + "goroutine " + id + " [running]:") != std::string::npos;
+      },
+      "contains \"" + before + "goroutine <announced id> [running]:\"");
+}
+
+}  // namespace gort::test
