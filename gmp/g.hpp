@@ -79,8 +79,14 @@ struct alignas(64) G {
   // Set by sysmon when this G has run past its time slice; checked at
   // cooperative preemption points.
   std::atomic<bool> preempt{false};
+  // NoPreempt depth: no asynchronous preemption while > 0.
+  int32_t nopreempt = 0;
+  // Asynchronous preemptions taken (for tests and dumps).
+  uint32_t async_preempts = 0;
   int64_t id = 0;
   M* m = nullptr;           // the M running this G; null otherwise
+  // Goroutine-local storage (GoroutineLocal), destroyed at exit.
+  void* locals = nullptr;
   G* schedlink = nullptr;   // run queue / free list link
   // Value handed over by whoever readies the G (e.g. which select case won).
   void* param = nullptr;

@@ -80,18 +80,4 @@ bool park_unlock_word(G*, void* arg) {
   return true;
 }
 
-void preempt_check() {
-  M* m = getm();
-  if (m == nullptr) return;
-  G* g = m->curg;
-  if (g != nullptr && g->preempt.load(std::memory_order_relaxed)) {
-    if (sched.hooks.preempt_check != nullptr) {
-      sched.hooks.preempt_check();
-    } else {
-      g->preempt.store(false, std::memory_order_relaxed);
-      gosched();
-    }
-  }
-}
-
 }  // namespace gort::internal

@@ -19,6 +19,10 @@
 #include "gmp/note.hpp"
 
 namespace gort::internal {
+struct P;
+}
+
+namespace gort::internal {
 
 // What the context we switch to must do with the G we switch away from,
 // once that G's context is saved (see switch.hpp).
@@ -51,8 +55,12 @@ struct M {
 
   // Runtime critical-section depth (Go's m.locks): no preemption while > 0.
   std::atomic<int32_t> locks{0};
-  // Inside gort::blocking().
+  // Inside gort::blocking(), and the P it held when it entered.
   std::atomic<bool> in_blocking{false};
+  P* blocking_p = nullptr;
+  // Asynchronous preemption requests: sysmon bumps this and sends it with
+  // the signal; the handler acts only on the current one.
+  std::atomic<uint32_t> preempt_gen{0};
 
   // Per-M alternate signal stack (for the stack-overflow handler).
   void* sigstack = nullptr;

@@ -26,7 +26,12 @@ struct alignas(64) P {
   std::atomic<PStatus> status{PStatus::kIdle};
   M* m = nullptr;      // the M holding this P, if any
   P* link = nullptr;   // idle list
-  uint32_t schedtick = 0;  // incremented at every execute
+  // Incremented at every execute (read by sysmon: a tick that does not
+  // move for a whole time slice means one G has run that long).
+  std::atomic<uint32_t> schedtick_seen{0};
+  uint32_t schedtick = 0;
+  // Incremented at every entersyscall (blocking()).
+  std::atomic<uint32_t> syscalltick{0};
 
   Runq runq;
 

@@ -35,6 +35,7 @@ Sched sched;
 
 void check_dead_locked();
 void newm(P* p, bool spinning);
+void stopm(M* m);
 
 namespace {
 
@@ -49,6 +50,9 @@ void acquirep(M* m, P* p) {
   m->p = p;
   p->m = m;
   p->status.store(PStatus::kRunning, std::memory_order_release);
+  if (sched.sysmon_wait.load(std::memory_order_relaxed) && sched.sysmon_wake != nullptr) {
+    sched.sysmon_wake();
+  }
 }
 
 P* releasep(M* m) {
@@ -126,6 +130,8 @@ G* globrunqget_locked(P* p, int32_t max) {
   return g;
 }
 
+}  // namespace
+
 void startm(P* p, bool spinning) {
   std::unique_lock<std::mutex> lock(sched.lock);
   if (p == nullptr) {
@@ -165,6 +171,8 @@ void stopm(M* m) {
     m->nextp = nullptr;
   }
 }
+
+namespace {
 
 void reset_spinning(M* m) {
   m->spinning = false;
@@ -224,6 +232,11 @@ G* poll_nonblocking(M* m) {
 G* find_runnable(M* m) {
 top:
   if (sched.stopping.load(std::memory_order_acquire)) return nullptr;
+  if (m->p == nullptr) {
+    // Back from blocking() with no P free: wait for one.
+    stopm(m);
+    goto top;
+  }
   P* p = m->p;
   int64_t now = 0;
   if (timers_first(p) != 0) {
@@ -356,6 +369,7 @@ G* next_local(M* m) {
   if (g == nullptr) return nullptr;
   set_status(g, GStatus::kRunnable, GStatus::kRunning);
   p->schedtick++;
+  p->schedtick_seen.store(p->schedtick, std::memory_order_relaxed);
   ensure_stack(p, g);
   g->m = m;
   g->preempt.store(false, std::memory_order_relaxed);
@@ -380,6 +394,7 @@ void execute(M* m, G* g) {
   set_status(g, GStatus::kRunnable, GStatus::kRunning);
   P* p = m->p;
   p->schedtick++;
+  p->schedtick_seen.store(p->schedtick, std::memory_order_relaxed);
   ensure_stack(p, g);
   g->m = m;
   g->preempt.store(false, std::memory_order_relaxed);
@@ -421,7 +436,9 @@ void globrunqput_locked(G* g) {
 // running a goroutine and nothing can ever make one runnable, report it.
 void check_dead_locked() {
   if (sched.stopping.load(std::memory_order_relaxed)) return;
-  int32_t run = sched.mcount - sched.nmidle - sched.nblocking.load(std::memory_order_relaxed);
+  // Ms inside blocking() count as running: their call may return and
+  // wake someone.
+  int32_t run = sched.mcount - sched.nmidle;
   if (run > 0) return;
   if (sched.netpoll_blocked.load(std::memory_order_relaxed)) return;
   if (sched.external_ops.load(std::memory_order_acquire) > 0) return;
@@ -539,15 +556,34 @@ void gosched() {
   gschedule(self, after);
 }
 
+void gls_destroy(G* g);
+
+void preempt_park(G* g) {
+  g->preempt.store(false, std::memory_order_relaxed);
+  set_status(g, GStatus::kRunning, GStatus::kRunnable);
+  gschedule(g, AfterSwitch::kGlobal);
+}
+
+void preempt_check() {
+  M* m = getm();
+  if (m == nullptr) return;
+  G* g = m->curg;
+  if (g != nullptr && g->preempt.load(std::memory_order_relaxed) && m->locks.load(std::memory_order_relaxed) == 0) {
+    preempt_park(g);
+  }
+}
+
 void goroutine_main(G* self) {
   self->started = true;
   try {
     self->invoke(self->closure);
+    if (self->locals != nullptr) gls_destroy(self);
   } catch (const std::exception& e) {
     fatal_panic(e.what(), self->id);
   } catch (...) {
     fatal_panic("(unknown exception)", self->id);
   }
+  self->nopreempt = 0;
   M* m = getm();
   P* p = m->p;
   set_status(self, GStatus::kRunning, GStatus::kDead);
@@ -634,6 +670,34 @@ void mstart_on_current_thread(M* m) {
   m_signal_stack_free(m);
 }
 
+void handoffp(P* p) {
+  // Work to do: start an M for it right away.
+  if (!p->runq.empty() || sched.runqsize.load(std::memory_order_acquire) > 0) {
+    startm(p, false);
+    return;
+  }
+  // Nobody spinning or idle: this P may be needed to find work soon.
+  if (sched.nmspinning.load() + sched.npidle.load() == 0) {
+    int32_t zero = 0;
+    if (sched.nmspinning.compare_exchange_strong(zero, 1)) {
+      startm(p, true);
+      return;
+    }
+  }
+  std::unique_lock<std::mutex> lock(sched.lock);
+  if (sched.runqsize.load(std::memory_order_relaxed) > 0) {
+    lock.unlock();
+    startm(p, false);
+    return;
+  }
+  // Its timers still need someone: the poller or an idle M will serve
+  // them (find_runnable runs other Ps' timers and blocks until the next).
+  int64_t first = timers_first(p);
+  pidleput(p);
+  lock.unlock();
+  if (first != 0 && sched.npidle.load() == sched.nprocs) wakep();
+}
+
 int64_t nanotime() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -656,6 +720,52 @@ uint32_t fastrand() {
 
 uint32_t fastrandn(uint32_t n) {
   return static_cast<uint32_t>((static_cast<uint64_t>(fastrand()) * n) >> 32);
+}
+
+}  // namespace gort::internal
+
+namespace gort::internal {
+
+void entersyscall() {
+  M* m = getm();
+  if (m == nullptr || m->curg == nullptr || m->p == nullptr) return;
+  P* p = m->p;
+  m->blocking_p = p;
+  sched.nblocking.fetch_add(1, std::memory_order_relaxed);
+  p->syscalltick.store(p->syscalltick.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  m->in_blocking.store(true, std::memory_order_release);
+  // From here sysmon may take p (kBlocking -> kIdle) and hand it off.
+  p->status.store(PStatus::kBlocking, std::memory_order_release);
+}
+
+void exitsyscall() {
+  M* m = getm();
+  if (m == nullptr || !m->in_blocking.load(std::memory_order_relaxed)) return;
+  G* g = m->curg;
+  P* oldp = m->blocking_p;
+  m->blocking_p = nullptr;
+  m->in_blocking.store(false, std::memory_order_release);
+  sched.nblocking.fetch_sub(1, std::memory_order_relaxed);
+  PStatus expected = PStatus::kBlocking;
+  if (oldp->status.compare_exchange_strong(expected, PStatus::kRunning, std::memory_order_acq_rel)) {
+    return;  // fast path: nobody took our P
+  }
+  // sysmon handed our P to another M.
+  m->p = nullptr;
+  {
+    std::unique_lock<std::mutex> lock(sched.lock);
+    P* np = pidleget();
+    lock.unlock();
+    if (np != nullptr) {
+      acquirep(m, np);
+      return;
+    }
+  }
+  // No P free: queue ourselves and let this M go idle.
+  set_status(g, GStatus::kRunning, GStatus::kRunnable);
+  m->after = AfterSwitch::kGlobal;
+  m->curg = nullptr;
+  switch_to(g, &m->g0);
 }
 
 }  // namespace gort::internal

@@ -93,7 +93,7 @@ void reset_sched(const Config& cfg) {
   sched.time_slice_ns = absl::ToInt64Nanoseconds(cfg.time_slice);
 }
 
-void teardown() {
+void join_ms() {
   // Join every other M; more may have been started while we stopped.
   size_t joined = 1;
   for (;;) {
@@ -108,6 +108,9 @@ void teardown() {
     }
     joined += ms.size();
   }
+}
+
+void teardown() {
   for (G* g : sched.allg) {
     if (!g->started && g->status.load() == GStatus::kRunnable && g->destroy != nullptr) {
       g->destroy(g->closure);
@@ -176,6 +179,8 @@ int run_main(void (*body)(void*, int*), void* arg, const Config& cfg_in) {
 
   if (sched.hooks.sysmon_start != nullptr) sched.hooks.sysmon_start();
   mstart_on_current_thread(m0);
+  // sysmon keeps preempting until every M has left its loop.
+  join_ms();
   if (sched.hooks.sysmon_stop != nullptr) sched.hooks.sysmon_stop();
   teardown();
   if (sched.hooks.netpoll_fini != nullptr) sched.hooks.netpoll_fini();

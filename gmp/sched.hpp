@@ -52,8 +52,6 @@ struct SchedHooks {
   // Start / stop the monitor thread (sysmon), once per run.
   void (*sysmon_start)() = nullptr;
   void (*sysmon_stop)() = nullptr;
-  // Cooperative preemption check, called at gort entry points.
-  void (*preempt_check)() = nullptr;
 };
 
 struct Sched {
@@ -90,6 +88,10 @@ struct Sched {
   std::atomic<int32_t> external_ops{0};
   // Ms inside gort::blocking().
   std::atomic<int32_t> nblocking{0};
+  // sysmon is in a long sleep because every P is idle; wake it when one
+  // starts running again.
+  std::atomic<bool> sysmon_wait{false};
+  void (*sysmon_wake)() = nullptr;
 
   StackPool stacks;
   Config cfg;
@@ -118,9 +120,16 @@ void inject(GQueue* q);
 
 // Go's Gosched: the running G goes to the back of the queue.
 void gosched();
+// A preempted G (async or cooperative) yields to the global queue.
+void preempt_park(G* g);
 
 // ---- Ms and Ps ----
 void wakep();
+// Starts an M to run p (or any idle P when null); `spinning` as in Go.
+void startm(P* p, bool spinning);
+// Go's handoffp: p (taken from an M stuck in blocking()) gets an M if it
+// has work, else goes idle. p must have no M and be in neither list.
+void handoffp(P* p);
 // Runtime critical sections (Go's acquirem/releasem): no async preemption.
 // Only m's own thread writes m->locks (its signal handler only reads it), so
 // a plain load and store suffice: no locked instruction.

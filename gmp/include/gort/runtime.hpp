@@ -92,6 +92,10 @@ void newproc_start(G* g);
 int run_main(void (*body)(void* arg, int* result), void* arg,
              const Config& cfg);
 
+// gort::blocking's halves (Go's entersyscall / exitsyscall).
+void entersyscall();
+void exitsyscall();
+
 template <class Tuple>
 void invoke_inline(void* storage) {
   Tuple* t = std::launder(reinterpret_cast<Tuple*>(storage));
@@ -167,6 +171,27 @@ void go(F&& f, Args&&... args) {
     *static_cast<Tuple**>(storage) = t;
     internal::newproc_start(g);
   }
+}
+
+// Runs f() — a call that may block in the kernel (file I/O, a foreign
+// blocking library, getaddrinfo) — on this thread, while letting other
+// goroutines run: the thread's P stays attached but the monitor thread
+// (sysmon) hands it to another thread if f() takes longer than a sysmon
+// tick (about 20 µs), as Go does around system calls. A short call costs a
+// few atomic operations. On return the goroutine reacquires a P (its own if
+// still free), or queues itself and its thread goes idle until one is
+// available. Returns f()'s result; exceptions propagate.
+//
+// Do not call gort functions that park (channel operations, locks, sleep)
+// inside f: f runs "outside" the scheduler. Called outside a goroutine,
+// it simply calls f().
+template <class F>
+decltype(auto) blocking(F&& f) {
+  internal::entersyscall();
+  struct Exit {
+    ~Exit() { internal::exitsyscall(); }
+  } exit;
+  return std::forward<F>(f)();
 }
 
 // Go's runtime.Gosched: lets other goroutines run; the caller stays runnable

@@ -8,6 +8,7 @@
 
 #include "gort/chan.hpp"
 #include "gort/context.hpp"
+#include "gort/preempt.hpp"
 #include "gort/runtime.hpp"
 #include "gort/sync.hpp"
 #include "gort/time.hpp"

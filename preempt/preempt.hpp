@@ -1,0 +1,41 @@
+// preempt/preempt.hpp — asynchronous preemption (internal).
+//
+// sysmon calls preempt_one(p) for a P whose G has run past its slice: it
+// sets g->preempt (honoured at the next gort call: the cooperative path)
+// and, if Config::preempt is on, sends the preemption signal to the M with
+// a fresh request number. The handler (signal.cpp) injects a call to the
+// trampoline (async_preempt_<arch>.S) only at an asynchronously safe point:
+//   1. the signal is our current request and this M runs a goroutine that
+//      still has g->preempt set;
+//   2. no runtime critical section (m->locks), no NoPreempt scope, not in
+//      blocking();
+//   3. the interrupted RSP is inside the G's stack with enough headroom for
+//      the saved state and the yield;
+//   4. the interrupted PC lies in code registered as preemptible (the main
+//      executable's text by default; never libc, libstdc++ or gort, which
+//      hold locks and thread-local state such as malloc's arenas).
+// Otherwise nothing happens and sysmon asks again a little later.
+#pragma once
+
+#include <cstdint>
+
+namespace gort::internal {
+
+struct P;
+
+// Installs the signal handler (once per process) and finds the code ranges
+// and the FP state size. Called by sysmon_start.
+void preempt_init();
+int preempt_signal();
+// Asks the G running on p to yield. Returns true if a request was made.
+bool preempt_one(P* p);
+// Whether async preemption is possible in this process (x86-64, not TSan,
+// gort not linked into the main executable).
+bool async_preempt_supported();
+
+// Code ranges where an interrupted goroutine may be preempted.
+bool pc_preemptible(uintptr_t pc);
+void preempt_ranges_init();
+bool add_preemptible_range(uintptr_t lo, uintptr_t hi);
+
+}  // namespace gort::internal

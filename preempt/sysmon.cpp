@@ -1,0 +1,233 @@
+// preempt/sysmon.cpp — the monitor thread (Go's sysmon).
+//
+// A thread with no P. Each round it:
+//   - asks any G that has run longer than Config::time_slice on the same P
+//     (the P's schedtick has not moved) to yield: sets g->preempt for the
+//     cooperative checks and sends the asynchronous preemption signal;
+//   - retakes the P of an M that has been inside gort::blocking() for at
+//     least one round when that P has work or no P is idle or spinning, and
+//     hands it to another M (Go's retake/handoffp);
+//   - polls the network if nobody has for 10 ms;
+//   - starts an M when timers are overdue and every P is idle.
+//
+// Sleep: 20 µs between rounds while something happens, doubling after 50
+// quiet rounds up to 10 ms; but never past the moment a running G's slice
+// ends (that is what keeps preemption latency near one slice, where Go's
+// sysmon, backed off to 10 ms, preempts only at its second look). When
+// every P is idle and no M is in blocking(), it sleeps until a P starts
+// running again, so an idle program costs nothing.
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "gmp/fatal.hpp"
+#include "gmp/sched.hpp"
+#include "gmp/timer.hpp"
+#include "preempt/preempt.hpp"
+
+namespace gort::internal {
+namespace {
+
+struct SysmonTick {
+  uint32_t schedtick = 0;
+  int64_t schedwhen = 0;
+  uint32_t syscalltick = 0;
+  int64_t syscallwhen = 0;
+};
+
+struct Sysmon {
+  std::thread thread;
+  std::atomic<bool> stop{false};
+  // Sleeps here; woken early by stop and by sysmon_wake.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool kick = false;  // guarded by mu
+  std::vector<SysmonTick> ticks;
+};
+
+Sysmon* g_sysmon = nullptr;
+
+constexpr int64_t kMinDelayNs = 20 * 1000;
+constexpr int64_t kMaxDelayNs = 10 * 1000 * 1000;
+constexpr int64_t kPollIntervalNs = 10 * 1000 * 1000;
+
+void sleep_ns(Sysmon* s, int64_t ns, bool deep) {
+  std::unique_lock<std::mutex> lock(s->mu);
+  auto woken = [s] { return s->kick || s->stop.load(std::memory_order_acquire); };
+  if (deep) {
+    sched.sysmon_wait.store(true, std::memory_order_seq_cst);
+    // Re-check after publishing: a P may have started meanwhile (it saw
+    // sysmon_wait false and did not wake us).
+    if (sched.npidle.load(std::memory_order_seq_cst) == sched.nprocs) {
+      s->cv.wait(lock, woken);
+    }
+    sched.sysmon_wait.store(false, std::memory_order_relaxed);
+  } else {
+    s->cv.wait_for(lock, std::chrono::nanoseconds(ns), woken);
+  }
+  s->kick = false;
+}
+
+void wake_sysmon() {
+  Sysmon* s = g_sysmon;
+  if (s == nullptr) return;
+  bool expected = true;
+  if (!sched.sysmon_wait.compare_exchange_strong(expected, false)) return;
+  std::lock_guard<std::mutex> lock(s->mu);
+  s->kick = true;
+  s->cv.notify_one();
+}
+
+// Returns how many Ps it acted on. *next_deadline: the earliest time a
+// running G's slice ends (for the sleep), INT64_MAX if none.
+int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
+  int n = 0;
+  int64_t slice = sched.time_slice_ns;
+  *next_deadline = INT64_MAX;
+  for (size_t i = 0; i < sched.allp.size(); i++) {
+    P* p = sched.allp[i];
+    SysmonTick& pd = s->ticks[i];
+    PStatus st = p->status.load(std::memory_order_acquire);
+    if (st == PStatus::kRunning && sched.stopping.load(std::memory_order_relaxed)) {
+      // Shutting down: every M must get back to its scheduler loop.
+      preempt_one(p);
+      n++;
+      continue;
+    }
+    if (st == PStatus::kRunning) {
+      uint32_t t = p->schedtick_seen.load(std::memory_order_relaxed);
+      if (pd.schedtick != t) {
+        pd.schedtick = t;
+        pd.schedwhen = now;
+      } else if (pd.schedwhen + slice <= now) {
+        if (preempt_one(p)) n++;
+        // Retry at the next round if it could not be preempted now.
+        pd.schedwhen = now - slice + std::min<int64_t>(slice / 10 + 1, kMinDelayNs * 5);
+      }
+      *next_deadline = std::min(*next_deadline, pd.schedwhen + slice);
+    } else if (st == PStatus::kBlocking) {
+      uint32_t t = p->syscalltick.load(std::memory_order_relaxed);
+      if (pd.syscalltick != t) {
+        pd.syscalltick = t;
+        pd.syscallwhen = now;
+        continue;
+      }
+      // Leave it if it has nothing to do, someone else can find work, and
+      // the call has not gone on for long (saves needless wake-ups).
+      if (p->runq.empty() &&
+          sched.nmspinning.load() + sched.npidle.load() > 0 && pd.syscallwhen + 10 * 1000 * 1000 > now) {
+        continue;
+      }
+      PStatus expected = PStatus::kBlocking;
+      if (p->status.compare_exchange_strong(expected, PStatus::kIdle, std::memory_order_acq_rel)) {
+        p->m = nullptr;
+        n++;
+        handoffp(p);
+      }
+    }
+  }
+  return n;
+}
+
+void sysmon_loop(Sysmon* s) {
+  int idle = 0;
+  int64_t delay = kMinDelayNs;
+  for (;;) {
+    if (idle == 0) {
+      delay = kMinDelayNs;
+    } else if (idle > 50) {
+      delay = std::min(delay * 2, kMaxDelayNs);
+    }
+    int64_t now = nanotime();
+    int64_t deadline;
+    int acted = retake(s, now, &deadline);
+    if (s->stop.load(std::memory_order_acquire)) return;
+
+    // Poll the network if nobody has for a while.
+    if (sched.hooks.netpoll != nullptr && sched.hooks.netpoll_waiters() > 0) {
+      int64_t last = sched.last_poll.load(std::memory_order_relaxed);
+      if (last != 0 && last + kPollIntervalNs < now && !sched.netpoll_blocked.load()) {
+        sched.last_poll.store(now, std::memory_order_relaxed);
+        GQueue list;
+        if (sched.hooks.netpoll(0, &list) && !list.empty()) {
+          inject(&list);
+          acted++;
+        }
+      }
+    }
+    // Overdue timers while every P is idle and nobody polls: get an M.
+    int64_t next_timer = timers_next();
+    if (next_timer >= 0 && next_timer < now && sched.npidle.load() == sched.nprocs &&
+        !sched.netpoll_blocked.load()) {
+      wakep();
+    }
+
+    idle = acted > 0 ? 0 : idle + 1;
+    if (acted > 0) delay = kMinDelayNs;
+    int64_t sleep = delay;
+    if (deadline != INT64_MAX) {
+      // Wake by the end of the first running slice, with a margin of a
+      // tenth of a slice for the observation error.
+      int64_t until = deadline - now;
+      sleep = std::clamp<int64_t>(until, kMinDelayNs, std::max<int64_t>(kMinDelayNs, sched.time_slice_ns / 10));
+      sleep = std::min(sleep, delay > sleep ? sleep : delay);
+      sleep = std::max<int64_t>(sleep, kMinDelayNs);
+    }
+    bool all_idle = sched.npidle.load(std::memory_order_acquire) == sched.nprocs &&
+                    sched.nblocking.load(std::memory_order_acquire) == 0;
+    sleep_ns(s, sleep, all_idle && idle > 50);
+    if (s->stop.load(std::memory_order_acquire)) return;
+  }
+}
+
+void sysmon_start() {
+  auto* s = new Sysmon;
+  s->ticks.resize(sched.allp.size());
+  g_sysmon = s;
+  sched.sysmon_wake = &wake_sysmon;
+  preempt_init();
+  s->thread = std::thread([s] {
+    // Short sleeps must be short: the default 50 µs timer slack would
+    // stretch every 20 µs tick.
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    // sysmon never runs goroutine code: keep the preemption signal away.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, preempt_signal());
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    sysmon_loop(s);
+  });
+}
+
+void sysmon_stop() {
+  Sysmon* s = g_sysmon;
+  if (s == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->stop.store(true, std::memory_order_release);
+    s->cv.notify_one();
+  }
+  s->thread.join();
+  sched.sysmon_wake = nullptr;
+  sched.sysmon_wait.store(false);
+  g_sysmon = nullptr;
+  delete s;
+}
+
+struct Register {
+  Register() {
+    sched.hooks.sysmon_start = &sysmon_start;
+    sched.hooks.sysmon_stop = &sysmon_stop;
+  }
+} g_register;
+
+}  // namespace
+}  // namespace gort::internal
