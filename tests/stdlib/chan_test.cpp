@@ -1,0 +1,908 @@
+// tests/stdlib/chan_test.cpp — channels (stdlib/chan.cpp, gort/chan.hpp):
+// rendezvous, buffering, close, panics, nil channels, payload lifetimes,
+// range-for, handle copies and use from plain threads.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/stdlib/helpers.hpp"
+
+namespace gort_stdlib_test {
+namespace {
+
+using gort::test::Countdown;
+using gort::test::eventually;
+using gort::test::KeepAwake;
+using gort::test::panic_message;
+using gort::test::Parked;
+using gort::test::Tracked;
+using gort::test::WaitReason;
+
+class Chan : public gort::test::ProcsTest {};
+GORT_INSTANTIATE_STDLIB_PROCS(Chan);
+
+// ---- basics ----
+
+TEST_P(Chan, UnbufferedRendezvous) {
+  run_test([] {
+    auto ch = gort::make_chan<int>();
+    EXPECT_EQ(ch.cap(), 0u);
+    // No receiver: a send can never complete (a select shows it without
+    // blocking).
+    EXPECT_EQ(gort::select(gort::on_send(ch, 1), gort::on_default()), 1u);
+
+    std::atomic<bool> sent{false};
+    Parked sender;
+    Countdown cd(1);
+    gort::go([&] {
+      sender.mark();
+      ch.send(42);
+      sent = true;
+      cd.done();
+    });
+    // The sender waits for a receiver, however long that takes.
+    EXPECT_TRUE(sender.wait(WaitReason::kChanSend));
+    EXPECT_FALSE(sent.load());
+    EXPECT_EQ(ch.len(), 0u) << "an unbuffered channel holds nothing";
+    EXPECT_EQ(ch.recv(), std::optional<int>(42));
+    cd.wait();
+    EXPECT_TRUE(sent.load());
+
+    // And the other way round: a parked receiver gets the value.
+    Parked receiver;
+    std::optional<int> got;
+    Countdown cd2(1);
+    gort::go([&] {
+      receiver.mark();
+      got = ch.recv();
+      cd2.done();
+    });
+    EXPECT_TRUE(receiver.wait(WaitReason::kChanRecv));
+    ch.send(7);
+    cd2.wait();
+    EXPECT_EQ(got, std::optional<int>(7));
+  });
+}
+
+TEST_P(Chan, PingPong) {
+  run_test([] {
+    auto ping = gort::make_chan<int>();
+    auto pong = gort::make_chan<int>();
+    constexpr int kRounds = 20000;
+    Countdown cd(1);
+    gort::go([&] {
+      for (int i = 0; i < kRounds; i++) pong.send(*ping.recv() + 1);
+      cd.done();
+    });
+    int v = 0;
+    for (int i = 0; i < kRounds; i++) {
+      ping.send(v);
+      v = *pong.recv();
+    }
+    cd.wait();
+    EXPECT_EQ(v, kRounds);
+  });
+}
+
+TEST_P(Chan, BufferedLenCapAndFifo) {
+  run_test([] {
+    auto ch = gort::make_chan<int>(5);
+    EXPECT_EQ(ch.cap(), 5u);
+    EXPECT_EQ(ch.len(), 0u);
+    for (int i = 0; i < 5; i++) {
+      ch.send(i);  // never blocks while there is room
+      EXPECT_EQ(ch.len(), static_cast<size_t>(i + 1));
+    }
+    // Full: a send is not ready, a receive is.
+    EXPECT_EQ(gort::select(gort::on_send(ch, 99), gort::on_default()), 1u);
+    for (int i = 0; i < 5; i++) {
+      EXPECT_EQ(ch.recv(), std::optional<int>(i));
+      EXPECT_EQ(ch.len(), static_cast<size_t>(4 - i));
+    }
+    EXPECT_EQ(gort::select(gort::on_recv(ch), gort::on_default()), 1u);
+    // Wrap around the ring buffer many times.
+    for (int round = 0; round < 100; round++) {
+      for (int i = 0; i < 3; i++) ch.send(round * 3 + i);
+      for (int i = 0; i < 3; i++) EXPECT_EQ(ch.recv(), std::optional<int>(round * 3 + i));
+    }
+    EXPECT_EQ(ch.cap(), 5u);
+  });
+}
+
+// A sender parked on a full buffer: the receiver takes the head, and the
+// sender's value goes to the tail, in order.
+TEST_P(Chan, BufferedSenderParkedOnFullBufferKeepsOrder) {
+  run_test([] {
+    auto ch = gort::make_chan<int>(3);
+    for (int i = 0; i < 3; i++) ch.send(i);
+    constexpr int kBlocked = 4;
+    Countdown cd(1);
+    Parked sender;
+    gort::go([&] {
+      for (int i = 3; i < 3 + kBlocked; i++) {
+        sender.mark();
+        ch.send(i);
+      }
+      cd.done();
+    });
+    EXPECT_TRUE(sender.wait(WaitReason::kChanSend));
+    EXPECT_EQ(ch.len(), 3u);
+    for (int i = 0; i < 3 + kBlocked; i++) EXPECT_EQ(ch.recv(), std::optional<int>(i));
+    cd.wait();
+    EXPECT_EQ(ch.len(), 0u);
+  });
+}
+
+// Many senders and receivers on several Ps: every value arrives exactly once,
+// and each receiver sees each sender's values in the order they were sent.
+void many_to_many(size_t cap) {
+  constexpr int kSenders = 8;
+  constexpr int kReceivers = 4;
+  constexpr int kPerSender = 5000;
+  constexpr int kTotal = kSenders * kPerSender;
+  auto ch = gort::make_chan<int>(cap);
+  auto results = gort::make_chan<int64_t>(kReceivers);
+  std::vector<std::atomic<uint8_t>> seen(kTotal);
+  std::atomic<int> order_violations{0};
+  Countdown senders(kSenders);
+  for (int s = 0; s < kSenders; s++) {
+    gort::go([&, s] {
+      for (int i = 0; i < kPerSender; i++) ch.send(s * kPerSender + i);
+      senders.done();
+    });
+  }
+  for (int r = 0; r < kReceivers; r++) {
+    gort::go([&] {
+      std::vector<int> last(kSenders, -1);
+      int64_t sum = 0;
+      for (int v : ch) {
+        if (v < 0 || v >= kTotal) {
+          order_violations++;
+          continue;
+        }
+        seen[static_cast<size_t>(v)].fetch_add(1);
+        int s = v / kPerSender;
+        if (v <= last[static_cast<size_t>(s)]) order_violations++;
+        last[static_cast<size_t>(s)] = v;
+        sum += v;
+      }
+      results.send(sum);
+    });
+  }
+  senders.wait();
+  ch.close();
+  int64_t sum = 0;
+  for (int r = 0; r < kReceivers; r++) sum += *results.recv();
+  EXPECT_EQ(sum, int64_t{kTotal} * (kTotal - 1) / 2);
+  int missing = 0, duplicated = 0;
+  for (auto& s : seen) {
+    uint8_t n = s.load();
+    if (n == 0) missing++;
+    if (n > 1) duplicated++;
+  }
+  EXPECT_EQ(missing, 0);
+  EXPECT_EQ(duplicated, 0);
+  EXPECT_EQ(order_violations.load(), 0);
+}
+
+TEST_P(Chan, ManySendersManyReceiversUnbuffered) {
+  run_test([] { many_to_many(0); });
+}
+
+TEST_P(Chan, ManySendersManyReceiversBuffered) {
+  run_test([] { many_to_many(16); });
+}
+
+TEST_P(Chan, ManySendersManyReceiversBufferOfOne) {
+  run_test([] { many_to_many(1); });
+}
+
+// ---- close ----
+
+TEST_P(Chan, ReceiversDrainBufferThenGetNulloptForever) {
+  run_test([] {
+    auto ch = gort::make_chan<std::string>(4);
+    ch.send("a");
+    ch.send("b");
+    ch.send("c");
+    ch.close();
+    EXPECT_EQ(ch.len(), 3u);
+    EXPECT_EQ(ch.recv(), std::optional<std::string>("a"));
+    EXPECT_EQ(ch.recv(), std::optional<std::string>("b"));
+    EXPECT_EQ(ch.recv(), std::optional<std::string>("c"));
+    for (int i = 0; i < 10; i++) EXPECT_EQ(ch.recv(), std::nullopt);
+    EXPECT_EQ(ch.len(), 0u);
+    EXPECT_EQ(ch.cap(), 4u);
+  });
+}
+
+TEST_P(Chan, CloseWakesParkedReceiversWithNullopt) {
+  run_test([] {
+    for (size_t cap : {size_t{0}, size_t{3}}) {
+      auto ch = gort::make_chan<int>(cap);
+      constexpr int kReceivers = 10;
+      std::vector<Parked> parked(kReceivers);
+      std::atomic<int> got_nullopt{0};
+      Countdown cd(kReceivers);
+      for (int i = 0; i < kReceivers; i++) {
+        gort::go([&, i] {
+          parked[static_cast<size_t>(i)].mark();
+          if (ch.recv() == std::nullopt) got_nullopt++;
+          cd.done();
+        });
+      }
+      for (auto& p : parked) EXPECT_TRUE(p.wait(WaitReason::kChanRecv));
+      ch.close();
+      cd.wait();
+      EXPECT_EQ(got_nullopt.load(), kReceivers) << "cap " << cap;
+    }
+  });
+}
+
+TEST_P(Chan, SenderParkedWhenClosedPanics) {
+  run_test([] {
+    for (size_t cap : {size_t{0}, size_t{2}}) {
+      auto ch = gort::make_chan<int>(cap);
+      for (size_t i = 0; i < cap; i++) ch.send(static_cast<int>(i));
+      constexpr int kSenders = 3;
+      std::vector<Parked> parked(kSenders);
+      std::vector<std::string> what(kSenders);
+      Countdown cd(kSenders);
+      for (int i = 0; i < kSenders; i++) {
+        gort::go([&, i] {
+          parked[static_cast<size_t>(i)].mark();
+          what[static_cast<size_t>(i)] = panic_message([&] { ch.send(100 + i); });
+          cd.done();
+        });
+      }
+      for (auto& p : parked) EXPECT_TRUE(p.wait(WaitReason::kChanSend));
+      ch.close();
+      cd.wait();
+      for (auto& w : what) EXPECT_EQ(w, "send on closed channel") << "cap " << cap;
+      // The values buffered before close are still delivered, and nothing
+      // of the failed senders got in.
+      for (size_t i = 0; i < cap; i++) EXPECT_EQ(ch.recv(), std::optional<int>(static_cast<int>(i)));
+      EXPECT_EQ(ch.recv(), std::nullopt);
+    }
+  });
+}
+
+TEST_P(Chan, SendOnClosedPanics) {
+  run_test([] {
+    for (size_t cap : {size_t{0}, size_t{1}, size_t{8}}) {
+      auto ch = gort::make_chan<int>(cap);
+      ch.close();
+      EXPECT_EQ(panic_message([&] { ch.send(1); }), "send on closed channel");
+      EXPECT_EQ(ch.len(), 0u);
+    }
+    // The panic is a std::logic_error.
+    auto ch = gort::make_chan<int>(1);
+    ch.close();
+    EXPECT_THROW(ch.send(1), std::logic_error);
+  });
+}
+
+TEST_P(Chan, CloseOfClosedPanics) {
+  run_test([] {
+    auto ch = gort::make_chan<int>(1);
+    ch.send(5);
+    ch.close();
+    EXPECT_EQ(panic_message([&] { ch.close(); }), "close of closed channel");
+    // The failed close changed nothing.
+    EXPECT_EQ(ch.recv(), std::optional<int>(5));
+    EXPECT_EQ(ch.recv(), std::nullopt);
+  });
+}
+
+TEST_P(Chan, CloseOfNilPanics) {
+  run_test([] {
+    gort::Chan<int> nil;
+    EXPECT_EQ(panic_message([&] { nil.close(); }), "close of nil channel");
+  });
+}
+
+// Exactly one of many concurrent closers succeeds.
+TEST_P(Chan, ConcurrentCloseExactlyOneWins) {
+  run_test([] {
+    for (int round = 0; round < 50; round++) {
+      auto ch = gort::make_chan<int>();
+      constexpr int kClosers = 8;
+      std::atomic<int> ok{0}, panicked{0};
+      Countdown cd(kClosers);
+      for (int i = 0; i < kClosers; i++) {
+        gort::go([&] {
+          std::string w = panic_message([&] { ch.close(); });
+          if (w == "<no panic>") ok++;
+          if (w == "close of closed channel") panicked++;
+          cd.done();
+        });
+      }
+      cd.wait();
+      EXPECT_EQ(ok.load(), 1);
+      EXPECT_EQ(panicked.load(), kClosers - 1);
+    }
+  });
+}
+
+// ---- nil channels ----
+
+TEST_P(Chan, NilChannelIsNeverReady) {
+  run_test([] {
+    gort::Chan<int> nil;
+    EXPECT_TRUE(nil.is_nil());
+    EXPECT_FALSE(static_cast<bool>(nil));
+    EXPECT_EQ(nil.len(), 0u);
+    EXPECT_EQ(nil.cap(), 0u);
+    for (int i = 0; i < 100; i++) {
+      EXPECT_EQ(gort::select(gort::on_recv(nil), gort::on_default()), 1u);
+      EXPECT_EQ(gort::select(gort::on_send(nil, i), gort::on_default()), 1u);
+    }
+    EXPECT_FALSE(gort::make_chan<int>().is_nil());
+  });
+}
+
+// Goroutines blocked on a nil channel stay blocked while the rest of the
+// program runs to completion (they are abandoned when main returns).
+TEST_P(Chan, NilChannelSendAndRecvBlockForever) {
+  run_test(
+      [] {
+        std::atomic<int> returned{0};
+        Parked s, r;
+        gort::go([&] {
+          gort::Chan<int> nil;
+          s.mark();
+          nil.send(1);
+          returned++;
+        });
+        gort::go([&] {
+          gort::Chan<int> nil;
+          r.mark();
+          (void)nil.recv();
+          returned++;
+        });
+        EXPECT_TRUE(s.wait(WaitReason::kNilChan));
+        EXPECT_TRUE(r.wait(WaitReason::kChanRecv));
+        // Other work keeps running; the blocked pair never returns.
+        auto ch = gort::make_chan<int>();
+        Countdown cd(1);
+        gort::go([&] {
+          for (int i = 0; i < 1000; i++) ch.send(i);
+          cd.done();
+        });
+        for (int i = 0; i < 1000; i++) EXPECT_EQ(ch.recv(), std::optional<int>(i));
+        cd.wait();
+        EXPECT_TRUE(s.now(WaitReason::kNilChan));
+        EXPECT_TRUE(r.now(WaitReason::kChanRecv));
+        EXPECT_EQ(returned.load(), 0);
+        // main and the two blocked goroutines (the sender above exits).
+        int64_t n = 0;
+        EXPECT_TRUE(eventually([&] { return (n = gort::num_goroutine()) == 3; })) << n;
+        // The runtime abandons the blocked pair when main returns; they
+        // never run again, so their references into this frame are safe.
+      },
+      /*all_exit=*/false);
+}
+
+// ---- payloads ----
+
+TEST_P(Chan, MoveOnlyPayload) {
+  run_test([] {
+    for (size_t cap : {size_t{0}, size_t{4}}) {
+      auto ch = gort::make_chan<std::unique_ptr<int>>(cap);
+      Countdown cd(1);
+      gort::go([&] {
+        for (int i = 0; i < 100; i++) ch.send(std::make_unique<int>(i));
+        ch.close();
+        cd.done();
+      });
+      int expect = 0;
+      for (std::unique_ptr<int>& p : ch) {
+        EXPECT_NE(p, nullptr);
+        if (p) {
+          EXPECT_EQ(*p, expect);
+        }
+        expect++;
+      }
+      EXPECT_EQ(expect, 100);
+      cd.wait();
+    }
+  });
+}
+
+struct NoDefault {
+  explicit NoDefault(int x) : v(x) {}
+  NoDefault(const NoDefault&) = default;
+  NoDefault(NoDefault&&) noexcept = default;
+  int v;
+};
+static_assert(!std::is_default_constructible_v<NoDefault>);
+
+TEST_P(Chan, PayloadWithoutDefaultConstructor) {
+  run_test([] {
+    auto ch = gort::make_chan<NoDefault>(2);
+    ch.send(NoDefault(1));
+    ch.send(NoDefault(2));
+    EXPECT_EQ(ch.recv()->v, 1);
+    auto unbuffered = gort::make_chan<NoDefault>();
+    Countdown cd(1);
+    gort::go([&] {
+      unbuffered.send(NoDefault(3));
+      cd.done();
+    });
+    EXPECT_EQ(unbuffered.recv()->v, 3);
+    cd.wait();
+    int got = 0;
+    gort::select(gort::on_recv(ch, [&](std::optional<NoDefault> v) { got = v->v; }));
+    EXPECT_EQ(got, 2);
+  });
+}
+
+TEST_P(Chan, LargeAndOverAlignedPayloads) {
+  struct alignas(64) Wide {
+    char bytes[200];
+    uint64_t tag;
+  };
+  run_test([] {
+    auto ch = gort::make_chan<Wide>(3);
+    Countdown cd(1);
+    gort::go([&] {
+      for (uint64_t i = 0; i < 50; i++) {
+        Wide w{};
+        for (auto& b : w.bytes) b = static_cast<char>(i);
+        w.tag = i * 1000;
+        ch.send(w);
+      }
+      cd.done();
+    });
+    for (uint64_t i = 0; i < 50; i++) {
+      std::optional<Wide> w = ch.recv();
+      if (!w) {
+        ADD_FAILURE() << "channel closed unexpectedly";
+        break;
+      }
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(&*w) % 64, 0u);
+      EXPECT_EQ(w->tag, i * 1000);
+      EXPECT_EQ(w->bytes[0], static_cast<char>(i));
+      EXPECT_EQ(w->bytes[199], static_cast<char>(i));
+    }
+    cd.wait();
+  });
+}
+
+// Every value constructed is destroyed exactly once, whatever path it took:
+// hand-off, buffer, a sender parked on a full buffer, values still buffered
+// when the last handle goes away, failed sends on a closed channel, and
+// select cases that were not chosen.
+TEST_P(Chan, NonTrivialPayloadsAreDestroyedExactlyOnce) {
+  Tracked::reset();
+  run_test([] {
+    {
+      // Unbuffered hand-off to a parked receiver, and to a parked sender.
+      auto ch = gort::make_chan<Tracked>();
+      Countdown cd(1);
+      gort::go([&] {
+        for (int i = 0; i < 100; i++) ch.send(Tracked(i));
+        cd.done();
+      });
+      for (int i = 0; i < 100; i++) EXPECT_EQ(ch.recv()->value, i);
+      cd.wait();
+    }
+    {
+      // A small buffer with a sender often parked on it.
+      auto ch = gort::make_chan<Tracked>(2);
+      Countdown cd(1);
+      gort::go([&] {
+        for (int i = 0; i < 200; i++) ch.send(Tracked(i));
+        ch.close();
+        cd.done();
+      });
+      int expect = 0;
+      for (Tracked& t : ch) EXPECT_EQ(t.value, expect++);
+      EXPECT_EQ(expect, 200);
+      cd.wait();
+    }
+    {
+      // Values left buffered when the channel is destroyed, after the ring
+      // wrapped around.
+      auto ch = gort::make_chan<Tracked>(4);
+      for (int i = 0; i < 3; i++) ch.send(Tracked(i));
+      for (int i = 0; i < 3; i++) EXPECT_EQ(ch.recv()->value, i);
+      for (int i = 0; i < 4; i++) ch.send(Tracked(10 + i));
+      EXPECT_EQ(ch.len(), 4u);
+      auto copy = ch;
+    }
+    {
+      // Buffered values in a closed channel that is never drained.
+      auto ch = gort::make_chan<Tracked>(8);
+      for (int i = 0; i < 5; i++) ch.send(Tracked(i));
+      ch.close();
+      EXPECT_EQ(ch.recv()->value, 0);
+    }
+    {
+      // Sends that panic destroy their argument exactly once.
+      auto ch = gort::make_chan<Tracked>(1);
+      ch.close();
+      for (int i = 0; i < 5; i++) {
+        EXPECT_EQ(panic_message([&] { ch.send(Tracked(i)); }), "send on closed channel");
+      }
+    }
+    {
+      // Select: the send case not chosen keeps and destroys its value.
+      auto a = gort::make_chan<Tracked>(1);
+      auto full = gort::make_chan<Tracked>(1);
+      full.send(Tracked(-5));
+      for (int i = 0; i < 20; i++) {
+        size_t idx = gort::select(gort::on_send(a, Tracked(i)), gort::on_send(full, Tracked(100 + i)));
+        EXPECT_EQ(idx, 0u);
+        EXPECT_EQ(a.recv()->value, i);
+      }
+      // A receive case whose value the callback ignores.
+      a.send(Tracked(7));
+      gort::select(gort::on_recv(a, [] {}));
+    }
+  });
+  EXPECT_EQ(Tracked::live.load(), 0) << "values leaked";
+  EXPECT_EQ(Tracked::misuses.load(), 0) << "values destroyed twice or used after destruction";
+  EXPECT_EQ(Tracked::constructed.load(), Tracked::destroyed.load());
+  EXPECT_GT(Tracked::constructed.load(), 600);
+}
+
+// ---- range-for ----
+
+TEST_P(Chan, RangeForUntilClosed) {
+  run_test([] {
+    for (size_t cap : {size_t{0}, size_t{1}, size_t{10}}) {
+      auto ch = gort::make_chan<int>(cap);
+      Countdown cd(1);
+      gort::go([&] {
+        for (int i = 1; i <= 1000; i++) ch.send(i);
+        ch.close();
+        cd.done();
+      });
+      int count = 0;
+      int64_t sum = 0;
+      int prev = 0;
+      for (int v : ch) {
+        EXPECT_EQ(v, prev + 1);
+        prev = v;
+        count++;
+        sum += v;
+      }
+      EXPECT_EQ(count, 1000);
+      EXPECT_EQ(sum, 500500);
+      cd.wait();
+      // A closed, drained channel: the loop body never runs.
+      for (int v : ch) ADD_FAILURE() << "received " << v << " from a drained channel";
+    }
+  });
+}
+
+// ---- handles ----
+
+TEST_P(Chan, CopiesReferToTheSameChannel) {
+  run_test([] {
+    auto a = gort::make_chan<int>(3);
+    gort::Chan<int> b = a;  // copy
+    EXPECT_TRUE(a == b);
+    b.send(1);
+    EXPECT_EQ(a.len(), 1u);
+    EXPECT_EQ(a.recv(), std::optional<int>(1));
+
+    gort::Chan<int> c;
+    EXPECT_FALSE(c == a);
+    c = b;  // copy assignment
+    EXPECT_TRUE(c == a);
+    gort::Chan<int> d = std::move(c);  // move leaves c nil
+    EXPECT_TRUE(c.is_nil());
+    EXPECT_TRUE(d == a);
+    d.send(2);
+    EXPECT_EQ(b.recv(), std::optional<int>(2));
+
+    // Closing through any handle closes the channel.
+    d.close();
+    EXPECT_EQ(a.recv(), std::nullopt);
+    EXPECT_EQ(panic_message([&] { b.close(); }), "close of closed channel");
+
+    // Self-assignment keeps the channel alive.
+    auto e = gort::make_chan<int>(1);
+    auto& e_ref = e;
+    e = e_ref;
+    e.send(3);
+    EXPECT_EQ(e.recv(), std::optional<int>(3));
+
+    // Distinct channels compare unequal; nil handles compare equal.
+    EXPECT_FALSE(gort::make_chan<int>() == gort::make_chan<int>());
+    EXPECT_TRUE(gort::Chan<int>() == gort::Chan<int>());
+
+    // A copy made inside a goroutine (captured by value) works after the
+    // original handle is gone.
+    Countdown cd(1);
+    std::optional<int> got;
+    {
+      auto tmp = gort::make_chan<int>();
+      gort::go([tmp, &got, &cd] {
+        got = tmp.recv();
+        cd.done();
+      });
+      tmp.send(9);
+    }
+    cd.wait();
+    EXPECT_EQ(got, std::optional<int>(9));
+  });
+}
+
+// A handle shared by many goroutines that copy and drop it concurrently.
+TEST_P(Chan, HandleCopiesFromManyGoroutines) {
+  Tracked::reset();
+  run_test([] {
+    constexpr int kGoroutines = 64;
+    auto done = gort::make_chan<int>(kGoroutines);
+    {
+      auto ch = gort::make_chan<Tracked>(kGoroutines);
+      for (int i = 0; i < kGoroutines; i++) {
+        gort::go([ch, done, i] {
+          for (int k = 0; k < 100; k++) {
+            gort::Chan<Tracked> local = ch;
+            gort::Chan<Tracked> other;
+            other = local;
+            if (k % 10 == 0) gort::yield();
+          }
+          ch.send(Tracked(i));
+          done.send(i);
+        });
+      }
+    }
+    int64_t sum = 0;
+    for (int i = 0; i < kGoroutines; i++) sum += *done.recv();
+    EXPECT_EQ(sum, kGoroutines * (kGoroutines - 1) / 2);
+  });
+  // The last handle went away with 64 values buffered: all destroyed.
+  EXPECT_EQ(Tracked::live.load(), 0);
+  EXPECT_EQ(Tracked::misuses.load(), 0);
+}
+
+// ---- plain threads ----
+//
+// These check what plain threads can do with channels. A KeepAwake
+// goroutine keeps the deadlock detector out of the picture; whether the
+// detector itself copes with plain threads is checked separately below.
+
+TEST_P(Chan, PlainThreadSendsToGoroutine) {
+  run_test([] {
+    KeepAwake awake;
+    for (size_t cap : {size_t{0}, size_t{4}}) {
+      auto ch = gort::make_chan<int>(cap);
+      std::thread t([ch] {
+        for (int i = 0; i < 2000; i++) ch.send(i);
+        ch.close();
+      });
+      int expect = 0;
+      for (int v : ch) EXPECT_EQ(v, expect++);
+      EXPECT_EQ(expect, 2000);
+      t.join();  // it has returned from its last operation already
+    }
+  });
+}
+
+TEST_P(Chan, PlainThreadReceivesFromGoroutines) {
+  run_test([] {
+    KeepAwake awake;
+    auto ch = gort::make_chan<int>();
+    auto result = gort::make_chan<int64_t>(1);
+    std::thread t([ch, result] {
+      int64_t sum = 0;
+      int n = 0;
+      for (int v : ch) {
+        sum += v;
+        n++;
+      }
+      result.send(n == 4000 ? sum : -1);
+    });
+    Countdown cd(4);
+    for (int g = 0; g < 4; g++) {
+      gort::go([&, g] {
+        for (int i = 0; i < 1000; i++) ch.send(g * 1000 + i);
+        cd.done();
+      });
+    }
+    cd.wait();
+    ch.close();
+    EXPECT_EQ(result.recv(), std::optional<int64_t>(int64_t{3999} * 4000 / 2));
+    t.join();
+  });
+}
+
+TEST_P(Chan, PlainThreadParkedRecvWokenByClose) {
+  run_test([] {
+    KeepAwake awake;
+    auto ch = gort::make_chan<int>();
+    auto reply = gort::make_chan<std::string>(1);
+    std::atomic<bool> started{false};
+    std::thread t([&] {
+      started = true;
+      std::optional<int> v = ch.recv();
+      reply.send(v ? "value" : "nullopt");
+    });
+    EXPECT_TRUE(eventually([&] { return started.load(); }));
+    // Give the thread a chance to block; either way the outcome is the same.
+    for (int i = 0; i < 100; i++) gort::yield();
+    ch.close();
+    EXPECT_EQ(reply.recv(), std::optional<std::string>("nullopt"));
+    t.join();
+  });
+}
+
+// Plain threads and goroutines on both ends of one channel at once.
+TEST_P(Chan, PlainThreadsAndGoroutinesMixed) {
+  run_test([] {
+    KeepAwake awake;
+    constexpr int kEach = 1500;
+    auto ch = gort::make_chan<int>(2);
+    auto sums = gort::make_chan<int64_t>(2);
+    auto finished = gort::make_chan<int>(2);
+    std::thread producer([ch, finished] {
+      for (int i = 0; i < kEach; i++) ch.send(i);
+      finished.send(0);
+    });
+    std::thread consumer([ch, sums] {
+      int64_t s = 0;
+      for (int v : ch) s += v;
+      sums.send(s);
+    });
+    gort::go([ch, finished] {
+      for (int i = kEach; i < 2 * kEach; i++) ch.send(i);
+      finished.send(1);
+    });
+    gort::go([ch, sums] {
+      int64_t s = 0;
+      for (int v : ch) s += v;
+      sums.send(s);
+    });
+    (void)finished.recv();
+    (void)finished.recv();
+    ch.close();
+    int64_t total = *sums.recv() + *sums.recv();
+    EXPECT_EQ(total, int64_t{2 * kEach} * (2 * kEach - 1) / 2);
+    producer.join();  // both are past their last operation
+    consumer.join();
+  });
+}
+
+// The deadlock detector must not fire while a plain thread that will send
+// is merely busy (SPEC: a deadlock is reported only when nothing, including
+// an outside thread, can wake a goroutine). Run in a child: if it fires, it
+// kills the process.
+TEST_P(Chan, PlainThreadProducerDoesNotTripDeadlockDetector) {
+  auto child = [this] {
+    run_test([] {
+      auto ch = gort::make_chan<int>();
+      std::thread t([ch] {
+        // Busy elsewhere for a moment before the first send.
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        for (int i = 0; i < 3; i++) ch.send(i);
+      });
+      for (int i = 0; i < 3; i++) EXPECT_EQ(ch.recv(), std::optional<int>(i));
+      t.join();
+    });
+  };
+  GORT_EXPECT_SUBPROCESS_OK(30, child);
+}
+
+// Same, with the thread as the consumer: between two receives it is outside
+// any gort call while every goroutine is parked sending to it.
+TEST_P(Chan, PlainThreadConsumerDoesNotTripDeadlockDetector) {
+  auto child = [this] {
+    run_test([] {
+      auto ch = gort::make_chan<int>();
+      auto done = gort::make_chan<int>(1);
+      std::thread t([ch, done] {
+        int n = 0;
+        for (int v : ch) {
+          (void)v;
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));  // process it
+          n++;
+        }
+        done.send(n);
+      });
+      for (int i = 0; i < 10; i++) ch.send(i);
+      ch.close();
+      EXPECT_EQ(done.recv(), std::optional<int>(10));
+      t.join();
+    });
+  };
+  GORT_EXPECT_SUBPROCESS_OK(30, child);
+}
+
+}  // namespace
+}  // namespace gort_stdlib_test
+
+// ---- fatal paths (separate processes) ----
+
+namespace gort_stdlib_test {
+namespace {
+
+using gort::test::procs_cfg;
+
+TEST(ChanDeathTest, NilChannelRecvWithNothingElseRunningDeadlocks) {
+  for (int procs : {1, 4}) {
+    EXPECT_EXIT(
+        {
+          gort::run(
+              [] {
+                gort::Chan<int> nil;
+                (void)nil.recv();
+              },
+              procs_cfg(procs));
+        },
+        ::testing::ExitedWithCode(2), "fatal error: all goroutines are asleep - deadlock!")
+        << "procs=" << procs;
+  }
+}
+
+TEST(ChanDeathTest, NilChannelSendWithNothingElseRunningDeadlocks) {
+  EXPECT_EXIT(
+      {
+        gort::run(
+            [] {
+              gort::Chan<int> nil;
+              nil.send(1);
+            },
+            procs_cfg(2));
+      },
+      ::testing::ExitedWithCode(2), "fatal error: all goroutines are asleep - deadlock!");
+}
+
+// Every goroutine blocked on channels that nobody else can reach.
+TEST(ChanDeathTest, AllGoroutinesBlockedOnChannelsDeadlocks) {
+  EXPECT_EXIT(
+      {
+        gort::run(
+            [] {
+              auto ch = gort::make_chan<int>();
+              for (int i = 0; i < 10; i++) gort::go([ch] { (void)ch.recv(); });
+              auto other = gort::make_chan<int>();
+              other.send(1);
+            },
+            procs_cfg(4));
+      },
+      ::testing::ExitedWithCode(2),
+      "fatal error: all goroutines are asleep - deadlock!(.|\n)*goroutine 1 \\[chan send\\]:");
+}
+
+TEST(ChanDeathTest, UncaughtSendOnClosedChannelPanics) {
+  EXPECT_EXIT(
+      {
+        gort::run(
+            [] {
+              auto ch = gort::make_chan<int>(1);
+              ch.close();
+              gort::go([ch] {
+                gort::test::announce_goroutine();
+                ch.send(1);
+              });
+              auto never = gort::make_chan<int>();
+              (void)never.recv();
+            },
+            procs_cfg(2));
+      },
+      ::testing::ExitedWithCode(2), gort::test::goroutine_report("panic: send on closed channel\n\n"));
+}
+
+TEST(ChanDeathTest, UncaughtCloseOfNilChannelPanicsInMain) {
+  EXPECT_EXIT(
+      {
+        gort::run(
+            [] {
+              gort::Chan<int> nil;
+              nil.close();
+            },
+            procs_cfg(1));
+      },
+      ::testing::ExitedWithCode(2), "panic: close of nil channel\n\ngoroutine 1 \\[running\\]:");
+}
+
+}  // namespace
+}  // namespace gort_stdlib_test
