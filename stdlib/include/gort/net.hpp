@@ -1,0 +1,285 @@
+// gort/net.hpp — Go's net package: blocking-style TCP, UDP and Unix-domain
+// sockets on non-blocking descriptors and the netpoller.
+//
+// A goroutine that calls accept, read, write, read_from or dial on a socket
+// that is not ready is parked on the netpoller; its thread runs other
+// goroutines meanwhile. Code reads like Go's:
+//
+//   // An echo server.
+//   auto ln = gort::net::listen("tcp", "127.0.0.1:8080");
+//   if (!ln.ok()) return fail(ln.status());
+//   for (;;) {
+//     auto c = ln->accept();
+//     if (!c.ok()) break;                        // e.g. the listener was closed
+//     gort::go([c = std::move(*c)]() mutable {
+//       char buf[4096];
+//       for (;;) {
+//         auto n = c.read(absl::MakeSpan(buf));
+//         if (!n.ok() || *n == 0) return;         // error or end of stream
+//         if (!c.write(absl::MakeConstSpan(buf, *n)).ok()) return;
+//       }
+//     });                                        // ~Conn closes the socket
+//   }
+//
+//   // A client with a deadline.
+//   auto [ctx, cancel] = gort::with_timeout(gort::background(), absl::Seconds(2));
+//   auto c = gort::net::dial(ctx, "tcp", "localhost:8080");
+//   cancel();
+//
+// Networks: "tcp", "tcp4", "tcp6", "unix" (stream), "udp", "udp4", "udp6"
+// (datagrams; dial gives a connected Conn, listen_packet a PacketConn).
+// Addresses are "host:port", "[ipv6]:port" or "[fe80::1%eth0]:port"; the
+// port is a number or a service name; an empty host means the wildcard
+// address for listen and the loopback address for dial; port 0 picks a free
+// port. Unix addresses are paths ("@name" is an abstract socket). Addresses
+// are reported the same way ("127.0.0.1:1234", "[::1]:80", "/tmp/sock").
+//
+// Errors are absl::Status values with Go's texts. A failed system call reads
+// `op network local->remote: syscall: strerror` — for example
+// `dial tcp 127.0.0.1:1: connect: Connection refused` — with the status
+// code of its errno (ECONNREFUSED and ECONNRESET: Unavailable, ETIMEDOUT:
+// DeadlineExceeded, EADDRINUSE: AlreadyExists, ENOENT: NotFound, EACCES:
+// PermissionDenied, EINVAL: InvalidArgument, EPIPE: FailedPrecondition, ...).
+// Malformed input is InvalidArgument (`dial tcp: address 127.0.0.1: missing
+// port in address`, `dial foo: unknown network foo`). Two errors are
+// returned exactly, so that they can be compared: any call on a closed
+// socket, including one that was blocked when another goroutine closed it,
+// returns absl::FailedPreconditionError("use of closed network connection")
+// (Go's net.ErrClosed); a call that was blocked past its deadline returns
+// absl::DeadlineExceededError("i/o timeout") (os.ErrDeadlineExceeded).
+// is_closed_error() and is_timeout_error() test for them. A cancelled dial
+// returns Cancelled (`dial tcp ...: operation was canceled`); a dial past
+// its deadline DeadlineExceeded (`dial tcp ...: i/o timeout`).
+//
+// Which calls park: Listener::accept, Conn::read, Conn::write,
+// PacketConn::read_from and write_to park the calling goroutine until the
+// socket is ready, its deadline passes or it is closed (from a plain thread
+// they sleep the thread in short slices). dial, dial_timeout, and
+// listen/listen_packet/write_to given a host name (not a numeric address)
+// may park too: names are resolved with getaddrinfo inside gort::blocking,
+// so the P keeps running other goroutines. close, close_write, the
+// set_*deadline calls, addresses and socket options never park.
+//
+// Thread-safety: a Conn, Listener or PacketConn may be used by many
+// goroutines at once, as in Go: concurrent reads are served one at a time,
+// as are concurrent writes (a read and a write proceed in parallel); close()
+// may be called from any goroutine and wakes every blocked call. An object
+// must outlive the calls in progress on it: close it, let the blocked calls
+// return, then destroy it. The descriptor itself is released only when the
+// last call in progress has left, so its number is never reused under a
+// blocked caller (Go's fdMutex).
+//
+// Costs: one descriptor and one poll descriptor (recycled) per socket, a
+// heap object per Conn; read and write are one system call when the socket
+// is ready, plus a park and a wake-up when it is not. accept and dial query
+// the local and remote addresses once (two system calls) and format them.
+// Writes never raise SIGPIPE (send with MSG_NOSIGNAL): writing to a peer
+// that is gone is an error (EPIPE, ECONNRESET).
+//
+// The runtime must be running (inside gort::run, from goroutines or plain
+// threads); destroy sockets before run returns.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "gort/context.hpp"
+
+namespace gort::net {
+
+namespace detail {
+class NetFD;
+}  // namespace detail
+
+// The message of the error returned by calls on a closed socket (Go's
+// net.ErrClosed).
+inline constexpr std::string_view kErrClosed = "use of closed network connection";
+
+// True for absl::FailedPreconditionError("use of closed network connection").
+bool is_closed_error(const absl::Status& s);
+// True for a deadline that expired: an I/O call's "i/o timeout" or a dial's
+// timeout (the status code is DeadlineExceeded).
+bool is_timeout_error(const absl::Status& s);
+
+// A stream connection (TCP or Unix) or a connected datagram socket. Move-only;
+// closes the socket on destruction. A default-constructed or moved-from Conn
+// holds no socket: its calls return absl::InvalidArgumentError("invalid
+// argument") (Go's nil Conn).
+class Conn {
+ public:
+  Conn() = default;
+  Conn(Conn&& o) noexcept : fd_(std::exchange(o.fd_, nullptr)) {}
+  Conn& operator=(Conn&& o) noexcept;
+  Conn(const Conn&) = delete;
+  Conn& operator=(const Conn&) = delete;
+  ~Conn();
+
+  // Reads up to buf.size() bytes; returns as soon as at least one byte is
+  // available. 0 with OK means end of stream (the peer closed or shut down
+  // its writing side; Go's io.EOF), or that buf is empty. May park.
+  absl::StatusOr<size_t> read(absl::Span<char> buf);
+  // Writes all of buf, parking while the socket buffer is full; returns
+  // buf.size() unless an error occurs (then the status; some bytes may
+  // have been sent). May park.
+  absl::StatusOr<size_t> write(absl::Span<const char> buf);
+
+  // Deadlines for future and blocked calls: once `t` passes, blocked and
+  // later reads (writes) fail with absl::DeadlineExceededError("i/o
+  // timeout"); a time already past fails them at once, even if data is
+  // ready. absl::InfinitePast() and absl::InfiniteFuture() mean no deadline
+  // (Go's zero time). A later call replaces the deadline (and makes the
+  // socket usable again). Never park.
+  absl::Status set_deadline(absl::Time t);
+  absl::Status set_read_deadline(absl::Time t);
+  absl::Status set_write_deadline(absl::Time t);
+
+  // Closes the socket: wakes blocked calls (they, and all later calls,
+  // return the closed error). The descriptor is closed when the last
+  // blocked call has left. Closing twice returns the closed error.
+  absl::Status close();
+  // Shuts down the writing side (the peer reads end of stream); reading
+  // still works. TCP and Unix stream sockets.
+  absl::Status close_write();
+  // Shuts down the reading side.
+  absl::Status close_read();
+
+  // "127.0.0.1:1234", "[::1]:80", a Unix path (or "" for an unnamed one).
+  std::string local_addr() const;
+  std::string remote_addr() const;
+  // The network it was dialed or accepted on ("tcp", "tcp6", "unix", ...).
+  std::string network() const;
+
+  // TCP options (Go's TCPConn). TCP_NODELAY is on by default, as in Go,
+  // and keep-alive probes are enabled every 15 s.
+  absl::Status set_no_delay(bool on);
+  // sec < 0: the default (close returns at once, data is sent in the
+  // background); 0: close discards unsent data and resets the connection;
+  // > 0: as 0 after sec seconds.
+  absl::Status set_linger(int sec);
+  absl::Status set_keep_alive(bool on);
+  absl::Status set_keep_alive_period(absl::Duration d);
+  absl::Status set_read_buffer(int bytes);
+  absl::Status set_write_buffer(int bytes);
+
+  // The socket's descriptor, for options this API lacks; -1 without a
+  // socket. Valid until close(); do not read, write or close it directly.
+  int native_handle() const;
+  bool valid() const { return fd_ != nullptr; }
+  explicit operator bool() const { return valid(); }
+
+  explicit Conn(detail::NetFD* fd) : fd_(fd) {}
+
+ private:
+  detail::NetFD* fd_ = nullptr;
+};
+
+// A stream listener (TCP or Unix). Move-only; closes on destruction. A
+// Unix listener removes its socket file when closed (unless abstract).
+class Listener {
+ public:
+  Listener() = default;
+  Listener(Listener&& o) noexcept : fd_(std::exchange(o.fd_, nullptr)) {}
+  Listener& operator=(Listener&& o) noexcept;
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+  ~Listener();
+
+  // Waits for and returns the next connection. Parks the goroutine (not
+  // the thread). When the process or system is out of descriptors
+  // (EMFILE/ENFILE) it sleeps, 5 ms doubling up to 1 s, and retries, as
+  // Go's servers do. After close() (also while blocked), returns
+  // the closed error.
+  absl::StatusOr<Conn> accept();
+  // The bound address, with the port chosen for ":0".
+  std::string addr() const;
+  std::string network() const;
+  // Wakes a blocked accept; later calls fail with the closed error.
+  absl::Status close();
+  // A deadline for accept (see Conn::set_deadline).
+  absl::Status set_deadline(absl::Time t);
+  int native_handle() const;
+  bool valid() const { return fd_ != nullptr; }
+  explicit operator bool() const { return valid(); }
+
+  explicit Listener(detail::NetFD* fd) : fd_(fd) {}
+
+ private:
+  detail::NetFD* fd_ = nullptr;
+};
+
+// An unconnected datagram socket (UDP). Move-only; closes on destruction.
+class PacketConn {
+ public:
+  PacketConn() = default;
+  PacketConn(PacketConn&& o) noexcept : fd_(std::exchange(o.fd_, nullptr)) {}
+  PacketConn& operator=(PacketConn&& o) noexcept;
+  PacketConn(const PacketConn&) = delete;
+  PacketConn& operator=(const PacketConn&) = delete;
+  ~PacketConn();
+
+  // Receives one datagram into buf (the excess of a longer one is
+  // discarded) and returns its length and its sender's address. May park.
+  absl::StatusOr<std::pair<size_t, std::string>> read_from(absl::Span<char> buf);
+  // Sends buf as one datagram to addr ("host:port"). May park (while the
+  // socket buffer is full, or to resolve a host name).
+  absl::StatusOr<size_t> write_to(absl::Span<const char> buf, std::string_view addr);
+
+  absl::Status set_deadline(absl::Time t);
+  absl::Status set_read_deadline(absl::Time t);
+  absl::Status set_write_deadline(absl::Time t);
+  absl::Status close();
+  std::string local_addr() const;
+  std::string network() const;
+  absl::Status set_read_buffer(int bytes);
+  absl::Status set_write_buffer(int bytes);
+  int native_handle() const;
+  bool valid() const { return fd_ != nullptr; }
+  explicit operator bool() const { return valid(); }
+
+  explicit PacketConn(detail::NetFD* fd) : fd_(fd) {}
+
+ private:
+  detail::NetFD* fd_ = nullptr;
+};
+
+// Listens on a stream network: "tcp", "tcp4", "tcp6" ("host:port"; an
+// empty host listens on every address, dual-stack for "tcp") or "unix" (a
+// path). TCP listeners set SO_REUSEADDR; the backlog is SOMAXCONN. Parks
+// only to resolve a host name.
+absl::StatusOr<Listener> listen(std::string_view network, std::string_view address);
+
+// Opens a datagram socket bound to address: "udp", "udp4", "udp6".
+absl::StatusOr<PacketConn> listen_packet(std::string_view network, std::string_view address);
+
+// Connects to address on network ("tcp*", "unix", "udp*"). Host names are
+// resolved (getaddrinfo, inside gort::blocking) and their addresses tried
+// in order until one accepts; the first error is returned if none does.
+// With a context: its cancellation or deadline aborts the resolution and
+// the connection attempt (Cancelled "operation was canceled" /
+// DeadlineExceeded "i/o timeout"). Parks.
+absl::StatusOr<Conn> dial(std::string_view network, std::string_view address);
+absl::StatusOr<Conn> dial(const Context& ctx, std::string_view network, std::string_view address);
+// dial with a time limit on the whole operation (resolution included); a
+// zero timeout means none, as Go's DialTimeout.
+absl::StatusOr<Conn> dial_timeout(std::string_view network, std::string_view address,
+                                  absl::Duration timeout);
+
+// Go's SplitHostPort: "host:port", "[host]:port" or "[host%zone]:port" into
+// host and port; InvalidArgument with Go's texts ("address 127.0.0.1:
+// missing port in address", "too many colons in address", ...).
+absl::StatusOr<std::pair<std::string, std::string>> split_host_port(std::string_view hostport);
+// Go's JoinHostPort: "host:port", or "[host]:port" if host contains a colon.
+std::string join_host_port(std::string_view host, std::string_view port);
+// Go's LookupHost: the host's addresses as strings. A numeric address is
+// returned as is. May park.
+absl::StatusOr<std::vector<std::string>> lookup_host(std::string_view host);
+absl::StatusOr<std::vector<std::string>> lookup_host(const Context& ctx, std::string_view host);
+
+}  // namespace gort::net

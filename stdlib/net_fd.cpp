@@ -1,0 +1,346 @@
+// stdlib/net_fd.cpp — NetFD: reference-counted non-blocking sockets on the
+// netpoller. See the invariants in net_fd.hpp.
+//
+// Every I/O call follows Go's FD methods: take a ref and the direction's
+// lock, fail at once if closed or past the deadline (poll_check, even when
+// data is ready), then loop: try the system call; on EAGAIN park in
+// poll_wait (which returns when the socket becomes ready, its deadline
+// passes or it is closed) and try again.
+#include "stdlib/net_fd.hpp"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <mutex>
+
+#include "gmp/sched.hpp"
+#include "gort/runtime.hpp"
+#include "gort/time.hpp"
+#include "netpoll/netpoll.hpp"
+
+namespace gort::net::detail {
+
+namespace {
+
+// Go's maxRW: stream reads and writes are issued in pieces of at most 1 GiB.
+constexpr size_t kMaxRW = size_t{1} << 30;
+
+int from_poll(int r) {
+  switch (r) {
+    case internal::kPollOk:
+      return 0;
+    case internal::kPollErrClosing:
+      return kErrClosing;
+    case internal::kPollErrTimeout:
+      return kErrTimeout;
+    default:
+      return EINVAL;
+  }
+}
+
+}  // namespace
+
+int64_t poll_deadline(absl::Time t) {
+  if (t == absl::InfinitePast() || t == absl::InfiniteFuture()) return 0;
+  absl::Duration d = t - absl::Now();
+  if (d <= absl::ZeroDuration()) return 1;  // any past nanotime: expired
+  constexpr int64_t kFar = int64_t{1} << 62;
+  int64_t now = internal::nanotime();
+  if (d >= absl::Nanoseconds(kFar - now)) return kFar;
+  return now + absl::ToInt64Nanoseconds(d);
+}
+
+NetFD* NetFD::open(int sysfd, int family, int sotype, std::string net, int* err) {
+  internal::PollDesc* pd = internal::poll_open(sysfd);
+  if (pd == nullptr) {
+    *err = errno;
+    ::close(sysfd);
+    return nullptr;
+  }
+  *err = 0;
+  return new NetFD(sysfd, pd, family, sotype, std::move(net));
+}
+
+bool NetFD::incref() {
+  uint64_t s = state_.load(std::memory_order_acquire);
+  for (;;) {
+    if (s & kClosed) return false;
+    if (state_.compare_exchange_weak(s, s + kRef, std::memory_order_acq_rel)) return true;
+  }
+}
+
+void NetFD::decref() {
+  uint64_t s = state_.fetch_sub(kRef, std::memory_order_acq_rel) - kRef;
+  if (s == kClosed) destroy();
+}
+
+void NetFD::destroy() {
+  internal::poll_close(pd_);
+  ::close(sysfd_);  // Linux: the descriptor is gone even on EINTR; never retry
+  destroyed_.store(true, std::memory_order_release);
+  // Nothing of *this may be touched from here on: release() may free it.
+}
+
+int NetFD::close() {
+  uint64_t s = state_.load(std::memory_order_acquire);
+  for (;;) {
+    if (s & kClosed) return kErrClosing;
+    if (state_.compare_exchange_weak(s, (s | kClosed) + kRef, std::memory_order_acq_rel)) break;
+  }
+  // Go removes a Unix listener's file before closing the socket.
+  if (!unlink_path_.empty()) ::unlink(unlink_path_.c_str());
+  internal::poll_evict(pd_);  // blocked readers and writers wake with kErrClosing
+  if (closing_) closing_.close();
+  decref();
+  return 0;
+}
+
+void NetFD::release(NetFD* fd) {
+  fd->close();
+  // Calls still in progress were evicted and are on their way out; the
+  // last one destroys the descriptor. (Normally nothing is left.)
+  while (!fd->destroyed_.load(std::memory_order_acquire)) gort::yield();
+  delete fd;
+}
+
+int NetFD::wait(int mode) { return from_poll(internal::poll_wait(pd_, mode)); }
+
+IoResult NetFD::read(char* p, size_t len) {
+  if (!incref()) return {0, kErrClosing};
+  IoResult r;
+  rmu_.lock();
+  if (state_.load(std::memory_order_acquire) & kClosed) {
+    r.err = kErrClosing;
+  } else if (len == 0) {
+    // Go: a zero-byte read returns at once (after taking the lock).
+  } else if ((r.err = from_poll(internal::poll_check(pd_, 'r'))) == 0) {
+    if (is_stream()) len = std::min(len, kMaxRW);
+    for (;;) {
+      ssize_t n = ::read(sysfd_, p, len);
+      if (n >= 0) {
+        r.n = static_cast<size_t>(n);
+        break;
+      }
+      int e = errno;
+      if (e == EINTR) continue;
+      if (e == EAGAIN) {
+        if ((r.err = wait('r')) != 0) break;
+        continue;
+      }
+      r.err = e;
+      break;
+    }
+  }
+  rmu_.unlock();
+  decref();
+  return r;
+}
+
+IoResult NetFD::write(const char* p, size_t len) {
+  if (!incref()) return {0, kErrClosing};
+  IoResult r;
+  wmu_.lock();
+  if (state_.load(std::memory_order_acquire) & kClosed) {
+    r.err = kErrClosing;
+  } else if ((r.err = from_poll(internal::poll_check(pd_, 'w'))) == 0) {
+    for (;;) {
+      size_t chunk = len - r.n;
+      if (is_stream()) chunk = std::min(chunk, kMaxRW);
+      // send, not write: MSG_NOSIGNAL turns SIGPIPE into EPIPE.
+      ssize_t n = ::send(sysfd_, p + r.n, chunk, MSG_NOSIGNAL);
+      if (n > 0) r.n += static_cast<size_t>(n);
+      if (r.n == len && n >= 0) break;
+      if (n < 0) {
+        int e = errno;
+        if (e == EINTR) continue;
+        if (e == EAGAIN) {
+          if ((r.err = wait('w')) != 0) break;
+          continue;
+        }
+        r.err = e;
+        break;
+      }
+      if (n == 0) {
+        r.err = EIO;  // Go: io.ErrUnexpectedEOF; a socket never does this
+        break;
+      }
+    }
+  }
+  wmu_.unlock();
+  decref();
+  return r;
+}
+
+IoResult NetFD::recvfrom(char* p, size_t len, SockAddr* from) {
+  if (!incref()) return {0, kErrClosing};
+  IoResult r;
+  rmu_.lock();
+  if (state_.load(std::memory_order_acquire) & kClosed) {
+    r.err = kErrClosing;
+  } else if ((r.err = from_poll(internal::poll_check(pd_, 'r'))) == 0) {
+    for (;;) {
+      from->len = sizeof from->ss;
+      ssize_t n = ::recvfrom(sysfd_, p, len, 0, from->sa(), &from->len);
+      if (n >= 0) {
+        r.n = static_cast<size_t>(n);
+        break;
+      }
+      int e = errno;
+      if (e == EINTR) continue;
+      if (e == EAGAIN) {
+        if ((r.err = wait('r')) != 0) break;
+        continue;
+      }
+      r.err = e;
+      break;
+    }
+  }
+  rmu_.unlock();
+  decref();
+  return r;
+}
+
+IoResult NetFD::sendto(const char* p, size_t len, const SockAddr& to) {
+  if (!incref()) return {0, kErrClosing};
+  IoResult r;
+  wmu_.lock();
+  if (state_.load(std::memory_order_acquire) & kClosed) {
+    r.err = kErrClosing;
+  } else if ((r.err = from_poll(internal::poll_check(pd_, 'w'))) == 0) {
+    for (;;) {
+      ssize_t n = ::sendto(sysfd_, p, len, MSG_NOSIGNAL, to.sa(), to.len);
+      if (n >= 0) {
+        r.n = static_cast<size_t>(n);
+        break;
+      }
+      int e = errno;
+      if (e == EINTR) continue;
+      if (e == EAGAIN) {
+        if ((r.err = wait('w')) != 0) break;
+        continue;
+      }
+      r.err = e;
+      break;
+    }
+  }
+  wmu_.unlock();
+  decref();
+  return r;
+}
+
+void NetFD::backoff_sleep(absl::Duration d) {
+  if (!closing_) {
+    gort::sleep(d);
+    return;
+  }
+  Timer t = new_timer(d);
+  select(on_recv(t.chan(), [](std::optional<absl::Time>) {}),
+         on_recv(closing_, [](std::optional<std::monostate>) {}));
+  t.stop();
+}
+
+int NetFD::accept(int* s, SockAddr* sa, const char** syscall) {
+  if (!incref()) return kErrClosing;
+  int err = 0;
+  rmu_.lock();
+  if (state_.load(std::memory_order_acquire) & kClosed) {
+    err = kErrClosing;
+  } else if ((err = from_poll(internal::poll_check(pd_, 'r'))) == 0) {
+    absl::Duration backoff = absl::ZeroDuration();
+    for (;;) {
+      sa->len = sizeof sa->ss;
+      int fd = ::accept4(sysfd_, sa->sa(), &sa->len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd >= 0) {
+        *s = fd;
+        break;
+      }
+      int e = errno;
+      if (e == EINTR || e == ECONNABORTED) continue;  // Go retries both
+      if (e == EAGAIN) {
+        if ((err = wait('r')) != 0) break;
+        continue;
+      }
+      if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+        // Out of descriptors (or memory): the connection stays queued. Wait
+        // for some to be freed, as Go's http.Server does: 5 ms doubling up
+        // to 1 s; close() cuts the sleep short.
+        backoff = backoff == absl::ZeroDuration() ? absl::Milliseconds(5)
+                                                  : std::min(backoff * 2, absl::Seconds(1));
+        backoff_sleep(backoff);
+        if (state_.load(std::memory_order_acquire) & kClosed) {
+          err = kErrClosing;
+          break;
+        }
+        if ((err = from_poll(internal::poll_check(pd_, 'r'))) != 0) break;
+        continue;
+      }
+      *syscall = "accept4";
+      err = e;
+      break;
+    }
+  }
+  rmu_.unlock();
+  decref();
+  return err;
+}
+
+int NetFD::wait_connect() {
+  if (!incref()) return kErrClosing;
+  int err = 0;
+  wmu_.lock();
+  for (;;) {
+    if ((err = wait('w')) != 0) break;
+    int soerr = 0;
+    socklen_t l = sizeof soerr;
+    if (::getsockopt(sysfd_, SOL_SOCKET, SO_ERROR, &soerr, &l) != 0) {
+      err = errno;
+      break;
+    }
+    if (soerr == EINPROGRESS || soerr == EALREADY || soerr == EINTR) continue;
+    if (soerr == EISCONN) break;
+    if (soerr == 0) {
+      // Writable and no error: connected, unless the wake-up was spurious.
+      sockaddr_storage ss;
+      socklen_t sl = sizeof ss;
+      if (::getpeername(sysfd_, reinterpret_cast<sockaddr*>(&ss), &sl) == 0) break;
+      continue;
+    }
+    err = soerr;
+    break;
+  }
+  wmu_.unlock();
+  decref();
+  return err;
+}
+
+int NetFD::set_deadline(absl::Time t, int mode) {
+  if (!incref()) return kErrClosing;
+  internal::poll_set_deadline(pd_, poll_deadline(t), mode);
+  decref();
+  return 0;
+}
+
+int NetFD::expire_write() {
+  if (!incref()) return kErrClosing;
+  internal::poll_set_deadline(pd_, 1, 'w');
+  decref();
+  return 0;
+}
+
+int NetFD::shutdown(int how) {
+  if (!incref()) return kErrClosing;
+  int err = ::shutdown(sysfd_, how) == 0 ? 0 : errno;
+  decref();
+  return err;
+}
+
+int NetFD::setsockopt(int level, int name, const void* val, socklen_t len) {
+  if (!incref()) return kErrClosing;
+  int err = ::setsockopt(sysfd_, level, name, val, len) == 0 ? 0 : errno;
+  decref();
+  return err;
+}
+
+}  // namespace gort::net::detail

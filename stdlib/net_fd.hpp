@@ -1,0 +1,138 @@
+// stdlib/net_fd.hpp — NetFD: a non-blocking socket registered with the
+// netpoller, with Go's fdMutex discipline (internal/poll/fd_mutex.go,
+// fd_unix.go).
+//
+// Invariants:
+//   - `state_` packs a closed bit and the number of calls in progress
+//     (refs). A call takes a ref on entry (failing with kErrClosing once the
+//     closed bit is set) and drops it on exit; close() sets the bit, evicts
+//     the poll descriptor's waiters (poll_evict), and drops its own ref. The
+//     one who drops the last ref of a closed NetFD destroys it: poll_close,
+//     then ::close. So the descriptor number cannot be reused while a
+//     caller may still touch it, and poll_close never finds a parked G.
+//   - Readers hold rmu_, writers wmu_ (gort::Mutex: they park) while they
+//     do I/O: the poll descriptor allows one waiter per mode. They are taken
+//     after the ref, so a goroutine queued on them keeps the NetFD alive and
+//     notices the closed bit once it gets the lock.
+//   - The memory belongs to the owner (Conn, Listener, PacketConn); release()
+//     closes, waits until the destruction is complete (normally at once:
+//     the blocked calls were evicted), then frees it.
+//   - family_, sotype_, net_, laddr_, raddr_ are set before the NetFD is
+//     shared and never change.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <variant>
+
+#include "absl/time/time.h"
+#include "gort/chan.hpp"
+#include "gort/sync.hpp"
+#include "stdlib/net_addr.hpp"
+#include "stdlib/net_error.hpp"
+
+namespace gort::internal {
+struct PollDesc;
+}  // namespace gort::internal
+
+namespace gort::net::detail {
+
+// Bytes moved and 0, an errno value or kErr*.
+struct IoResult {
+  size_t n = 0;
+  int err = 0;
+};
+
+class NetFD {
+ public:
+  // Registers the non-blocking socket `sysfd` with the poller. On failure
+  // closes sysfd and returns null with *err set to an errno value.
+  static NetFD* open(int sysfd, int family, int sotype, std::string net, int* err);
+
+  NetFD(const NetFD&) = delete;
+  NetFD& operator=(const NetFD&) = delete;
+
+  int sysfd() const { return sysfd_; }
+  int family() const { return family_; }
+  int sotype() const { return sotype_; }
+  bool is_stream() const { return sotype_ == SOCK_STREAM; }
+  const std::string& net() const { return net_; }
+  const std::string& laddr() const { return laddr_; }
+  const std::string& raddr() const { return raddr_; }
+  // Before sharing only.
+  void set_addrs(std::string l, std::string r) {
+    laddr_ = std::move(l);
+    raddr_ = std::move(r);
+  }
+  // Before sharing only: remove this path when closed (Unix listeners).
+  void set_unlink_on_close(std::string path) { unlink_path_ = std::move(path); }
+  // Before sharing only: accept's out-of-descriptors backoff can be woken
+  // by close (listeners).
+  void enable_close_notify() { closing_ = make_chan<std::monostate>(); }
+
+  // Go's FD.Close: kErrClosing if already closed, else 0.
+  int close();
+  // Owner's release: close, wait for the calls in progress to leave, free.
+  static void release(NetFD* fd);
+
+  IoResult read(char* p, size_t len);
+  // Writes everything (looping on partial writes) unless an error occurs;
+  // n is what was written.
+  IoResult write(const char* p, size_t len);
+  IoResult recvfrom(char* p, size_t len, SockAddr* from);
+  IoResult sendto(const char* p, size_t len, const SockAddr& to);
+  // Returns 0 and a new non-blocking, close-on-exec socket in *s, or an
+  // error; *syscall names the failed call.
+  int accept(int* s, SockAddr* sa, const char** syscall);
+
+  // Finishes a non-blocking connect that returned EINPROGRESS: waits until
+  // the socket is writable (or the write deadline passes, or close) and
+  // returns 0 or the connection's error (SO_ERROR).
+  int wait_connect();
+
+  // `t` as in Conn::set_deadline; mode 'r', 'w' or 'r' + 'w'.
+  int set_deadline(absl::Time t, int mode);
+  // Expires the write deadline now (interrupts a connect).
+  int expire_write();
+
+  int shutdown(int how);
+  int setsockopt(int level, int name, const void* val, socklen_t len);
+  int setsockopt_int(int level, int name, int v) { return setsockopt(level, name, &v, sizeof v); }
+
+ private:
+  NetFD(int sysfd, internal::PollDesc* pd, int family, int sotype, std::string net)
+      : sysfd_(sysfd), pd_(pd), family_(family), sotype_(sotype), net_(std::move(net)) {}
+  ~NetFD() = default;
+
+  static constexpr uint64_t kClosed = 1;
+  static constexpr uint64_t kRef = 2;
+
+  bool incref();
+  void decref();
+  void destroy();
+  // Waits for readiness in mode; 0 or kErr*.
+  int wait(int mode);
+  // Sleeps `d` during accept's backoff; returns early when closed.
+  void backoff_sleep(absl::Duration d);
+
+  const int sysfd_;
+  internal::PollDesc* const pd_;
+  const int family_;
+  const int sotype_;
+  const std::string net_;
+  std::string laddr_, raddr_;
+  std::string unlink_path_;
+  Chan<std::monostate> closing_;  // closed by close() when enabled
+
+  std::atomic<uint64_t> state_{0};
+  std::atomic<bool> destroyed_{false};
+  Mutex rmu_;
+  Mutex wmu_;
+};
+
+// Deadline `t` as a poll deadline (a nanotime): 0 none, else > 0.
+int64_t poll_deadline(absl::Time t);
+
+}  // namespace gort::net::detail

@@ -1,0 +1,81 @@
+// stdlib/net_listener.cpp — listen and Listener (Go's net/tcpsock_posix.go,
+// unixsock_posix.go, sock_posix.go listenStream, fd_unix.go accept).
+#include <sys/socket.h>
+
+#include <string>
+
+#include "gort/net.hpp"
+#include "stdlib/net_addr.hpp"
+#include "stdlib/net_error.hpp"
+#include "stdlib/net_fd.hpp"
+#include "stdlib/net_resolve.hpp"
+#include "stdlib/net_sock.hpp"
+
+namespace gort::net {
+
+using detail::cat;
+
+using detail::NetFD;
+using detail::Network;
+using detail::SockAddr;
+
+
+absl::StatusOr<Listener> listen(std::string_view network, std::string_view address) {
+  auto n = detail::parse_network(network);
+  if (!n.ok()) return detail::wrap_error(cat("listen ", network), n.status());
+  if (n->sotype != SOCK_STREAM) {
+    return absl::InvalidArgumentError(cat("listen ", network, " ", address, ": address ",
+                                                   address, ": unexpected address type"));
+  }
+  if (auto s = detail::runtime_check("listen"); !s.ok()) return s;
+  auto fd = detail::listen_fd(*n, address);
+  if (!fd.ok()) return fd.status();
+  (*fd)->enable_close_notify();
+  return Listener(*fd);
+}
+
+Listener& Listener::operator=(Listener&& o) noexcept {
+  if (this != &o) {
+    if (fd_ != nullptr) NetFD::release(fd_);
+    fd_ = std::exchange(o.fd_, nullptr);
+  }
+  return *this;
+}
+
+Listener::~Listener() {
+  if (fd_ != nullptr) NetFD::release(fd_);
+}
+
+absl::StatusOr<Conn> Listener::accept() {
+  if (fd_ == nullptr) return detail::invalid_error();
+  int s = -1;
+  SockAddr rsa;
+  const char* syscall = "";
+  int err = fd_->accept(&s, &rsa, &syscall);
+  std::string prefix = detail::op_prefix("accept", fd_->net(), "", fd_->laddr());
+  if (err != 0) return detail::io_error(err, prefix, syscall);
+  NetFD* c = NetFD::open(s, fd_->family(), fd_->sotype(), fd_->net(), &err);
+  if (c == nullptr) return detail::io_error(err, prefix, "epoll_ctl");
+  c->set_addrs(detail::sock_name(s), detail::format_sockaddr(rsa));
+  auto n = detail::parse_network(fd_->net());
+  if (n.ok()) detail::set_conn_defaults(c, *n);
+  return Conn(c);
+}
+
+std::string Listener::addr() const { return fd_ != nullptr ? fd_->laddr() : std::string(); }
+
+std::string Listener::network() const { return fd_ != nullptr ? fd_->net() : std::string(); }
+
+absl::Status Listener::close() {
+  if (fd_ == nullptr) return detail::invalid_error();
+  return fd_->close() == 0 ? absl::OkStatus() : detail::closed_error();
+}
+
+absl::Status Listener::set_deadline(absl::Time t) {
+  if (fd_ == nullptr) return detail::invalid_error();
+  return fd_->set_deadline(t, 'r' + 'w') == 0 ? absl::OkStatus() : detail::closed_error();
+}
+
+int Listener::native_handle() const { return fd_ != nullptr ? fd_->sysfd() : -1; }
+
+}  // namespace gort::net
