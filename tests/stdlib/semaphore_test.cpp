@@ -1,0 +1,290 @@
+// tests/stdlib/semaphore_test.cpp — gort::Semaphore (stdlib/semaphore.cpp):
+// weighted acquire/release, capacity under stress, FIFO fairness,
+// try_acquire, the over-release panic, impossible requests, plain threads.
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/stdlib/helpers.hpp"
+
+namespace gort_stdlib_test {
+namespace {
+
+using gort::test::Countdown;
+using gort::test::eventually;
+using gort::test::KeepAwake;
+using gort::test::panic_message;
+using gort::test::Parked;
+using gort::test::WaitReason;
+using Clock = std::chrono::steady_clock;
+
+class Semaphore : public gort::test::ProcsTest {};
+GORT_INSTANTIATE_STDLIB_PROCS(Semaphore);
+
+TEST_P(Semaphore, WeightedAcquireAndRelease) {
+  run_test([] {
+    gort::Semaphore sem(10);
+    sem.acquire(3);
+    sem.acquire(7);  // exactly full: does not block
+    EXPECT_FALSE(sem.try_acquire(1));
+    sem.release(3);
+    EXPECT_FALSE(sem.try_acquire(4));
+    EXPECT_TRUE(sem.try_acquire(3));
+    sem.release(10);
+    EXPECT_TRUE(sem.try_acquire(10));
+    sem.release(5);
+    sem.release(5);
+    sem.acquire();  // default weight 1
+    EXPECT_TRUE(sem.try_acquire(9));
+    EXPECT_FALSE(sem.try_acquire());
+    sem.release(10);
+    // A zero-weight acquire always succeeds when nobody waits.
+    sem.acquire(0);
+    EXPECT_TRUE(sem.try_acquire(0));
+  });
+}
+
+// A waiter parks until enough units are released, possibly over several
+// releases.
+TEST_P(Semaphore, AcquireParksUntilEnoughIsReleased) {
+  run_test([] {
+    gort::Semaphore sem(5);
+    sem.acquire(5);
+    Parked p;
+    std::atomic<bool> got{false};
+    Countdown cd(1);
+    gort::go([&] {
+      p.mark();
+      sem.acquire(3);
+      got = true;
+      cd.done();
+    });
+    EXPECT_TRUE(p.wait(WaitReason::kSemacquire));
+    sem.release(1);
+    sem.release(1);
+    EXPECT_TRUE(p.now(WaitReason::kSemacquire)) << "woken with only 2 of 3 units free";
+    EXPECT_FALSE(got.load());
+    sem.release(1);
+    cd.wait();
+    EXPECT_TRUE(got.load());
+    // 3 held by the waiter (never released), 2 by us.
+    EXPECT_FALSE(sem.try_acquire(1));
+    sem.release(5);
+  });
+}
+
+// The units in use never exceed the size, with random weights on many Ps.
+TEST_P(Semaphore, NeverExceedsItsSize) {
+  run_test([] {
+    constexpr int64_t kSize = 10;
+    constexpr int kGoroutines = 32;
+    constexpr int kIters = 300;
+    gort::Semaphore sem(kSize);
+    std::atomic<int64_t> in_use{0};
+    std::atomic<int64_t> max_in_use{0};
+    std::atomic<int> over{0};
+    Countdown cd(kGoroutines);
+    for (int g = 0; g < kGoroutines; g++) {
+      gort::go([&, g] {
+        uint32_t x = static_cast<uint32_t>(g) * 2654435761u + 1;
+        for (int i = 0; i < kIters; i++) {
+          x = x * 1664525u + 1013904223u;
+          int64_t w = 1 + (x >> 16) % 4;
+          sem.acquire(w);
+          int64_t now = in_use.fetch_add(w) + w;
+          if (now > kSize) over++;
+          int64_t m = max_in_use.load();
+          while (now > m && !max_in_use.compare_exchange_weak(m, now)) {
+          }
+          if (i % 4 == 0) gort::yield();
+          in_use.fetch_sub(w);
+          sem.release(w);
+        }
+        cd.done();
+      });
+    }
+    cd.wait();
+    EXPECT_EQ(over.load(), 0);
+    EXPECT_LE(max_in_use.load(), kSize);
+    EXPECT_TRUE(sem.try_acquire(kSize)) << "units were lost";
+  });
+}
+
+// Waiters are served in order: a large request at the head is not overtaken
+// by a smaller one behind it that would fit.
+TEST_P(Semaphore, WaitersAreServedInOrder) {
+  run_test([] {
+    gort::Semaphore sem(2);
+    sem.acquire(2);
+    gort::Mutex log_mu;
+    std::vector<std::string> log;
+    auto note = [&](const char* s) {
+      std::lock_guard g(log_mu);
+      log.emplace_back(s);
+    };
+    Parked large, small;
+    Countdown cd(2);
+    gort::go([&] {
+      large.mark();
+      sem.acquire(2);
+      note("large");
+      sem.release(2);
+      cd.done();
+    });
+    EXPECT_TRUE(large.wait(WaitReason::kSemacquire));
+    gort::go([&] {
+      small.mark();
+      sem.acquire(1);
+      note("small");
+      sem.release(1);
+      cd.done();
+    });
+    EXPECT_TRUE(small.wait(WaitReason::kSemacquire));
+    sem.release(1);  // one unit free: fits the small request, not the large one
+    EXPECT_TRUE(small.now(WaitReason::kSemacquire)) << "the small request overtook the large one";
+    EXPECT_FALSE(sem.try_acquire(1)) << "try_acquire overtook queued waiters";
+    note("release");
+    sem.release(1);
+    cd.wait();
+    EXPECT_EQ(log, (std::vector<std::string>{"release", "large", "small"}));
+    EXPECT_TRUE(sem.try_acquire(2));
+  });
+}
+
+// x/sync's fairness property under load: goroutines keep taking and giving
+// back single units; a request for the whole semaphore still gets it.
+// Without FIFO order the stream of small requests could keep it out forever;
+// bounded: the small ones give up after 20 s, which fails the test.
+TEST_P(Semaphore, LargeRequestNotStarvedByStreamOfSmallOnes) {
+  run_test([] {
+    constexpr int64_t kSize = 4;
+    constexpr int kSmall = 8;
+    gort::Semaphore sem(kSize);
+    std::atomic<bool> large_done{false};
+    std::atomic<bool> gave_up{false};
+    std::atomic<int64_t> small_rounds{0};
+    Countdown cd(kSmall + 1);
+    auto deadline = Clock::now() + std::chrono::seconds(20);
+    for (int i = 0; i < kSmall; i++) {
+      gort::go([&] {
+        while (!large_done.load()) {
+          if (Clock::now() > deadline) {
+            gave_up = true;
+            break;
+          }
+          sem.acquire(1);
+          small_rounds++;
+          gort::yield();
+          sem.release(1);
+        }
+        cd.done();
+      });
+    }
+    gort::go([&] {
+      eventually([&] { return small_rounds.load() > 100; });
+      sem.acquire(kSize);
+      large_done = true;
+      sem.release(kSize);
+      cd.done();
+    });
+    cd.wait();
+    EXPECT_FALSE(gave_up.load()) << "the large request starved (" << small_rounds.load() << " small rounds)";
+    EXPECT_TRUE(large_done.load());
+  });
+}
+
+TEST_P(Semaphore, TryAcquire) {
+  run_test([] {
+    gort::Semaphore sem(3);
+    EXPECT_TRUE(sem.try_acquire(2));
+    EXPECT_FALSE(sem.try_acquire(2));
+    EXPECT_TRUE(sem.try_acquire(1));
+    EXPECT_FALSE(sem.try_acquire(1));
+    sem.release(3);
+    EXPECT_FALSE(sem.try_acquire(4)) << "more than the size";
+    EXPECT_TRUE(sem.try_acquire(3));
+    sem.release(3);
+  });
+}
+
+TEST_P(Semaphore, ReleasedMoreThanHeldPanics) {
+  run_test([] {
+    gort::Semaphore sem(3);
+    EXPECT_EQ(panic_message([&] { sem.release(1); }), "semaphore: released more than held");
+    sem.acquire(2);
+    EXPECT_EQ(panic_message([&] { sem.release(3); }), "semaphore: released more than held");
+    // The failed release changed nothing: 2 are still held.
+    EXPECT_TRUE(sem.try_acquire(1));
+    EXPECT_FALSE(sem.try_acquire(1));
+    sem.release(3);
+    EXPECT_TRUE(sem.try_acquire(3));
+    sem.release(3);
+  });
+}
+
+// A request larger than the size can never be met: it blocks forever (as
+// x/sync's Acquire with a context that is never done) without holding up
+// anyone else.
+TEST_P(Semaphore, ImpossibleRequestBlocksWithoutBlockingOthers) {
+  run_test(
+      [] {
+        static gort::Semaphore sem(2);  // outlives the abandoned waiter
+        Parked p;
+        std::atomic<bool> returned{false};
+        gort::go([&] {
+          p.mark();
+          sem.acquire(3);
+          returned = true;
+        });
+        EXPECT_TRUE(p.wait(WaitReason::kSemacquire));
+        EXPECT_TRUE(sem.try_acquire(2));
+        sem.release(2);
+        sem.acquire(1);
+        sem.release(1);
+        EXPECT_FALSE(returned.load());
+        EXPECT_TRUE(p.now(WaitReason::kSemacquire));
+      },
+      /*all_exit=*/false);
+}
+
+TEST_P(Semaphore, PlainThreadsAndGoroutines) {
+  run_test([] {
+    KeepAwake awake;
+    gort::Semaphore sem(2);
+    std::atomic<int> in_use{0}, over{0};
+    auto body = [&] {
+      for (int i = 0; i < 500; i++) {
+        sem.acquire(1);
+        if (in_use.fetch_add(1) + 1 > 2) over++;
+        if (gort::in_goroutine()) gort::yield(); else std::this_thread::yield();
+        in_use.fetch_sub(1);
+        sem.release(1);
+      }
+    };
+    auto finished = gort::make_chan<int>(4);
+    std::thread t1([&] {
+      body();
+      finished.send(1);
+    });
+    std::thread t2([&] {
+      body();
+      finished.send(1);
+    });
+    for (int g = 0; g < 2; g++) {
+      gort::go([&] {
+        body();
+        finished.send(1);
+      });
+    }
+    for (int i = 0; i < 4; i++) (void)finished.recv();
+    t1.join();
+    t2.join();
+    EXPECT_EQ(over.load(), 0);
+    EXPECT_TRUE(sem.try_acquire(2));
+  });
+}
+
+}  // namespace
+}  // namespace gort_stdlib_test
