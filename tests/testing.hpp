@@ -42,6 +42,7 @@
 #include <gtest/gtest.h>
 
 #include "gmp/g.hpp"
+#include "gmp/lock.hpp"
 #include "gmp/m.hpp"
 #include "gmp/p.hpp"
 #include "gmp/runq.hpp"
@@ -190,6 +191,24 @@ class Event {
   std::atomic<uintptr_t> state_{0};
 };
 
+// The runtime's own lock word, as stdlib uses it: its holder is never
+// preempted asynchronously (a goroutine preempted while holding a std::mutex
+// can block its own M forever when the next goroutine there wants it), and
+// park can release it once the parking goroutine is saved.
+class WordLock {
+ public:
+  void lock() { internal::lock_word(&w_); }
+  void unlock() { internal::unlock_word(&w_); }
+  // Parks the calling goroutine (which holds the lock); the lock is released
+  // on the next context, after the goroutine's context is saved.
+  void park_and_unlock() {
+    internal::park(&internal::park_unlock_word, &w_, internal::WaitReason::kTest);
+  }
+
+ private:
+  std::atomic<uint32_t> w_{0};
+};
+
 // Many goroutines wait() until somebody open()s it, once.
 class Gate {
  public:
@@ -200,31 +219,26 @@ class Gate {
       return;
     }
     waiters_.push_back(internal::getg());
-    // The lock is released on the next context, after our context is saved.
-    internal::park(
-        [](G*, void* arg) {
-          static_cast<std::mutex*>(arg)->unlock();
-          return true;
-        },
-        &mu_, internal::WaitReason::kTest);
+    mu_.park_and_unlock();
   }
   void open() {
     std::vector<G*> w;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      open_ = true;
-      w.swap(waiters_);
-    }
+    mu_.lock();
+    open_ = true;
+    w.swap(waiters_);
+    mu_.unlock();
     for (G* g : w) internal::ready(g);
   }
   // Goroutines that are parked or about to park.
   size_t waiting() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return waiters_.size();
+    mu_.lock();
+    size_t n = waiters_.size();
+    mu_.unlock();
+    return n;
   }
 
  private:
-  std::mutex mu_;
+  WordLock mu_;
   bool open_ = false;
   std::vector<G*> waiters_;
 };
@@ -255,22 +269,17 @@ class Bouncer {
   void bounce() {
     mu_.lock();
     parked_.push_back(internal::getg());
-    internal::park(
-        [](G*, void* arg) {
-          static_cast<std::mutex*>(arg)->unlock();
-          return true;
-        },
-        &mu_, internal::WaitReason::kTest);
+    mu_.park_and_unlock();
   }
-  // Readies bounced goroutines until stop(); then returns.
+  // Readies bounced goroutines until stop(); then returns. Runs on a
+  // goroutine or a plain thread.
   void serve() {
     std::vector<G*> batch;
     for (;;) {
       bool stopping = stop_.load(std::memory_order_acquire);
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        batch.swap(parked_);
-      }
+      mu_.lock();
+      batch.swap(parked_);
+      mu_.unlock();
       for (G* g : batch) internal::ready(g);
       if (stopping && batch.empty()) return;
       batch.clear();
@@ -281,7 +290,7 @@ class Bouncer {
   void stop() { stop_.store(true, std::memory_order_release); }
 
  private:
-  std::mutex mu_;
+  WordLock mu_;
   std::vector<G*> parked_;
   std::atomic<bool> stop_{false};
 };

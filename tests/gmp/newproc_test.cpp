@@ -169,7 +169,7 @@ TEST_P(Newproc, GoroutineIdsAreUniqueAndMainIsOne) {
     EXPECT_EQ(gort::goroutine_id(), 1);
     EXPECT_TRUE(gort::in_goroutine());
     constexpr int kGs = 10000;
-    std::mutex mu;
+    WordLock mu;
     std::vector<int64_t> ids;
     Countdown cd(kGs);
     for (int i = 0; i < kGs; i++) {
@@ -178,7 +178,7 @@ TEST_P(Newproc, GoroutineIdsAreUniqueAndMainIsOne) {
         gort::yield();
         EXPECT_EQ(gort::goroutine_id(), id);
         {
-          std::lock_guard<std::mutex> lock(mu);
+          std::lock_guard<WordLock> lock(mu);
           ids.push_back(id);
         }
         cd.done();

@@ -276,7 +276,7 @@ TEST(ProcOneP, GlobalQueueIsNotStarvedByYieldLoop) {
 TEST(ProcSteal, SpawnedWorkSpreadsToOtherMs) {
   run_checked(4, [] {
     constexpr int kGs = 2000;
-    std::mutex mu;
+    WordLock mu;
     std::set<internal::M*> ms;
     Countdown cd(kGs);
     internal::M* main_m = current_m();
@@ -286,7 +286,7 @@ TEST(ProcSteal, SpawnedWorkSpreadsToOtherMs) {
         volatile uint64_t x = 0;
         for (int k = 0; k < 20000; k++) x = x + static_cast<uint64_t>(k);
         {
-          std::lock_guard<std::mutex> lock(mu);
+          std::lock_guard<WordLock> lock(mu);
           ms.insert(current_m());
         }
         cd.done();
