@@ -20,6 +20,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "gmp/cpu.hpp"
 #include "gmp/fatal.hpp"
@@ -434,6 +435,27 @@ void globrunqput_locked(G* g) {
 
 // Sched::lock held. Go's checkdead: called when an M goes idle. If no M is
 // running a goroutine and nothing can ever make one runnable, report it.
+namespace {
+
+int os_thread_count() {
+  FILE* f = std::fopen("/proc/self/stat", "r");
+  if (f == nullptr) return 1 << 30;  // unknown: assume others exist
+  char buf[1024];
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  // Field 20 (num_threads); skip "pid (comm)" first: comm may hold spaces.
+  const char* p = std::strrchr(buf, ')');
+  if (p == nullptr) return 1 << 30;
+  int field = 2;
+  for (p++; *p != '\0' && field < 20; p++) {
+    if (*p == ' ') field++;
+  }
+  return std::atoi(p);
+}
+
+}  // namespace
+
 void check_dead_locked() {
   if (sched.stopping.load(std::memory_order_relaxed)) return;
   // Ms inside blocking() count as running: their call may return and
@@ -448,6 +470,10 @@ void check_dead_locked() {
   }
   if (timers_next() >= 0) return;
   if (sched.hooks.netpoll_waiters != nullptr && sched.hooks.netpoll_waiters() > 0) return;
+  // Any thread besides the runtime's own (its Ms and sysmon) could still
+  // send on a channel or start a goroutine: then nothing is provably dead
+  // (as Go, which does not report deadlocks while cgo threads exist).
+  if (os_thread_count() > sched.mcount + sched.nsystem_threads.load()) return;
   std::fflush(stdout);
   write_stderr("fatal error: all goroutines are asleep - deadlock!\n");
   dump_goroutines_locked(nullptr);

@@ -86,6 +86,8 @@ struct Sched {
   std::atomic<int64_t> external_created{0};
   // Plain-thread calls in progress that may ready a goroutine.
   std::atomic<int32_t> external_ops{0};
+  // Runtime threads that are not Ms (sysmon).
+  std::atomic<int32_t> nsystem_threads{0};
   // Ms inside gort::blocking().
   std::atomic<int32_t> nblocking{0};
   // sysmon is in a long sleep because every P is idle; wake it when one

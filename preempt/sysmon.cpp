@@ -194,6 +194,7 @@ void sysmon_start() {
   g_sysmon = s;
   sched.sysmon_wake = &wake_sysmon;
   preempt_init();
+  sched.nsystem_threads.fetch_add(1);
   s->thread = std::thread([s] {
     // Short sleeps must be short: the default 50 µs timer slack would
     // stretch every 20 µs tick.
@@ -216,6 +217,7 @@ void sysmon_stop() {
     s->cv.notify_one();
   }
   s->thread.join();
+  sched.nsystem_threads.fetch_sub(1);
   sched.sysmon_wake = nullptr;
   sched.sysmon_wait.store(false);
   g_sysmon = nullptr;
