@@ -46,11 +46,14 @@ fi
 # shellcheck disable=SC2086 # word splitting of the flags is intended
 "$CXX" -std=c++20 -Wall -Wextra "${san[@]}" -o "$tmp/hello" "$src_dir/hello.cpp" $flags
 
-out=$(LD_LIBRARY_PATH=$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$tmp/hello")
+export LD_LIBRARY_PATH=$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+out=$("$tmp/hello")
 echo "$out"
 # It must have used the installed library, not the one in the build tree.
-if ! LD_LIBRARY_PATH=$(dirname "$lib") ldd "$tmp/hello" | grep -q "$destdir"; then
-  echo "FAIL: hello is not linked against the installed libgort"
+# (Capture first: `ldd | grep -q` fails under pipefail when grep exits early.)
+libs=$(ldd "$tmp/hello")
+if [[ "$libs" != *"$destdir"*libgort* && "$libs" != *libgort*"$destdir"* ]]; then
+  printf 'FAIL: hello is not linked against the installed libgort:\n%s\n' "$libs"
   exit 1
 fi
 expected="hello from goroutine 1: 10 goroutines summed to 55, 1 left
