@@ -207,7 +207,8 @@ G* steal_work(M* m) {
       P* victim = sched.allp[(start + static_cast<uint32_t>(k)) % static_cast<uint32_t>(n)];
       if (victim == self) continue;
       if (sched.stopping.load(std::memory_order_relaxed)) return nullptr;
-      if (G* g = victim->runq.steal_into(&self->runq, steal_next)) return g;
+      bool running = victim->status.load(std::memory_order_relaxed) == PStatus::kRunning;
+      if (G* g = victim->runq.steal_into(&self->runq, steal_next, running)) return g;
     }
   }
   return nullptr;

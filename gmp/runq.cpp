@@ -1,7 +1,7 @@
 // gmp/runq.cpp — see runq.hpp for the protocol.
 #include "gmp/runq.hpp"
 
-#include <chrono>
+#include <unistd.h>
 
 #include "gmp/fatal.hpp"
 #include "gmp/cpu.hpp"
@@ -69,7 +69,7 @@ G* Runq::get(bool exclusive) {
   }
 }
 
-G* Runq::steal_into(Runq* dst, bool steal_next) {
+G* Runq::steal_into(Runq* dst, bool steal_next, bool victim_running) {
   uint32_t dt = dst->tail_.load(std::memory_order_relaxed);
   uint32_t n;
   for (;;) {
@@ -81,12 +81,11 @@ G* Runq::steal_into(Runq* dst, bool steal_next) {
       if (!steal_next) return nullptr;
       G* next = runnext_.load(std::memory_order_acquire);
       if (next == nullptr) return nullptr;
-      // The victim is probably about to run its runnext (a ping-pong partner
-      // it just readied). Give it a moment so the pair does not migrate.
-      auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(3);
-      while (std::chrono::steady_clock::now() < until) {
-        if (runnext_.load(std::memory_order_relaxed) != next) break;
-        cpu_relax();
+      if (victim_running) {
+        // Sleep rather than spin (as Go does): a spinning thief would burn
+        // the CPU the victim needs and bounce its queue's cache lines.
+        usleep(3);
+        if (runnext_.load(std::memory_order_acquire) != next) continue;
       }
       if (!runnext_.compare_exchange_strong(next, nullptr, std::memory_order_acq_rel)) continue;
       return next;

@@ -47,8 +47,10 @@ class Runq {
 
   // Any thread. Moves about half of this queue to `dst` (owned by the
   // caller) and returns one G to run, or null. Takes runnext too when
-  // `steal_next` and the ring is empty.
-  G* steal_into(Runq* dst, bool steal_next);
+  // `steal_next` and the ring is empty; if `victim_running`, it first
+  // sleeps a few microseconds, since the victim is probably about to run
+  // that G itself (a hand-off partner it just readied).
+  G* steal_into(Runq* dst, bool steal_next, bool victim_running = false);
 
   // Any thread; a snapshot.
   bool empty() const {
