@@ -96,6 +96,7 @@ struct alignas(64) G {
   void* eh_caught = nullptr;
   unsigned int eh_uncaught = 0;
   void* asan_fake_stack = nullptr;
+  void* tsan_fiber = nullptr;
 
   ClosureFn invoke = nullptr;
   ClosureFn destroy = nullptr;

@@ -637,8 +637,8 @@ void schedule_loop() {
 
 namespace {
 
-void* mstart(void* arg) {
-  M* m = static_cast<M*>(arg);
+// Per-thread set-up of an M, on its own thread.
+void minit(M* m) {
   setm(m);
   m->tid = pthread_self();
   m_thread_state_init(m);
@@ -648,6 +648,11 @@ void* mstart(void* arg) {
     pthread_attr_getstack(&attr, &m->g0_stack_lo, &m->g0_stack_size);
     pthread_attr_destroy(&attr);
   }
+}
+
+void* mstart(void* arg) {
+  M* m = static_cast<M*>(arg);
+  minit(m);
   if (m->nextp != nullptr) {
     acquirep(m, m->nextp);
     m->nextp = nullptr;
@@ -684,15 +689,7 @@ void newm(P* p, bool spinning) {
 
 // Used by run.cpp for the thread that called gort::run.
 void mstart_on_current_thread(M* m) {
-  setm(m);
-  m->tid = pthread_self();
-  m_thread_state_init(m);
-  m_signal_stack_init(m);
-  pthread_attr_t attr;
-  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-    pthread_attr_getstack(&attr, &m->g0_stack_lo, &m->g0_stack_size);
-    pthread_attr_destroy(&attr);
-  }
+  minit(m);
   schedule_loop();
   m_signal_stack_free(m);
 }

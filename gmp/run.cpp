@@ -13,6 +13,7 @@
 #include <string>
 
 #include "gmp/fatal.hpp"
+#include "gmp/sanitizer.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/timer.hpp"
 #include "gmp/tls.hpp"
@@ -115,6 +116,7 @@ void teardown() {
     if (!g->started && g->status.load() == GStatus::kRunnable && g->destroy != nullptr) {
       g->destroy(g->closure);
     }
+    tsan_destroy_fiber(g->tsan_fiber);
     delete g;
   }
   sched.allg.clear();

@@ -19,6 +19,10 @@
 #endif
 #endif
 
+#ifdef GORT_TSAN_ON
+#include <sanitizer/tsan_interface.h>
+#endif
+
 #ifdef GORT_ASAN
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
@@ -51,6 +55,37 @@ inline void lsan_unregister_root(void* p, size_t n) {
 #else
   (void)p;
   (void)n;
+#endif
+}
+
+// ThreadSanitizer must know which fiber runs (each G has one; g0 uses the
+// thread's own).
+inline void* tsan_current_fiber() {
+#ifdef GORT_TSAN_ON
+  return __tsan_get_current_fiber();
+#else
+  return nullptr;
+#endif
+}
+inline void* tsan_create_fiber() {
+#ifdef GORT_TSAN_ON
+  return __tsan_create_fiber(0);
+#else
+  return nullptr;
+#endif
+}
+inline void tsan_destroy_fiber(void* f) {
+#ifdef GORT_TSAN_ON
+  if (f != nullptr) __tsan_destroy_fiber(f);
+#else
+  (void)f;
+#endif
+}
+inline void tsan_switch_to(void* f) {
+#ifdef GORT_TSAN_ON
+  __tsan_switch_to_fiber(f, 0);
+#else
+  (void)f;
 #endif
 }
 

@@ -40,6 +40,7 @@ __attribute__((noipa)) int* errno_location() {
 void m_thread_state_init(M* m) {
   m->errno_ptr = errno_location();
   m->eh_globals = eh_globals();
+  m->g0.tsan_fiber = tsan_current_fiber();
 }
 
 namespace {
@@ -110,6 +111,7 @@ void entry(bctx::transfer_t t) {
 void switch_to(G* from, G* to) {
   save_thread_state(from);
   asan_start(from, to, false);
+  tsan_switch_to(to->tsan_fiber);
   bctx::transfer_t t = bctx::jump_fcontext(to->ctx, from);
   arrived(from, t);
 }
@@ -117,6 +119,7 @@ void switch_to(G* from, G* to) {
 void switch_exit(G* from, G* to) {
   save_thread_state(from);
   asan_start(from, to, true);
+  tsan_switch_to(to->tsan_fiber);
   bctx::jump_fcontext(to->ctx, from);
   fatal("switch_exit: a dead goroutine was resumed");
 }
@@ -124,6 +127,7 @@ void switch_exit(G* from, G* to) {
 void make_context(G* g) {
   size_t size = static_cast<size_t>(g->stack_hi - g->stack_lo);
   g->ctx = bctx::make_fcontext(g->stack_hi, size, &entry);
+  if (g->tsan_fiber == nullptr) g->tsan_fiber = tsan_create_fiber();
   g->saved_errno = 0;
   g->eh_caught = nullptr;
   g->eh_uncaught = 0;
