@@ -358,6 +358,18 @@ void ensure_stack(P* p, G* g) {
   make_context(g);
 }
 
+// g (runnable, just taken from a queue) becomes m's running goroutine.
+void make_current(M* m, G* g) {
+  set_status(g, GStatus::kRunnable, GStatus::kRunning);
+  P* p = m->p;
+  p->schedtick++;
+  p->schedtick_seen.store(p->schedtick, std::memory_order_relaxed);
+  ensure_stack(p, g);
+  g->m = m;
+  g->preempt.store(false, std::memory_order_relaxed);
+  m->curg = g;
+}
+
 // Picks the next G of this P for a goroutine that is switching away,
 // without going through g0. Null: go to g0.
 G* next_local(M* m) {
@@ -369,13 +381,7 @@ G* next_local(M* m) {
   if (first != 0 && first <= nanotime()) return nullptr;
   G* g = p->runq.get(sched.nprocs == 1);
   if (g == nullptr) return nullptr;
-  set_status(g, GStatus::kRunnable, GStatus::kRunning);
-  p->schedtick++;
-  p->schedtick_seen.store(p->schedtick, std::memory_order_relaxed);
-  ensure_stack(p, g);
-  g->m = m;
-  g->preempt.store(false, std::memory_order_relaxed);
-  m->curg = g;
+  make_current(m, g);
   return g;
 }
 
@@ -393,14 +399,7 @@ void gschedule(G* self, AfterSwitch after) {
 }
 
 void execute(M* m, G* g) {
-  set_status(g, GStatus::kRunnable, GStatus::kRunning);
-  P* p = m->p;
-  p->schedtick++;
-  p->schedtick_seen.store(p->schedtick, std::memory_order_relaxed);
-  ensure_stack(p, g);
-  g->m = m;
-  g->preempt.store(false, std::memory_order_relaxed);
-  m->curg = g;
+  make_current(m, g);
   m->after = AfterSwitch::kNone;
   switch_to(&m->g0, g);
 }

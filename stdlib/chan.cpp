@@ -110,6 +110,24 @@ void recv_from_sender(ChanCore* c, Waiter* s, void* out) {
   s->success = true;
 }
 
+namespace {
+
+// Queues the caller on q (c locked), releases the lock and blocks until a
+// partner or close wakes it. Returns whether a value was transferred.
+bool wait_on(ChanCore* c, WaitQ* q, void* elem, WaitReason reason) {
+  Note note;
+  Waiter w;
+  w.g = getg();
+  w.note = &note;
+  w.elem = elem;
+  w.c = c;
+  q->push(&w);
+  block_waiter(&w, &park_unlock_word, &c->lock, reason);
+  return w.success;
+}
+
+}  // namespace
+
 void chan_send(ChanCore* c, void* elem) {
   preempt_check();
   if (c == nullptr) block_forever(WaitReason::kNilChan);
@@ -131,15 +149,7 @@ void chan_send(ChanCore* c, void* elem) {
     unlock_word(&c->lock);
     return;
   }
-  Note note;
-  Waiter w;
-  w.g = getg();
-  w.note = &note;
-  w.elem = elem;
-  w.c = c;
-  c->sendq.push(&w);
-  block_waiter(&w, &park_unlock_word, &c->lock, WaitReason::kChanSend);
-  if (!w.success) throw panic_error("send on closed channel");
+  if (!wait_on(c, &c->sendq, elem, WaitReason::kChanSend)) throw panic_error("send on closed channel");
 }
 
 bool chan_recv(ChanCore* c, void* out) {
@@ -161,15 +171,7 @@ bool chan_recv(ChanCore* c, void* out) {
     unlock_word(&c->lock);
     return false;
   }
-  Note note;
-  Waiter w;
-  w.g = getg();
-  w.note = &note;
-  w.elem = out;
-  w.c = c;
-  c->recvq.push(&w);
-  block_waiter(&w, &park_unlock_word, &c->lock, WaitReason::kChanRecv);
-  return w.success;
+  return wait_on(c, &c->recvq, out, WaitReason::kChanRecv);
 }
 
 void chan_close(ChanCore* c) {
