@@ -104,7 +104,7 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
     }
     if (st == PStatus::kRunning) {
       uint32_t t = p->schedtick_seen.load(std::memory_order_relaxed);
-      if (pd.schedtick != t) {
+      if (pd.schedtick != t || pd.schedwhen == 0) {
         pd.schedtick = t;
         pd.schedwhen = now;
       } else if (pd.schedwhen + slice <= now) {
@@ -115,7 +115,7 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
       *next_deadline = std::min(*next_deadline, pd.schedwhen + slice);
     } else if (st == PStatus::kBlocking) {
       uint32_t t = p->syscalltick.load(std::memory_order_relaxed);
-      if (pd.syscalltick != t) {
+      if (pd.syscalltick != t || pd.syscallwhen == 0) {
         pd.syscalltick = t;
         pd.syscallwhen = now;
         continue;
