@@ -1,0 +1,710 @@
+// http_server — a minimal HTTP/1.1 server with keep-alive and pipelining,
+// one goroutine per connection, blocking-style reads and writes on
+// gort::net::Conn.
+//
+// What it shows:
+//   - parsing from a buffer that may hold several (pipelined) requests, or
+//     only part of one: every complete request in the buffer is answered,
+//     the responses go out in one write, and the rest of the buffer is kept
+//     for the next read;
+//   - bounded resources: request line and headers at most 16 KiB and 100
+//     header fields (431 beyond), bodies at most 1 MiB (413), at most
+//     -max-conns connections, an idle keep-alive connection is closed after
+//     -idle-timeout seconds (a read deadline), a client that stops reading
+//     is dropped after 30 s (a write deadline);
+//   - Go's net/http answers for bad input: 400 for a malformed request, 501
+//     for an unknown method or a Transfer-Encoding, 405 with Allow for a
+//     method a route does not take, 505 for HTTP/2+, and after an error the
+//     connection is closed gracefully (close_write, then drain briefly, so
+//     the client reads the error rather than a reset);
+//   - keep-alive rules: HTTP/1.1 keeps the connection unless "Connection:
+//     close"; HTTP/1.0 closes it unless "Connection: keep-alive";
+//     "Expect: 100-continue" gets an interim 100 response;
+//   - a graceful shutdown on SIGINT/SIGTERM (a polled flag, as in
+//     echo_server).
+//
+// Routes:
+//   GET  /            "Hello, World!\n" (text/plain)
+//   GET  /json        a small JSON object
+//   POST /echo        the request body back, with its Content-Type
+//   GET  /sleep?ms=N  sleeps N ms (0..10000) with gort::sleep, then answers
+//   anything else     404
+//
+// Usage: http_server [-listen 127.0.0.1:8080] [-procs N] [-max-conns 10000]
+//                    [-idle-timeout 30]
+// Prints "listening on HOST:PORT" (use -listen 127.0.0.1:0 for a free port).
+// Try: curl -v http://127.0.0.1:8080/ http://127.0.0.1:8080/json
+//      wrk -t2 -c100 -d10s http://127.0.0.1:8080/
+#include <gort/gort.hpp>
+
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+
+namespace {
+
+constexpr size_t kMaxHeaderBytes = 16 * 1024;  // request line + header fields
+constexpr size_t kMaxHeaderFields = 100;
+constexpr size_t kMaxBodyBytes = 1024 * 1024;
+constexpr size_t kReadChunk = 16 * 1024;
+constexpr size_t kFlushAt = 64 * 1024;         // write a batch of responses beyond this
+constexpr int kMaxSleepMs = 10000;
+constexpr absl::Duration kWriteTimeout = absl::Seconds(30);
+
+struct Options {
+  std::string listen = "127.0.0.1:8080";
+  int procs = 0;
+  int max_conns = 10000;
+  int idle_timeout_s = 30;
+};
+
+// ---- string helpers (std::string_view only) ------------------------------
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_alnum(char c) {
+  return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); i++) {
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+bool istarts_with(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() && iequals(s.substr(0, prefix.size()), prefix);
+}
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> parts;
+  for (;;) {
+    size_t i = s.find(sep);
+    parts.push_back(s.substr(0, i));
+    if (i == std::string_view::npos) return parts;
+    s.remove_prefix(i + 1);
+  }
+}
+// A decimal number of at most max_digits digits (no sign, no spaces).
+template <class T>
+bool parse_uint(std::string_view s, T* out, size_t max_digits = 9) {
+  if (s.empty() || s.size() > max_digits || !std::all_of(s.begin(), s.end(), is_digit)) return false;
+  return std::from_chars(s.data(), s.data() + s.size(), *out).ec == std::errc();
+}
+
+void put(std::string& out, std::string_view s) { out.append(s); }
+template <class I>
+  requires std::is_integral_v<I>
+void put(std::string& out, I v) {
+  char b[24];
+  out.append(b, std::to_chars(b, b + sizeof b, v).ptr);
+}
+template <class... A>
+void append(std::string& out, const A&... a) {
+  (put(out, a), ...);
+}
+template <class... A>
+std::string cat(const A&... a) {
+  std::string s;
+  append(s, a...);
+  return s;
+}
+
+// ---- parsing -------------------------------------------------------------
+
+struct Request {
+  std::string_view method, target, path, query;
+  int minor = 1;  // HTTP/1.<minor>
+  std::vector<std::pair<std::string_view, std::string_view>> headers;
+  std::string_view body;
+  bool keep_alive = true;
+  bool expect_continue = false;  // headers complete, body not yet, client waits for 100
+
+  std::string_view header(std::string_view name) const {
+    for (const auto& [k, v] : headers) {
+      if (iequals(k, name)) return v;
+    }
+    return {};
+  }
+};
+
+enum class Parse { kIncomplete, kComplete, kError };
+
+struct ParseError {
+  int status = 400;
+  std::string_view detail;
+};
+
+// RFC 9110 token characters (method and header names).
+bool is_tchar(unsigned char c) {
+  if (is_alnum(c)) return true;
+  return std::strchr("!#$%&'*+-.^_`|~", c) != nullptr && c != 0;
+}
+bool is_token(std::string_view s) {
+  if (s.empty()) return false;
+  for (unsigned char c : s) {
+    if (!is_tchar(c)) return false;
+  }
+  return true;
+}
+bool has_ctl(std::string_view s) {
+  for (unsigned char c : s) {
+    if (c < 0x20 && c != '\t') return true;
+    if (c == 0x7f) return true;
+  }
+  return false;
+}
+// True if the comma-separated list `v` contains `token` (case-insensitive).
+bool list_has(std::string_view v, std::string_view token) {
+  for (std::string_view part : split(v, ',')) {
+    if (iequals(trim(part), token)) return true;
+  }
+  return false;
+}
+
+// Parses one request from buf (which may hold less or more than one). On
+// kComplete, *consumed is its length and req's views point into buf.
+Parse parse_request(std::string_view buf, Request* req, size_t* consumed, ParseError* err) {
+  req->expect_continue = false;
+  size_t pos = 0;
+  // RFC 9112 §2.2: ignore empty lines before the request line.
+  while (pos < buf.size() && (buf[pos] == '\r' || buf[pos] == '\n')) pos++;
+  size_t start = pos;
+
+  // Next line without its line ending; nullopt if it is not complete yet.
+  auto next_line = [&]() -> std::optional<std::string_view> {
+    size_t nl = buf.find('\n', pos);
+    if (nl == std::string_view::npos) return std::nullopt;
+    std::string_view line = buf.substr(pos, nl - pos);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    pos = nl + 1;
+    return line;
+  };
+  auto too_big = [&](size_t at) { return at - start > kMaxHeaderBytes; };
+
+  auto line = next_line();
+  if (!line) {
+    if (too_big(buf.size())) {
+      *err = {414, "request line too long"};
+      return Parse::kError;
+    }
+    return Parse::kIncomplete;
+  }
+  // method SP request-target SP HTTP-version
+  size_t sp1 = line->find(' ');
+  size_t sp2 = sp1 == std::string_view::npos ? sp1 : line->find(' ', sp1 + 1);
+  if (sp2 == std::string_view::npos || line->find(' ', sp2 + 1) != std::string_view::npos) {
+    *err = {400, "malformed request line"};
+    return Parse::kError;
+  }
+  req->method = line->substr(0, sp1);
+  req->target = line->substr(sp1 + 1, sp2 - sp1 - 1);
+  std::string_view version = line->substr(sp2 + 1);
+  if (!is_token(req->method)) {
+    *err = {400, "invalid method"};
+    return Parse::kError;
+  }
+  if (req->target.empty() || has_ctl(req->target)) {
+    *err = {400, "invalid request target"};
+    return Parse::kError;
+  }
+  if (version == "HTTP/1.1") {
+    req->minor = 1;
+  } else if (version == "HTTP/1.0") {
+    req->minor = 0;
+  } else if (version.size() == 8 && version.starts_with("HTTP/") &&
+             is_digit(version[5]) && version[6] == '.' &&
+             is_digit(version[7])) {
+    *err = {505, "unsupported protocol version"};
+    return Parse::kError;
+  } else {
+    *err = {400, "malformed HTTP version"};
+    return Parse::kError;
+  }
+
+  req->headers.clear();
+  for (;;) {
+    auto h = next_line();
+    if (!h) {
+      if (too_big(buf.size())) {
+        *err = {431, "headers too large"};
+        return Parse::kError;
+      }
+      return Parse::kIncomplete;
+    }
+    if (too_big(pos)) {
+      *err = {431, "headers too large"};
+      return Parse::kError;
+    }
+    if (h->empty()) break;  // end of the header section
+    if (req->headers.size() == kMaxHeaderFields) {
+      *err = {431, "too many header fields"};
+      return Parse::kError;
+    }
+    size_t colon = h->find(':');
+    // No obsolete line folding, no space before the colon (RFC 9112 §5).
+    if (colon == std::string_view::npos || !is_token(h->substr(0, colon))) {
+      *err = {400, "malformed header field"};
+      return Parse::kError;
+    }
+    std::string_view value = trim(h->substr(colon + 1));
+    if (has_ctl(value)) {
+      *err = {400, "invalid header value"};
+      return Parse::kError;
+    }
+    req->headers.emplace_back(h->substr(0, colon), value);
+  }
+
+  if (req->minor == 1 && req->header("Host").empty()) {
+    bool present = false;
+    for (const auto& kv : req->headers) present |= iequals(kv.first, "Host");
+    if (!present) {
+      *err = {400, "missing required Host header"};
+      return Parse::kError;
+    }
+  }
+  if (!req->header("Transfer-Encoding").empty()) {
+    *err = {501, "unsupported transfer encoding"};
+    return Parse::kError;
+  }
+  // Content-Length: digits only; repeated fields must agree.
+  std::optional<uint64_t> length;
+  for (const auto& [k, v] : req->headers) {
+    if (!iequals(k, "Content-Length")) continue;
+    uint64_t n;
+    if (!parse_uint(v, &n, 18) || (length && *length != n)) {
+      *err = {400, "bad Content-Length"};
+      return Parse::kError;
+    }
+    length = n;
+  }
+  if (length && *length > kMaxBodyBytes) {
+    *err = {413, "request body too large"};
+    return Parse::kError;
+  }
+
+  std::string_view conn = req->header("Connection");
+  req->keep_alive = req->minor == 1 ? !list_has(conn, "close") : list_has(conn, "keep-alive");
+
+  size_t body_len = length.value_or(0);
+  if (buf.size() - pos < body_len) {
+    std::string_view expect = req->header("Expect");
+    req->expect_continue = req->minor == 1 && iequals(expect, "100-continue");
+    return Parse::kIncomplete;
+  }
+  req->body = buf.substr(pos, body_len);
+  *consumed = pos + body_len;
+
+  // Origin form "/path?query"; the absolute form "http://host/path" too.
+  std::string_view t = req->target;
+  if (istarts_with(t, "http://") || istarts_with(t, "https://")) {
+    size_t slash = t.find('/', t.find("//") + 2);
+    t = slash == std::string_view::npos ? "/" : t.substr(slash);
+  } else if (t != "*" && t[0] != '/') {
+    *err = {400, "invalid request target"};
+    return Parse::kError;
+  }
+  size_t q = t.find('?');
+  req->path = t.substr(0, q);
+  req->query = q == std::string_view::npos ? std::string_view() : t.substr(q + 1);
+  return Parse::kComplete;
+}
+
+// ---- responses -----------------------------------------------------------
+
+const char* status_text(int code) {
+  switch (code) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 204: return "No Content";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 413: return "Request Entity Too Large";
+    case 414: return "Request URI Too Long";
+    case 417: return "Expectation Failed";
+    case 431: return "Request Header Fields Too Large";
+    case 501: return "Not Implemented";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Unknown";
+  }
+}
+
+// The Date header's value, formatted at most once a second per connection.
+class DateCache {
+ public:
+  const std::string& get() {
+    absl::Time now = absl::Now();
+    int64_t s = absl::ToUnixSeconds(now);
+    if (s != last_) {
+      last_ = s;
+      value_ = absl::FormatTime("%a, %d %b %Y %H:%M:%S GMT", now, absl::UTCTimeZone());
+    }
+    return value_;
+  }
+
+ private:
+  int64_t last_ = -1;
+  std::string value_;
+};
+
+struct Response {
+  int status = 200;
+  std::string_view content_type = "text/plain; charset=utf-8";
+  std::string body;
+  std::string_view allow;  // for 405
+};
+
+void append_response(std::string& out, const Response& r, bool head, bool keep_alive,
+                     bool http10, DateCache& date) {
+  append(out, "HTTP/1.1 ", r.status, " ", status_text(r.status), "\r\n");
+  if (r.status != 204) {
+    append(out, "Content-Type: ", r.content_type, "\r\nContent-Length: ",
+                    r.body.size(), "\r\n");
+  }
+  if (!r.allow.empty()) append(out, "Allow: ", r.allow, "\r\n");
+  append(out, "Date: ", date.get(), "\r\nServer: gort\r\n");
+  if (!keep_alive) {
+    out += "Connection: close\r\n";
+  } else if (http10) {
+    out += "Connection: keep-alive\r\n";
+  }
+  out += "\r\n";
+  if (!head && r.status != 204) out += r.body;
+}
+
+Response text(int status, std::string body) {
+  Response r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+bool known_method(std::string_view m) {
+  for (std::string_view k : {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}) {
+    if (m == k) return true;
+  }
+  return false;
+}
+
+// A query parameter's value ("" if absent).
+std::optional<std::string_view> query_param(std::string_view query, std::string_view name) {
+  for (std::string_view kv : split(query, '&')) {
+    size_t eq = kv.find('=');
+    if (kv.substr(0, eq) == name) return eq == std::string_view::npos ? "" : kv.substr(eq + 1);
+  }
+  return std::nullopt;
+}
+
+// The application: routes a complete request to its handler.
+Response route(const Request& req) {
+  if (!known_method(req.method)) return text(501, "501 method not implemented\n");
+  auto allow = [&](std::string_view methods) -> std::optional<Response> {
+    if (req.method == "OPTIONS") {
+      Response r;
+      r.status = 204;
+      r.allow = methods;
+      return r;
+    }
+    for (std::string_view m : split(methods, ',')) {
+      if (req.method == trim(m)) return std::nullopt;
+    }
+    Response r = text(405, "405 method not allowed\n");
+    r.allow = methods;
+    return r;
+  };
+
+  if (req.path == "/") {
+    if (auto r = allow("GET, HEAD")) return *r;
+    return text(200, "Hello, World!\n");
+  }
+  if (req.path == "/json") {
+    if (auto r = allow("GET, HEAD")) return *r;
+    Response r;
+    r.content_type = "application/json";
+    r.body = cat(R"({"message":"Hello, World!","server":"gort","goroutines":)",
+                          gort::num_goroutine(), R"(,"procs":)", gort::procs(), "}\n");
+    return r;
+  }
+  if (req.path == "/echo") {
+    if (auto r = allow("POST, PUT")) return *r;
+    Response r;
+    std::string_view ct = req.header("Content-Type");
+    r.content_type = ct.empty() ? "application/octet-stream" : ct;
+    r.body = std::string(req.body);
+    return r;
+  }
+  if (req.path == "/sleep") {
+    if (auto r = allow("GET, HEAD")) return *r;
+    auto v = query_param(req.query, "ms");
+    int ms = 0;
+    if (!v || !parse_uint(*v, &ms, 5) || ms > kMaxSleepMs) {
+      return text(400, cat("400 want /sleep?ms=N with 0 <= N <= ", kMaxSleepMs, "\n"));
+    }
+    gort::sleep(absl::Milliseconds(ms));  // parks this goroutine only
+    return text(200, cat("slept ", ms, " ms\n"));
+  }
+  return text(404, "404 page not found\n");
+}
+
+// ---- connections -----------------------------------------------------------
+
+// Go's closeWriteAndWait: send FIN, then read and discard briefly, so that
+// unread request bytes do not make the kernel reset the connection before
+// the client has read our (error) response.
+void linger_close(gort::net::Conn& c) {
+  (void)c.close_write();
+  (void)c.set_read_deadline(absl::Now() + absl::Milliseconds(500));
+  char sink[4096];
+  for (size_t total = 0; total < 256 * 1024;) {
+    auto n = c.read(absl::MakeSpan(sink));
+    if (!n.ok() || *n == 0) break;
+    total += *n;
+  }
+}
+
+bool flush(gort::net::Conn& c, std::string& out) {
+  if (out.empty()) return true;
+  (void)c.set_write_deadline(absl::Now() + kWriteTimeout);
+  bool ok = c.write(absl::MakeConstSpan(out)).ok();
+  out.clear();
+  return ok;
+}
+
+void serve_conn(gort::net::Conn& c, absl::Duration idle) {
+  std::string in;   // bytes read and not yet consumed
+  std::string out;  // responses not yet written
+  DateCache date;
+  char chunk[kReadChunk];
+  bool sent_continue = false;
+  Request req;  // reused: its header vector keeps its capacity
+  if (idle > absl::ZeroDuration()) (void)c.set_read_deadline(absl::Now() + idle);
+  for (;;) {
+    // Answer every complete request in the buffer.
+    size_t pos = 0;
+    bool close_after = false, graceful = false;
+    for (;;) {
+      size_t used = 0;
+      ParseError err;
+      Parse p = parse_request(std::string_view(in).substr(pos), &req, &used, &err);
+      if (p == Parse::kIncomplete) {
+        if (req.expect_continue && !sent_continue) {
+          out += "HTTP/1.1 100 Continue\r\n\r\n";
+          sent_continue = true;
+        }
+        break;
+      }
+      if (p == Parse::kError) {
+        Response r = text(err.status, cat(err.status, " ", status_text(err.status),
+                                                   ": ", err.detail, "\n"));
+        append_response(out, r, false, false, false, date);
+        close_after = graceful = true;
+        break;
+      }
+      Response r = route(req);
+      append_response(out, r, req.method == "HEAD", req.keep_alive, req.minor == 0, date);
+      pos += used;
+      sent_continue = false;
+      if (!req.keep_alive) {
+        close_after = true;
+        break;
+      }
+      if (out.size() >= kFlushAt && !flush(c, out)) return;
+    }
+    bool wrote = !out.empty();
+    if (!flush(c, out)) return;
+    if (close_after) {
+      if (graceful) linger_close(c);
+      else (void)c.close_write();
+      return;
+    }
+    in.erase(0, pos);
+    // The idle timeout counts from the last response: a keep-alive client
+    // has that long to send its next complete request.
+    if (wrote && idle > absl::ZeroDuration()) (void)c.set_read_deadline(absl::Now() + idle);
+
+    auto n = c.read(absl::MakeSpan(chunk));
+    if (!n.ok() || *n == 0) return;  // EOF, error, idle timeout, or closed by shutdown
+    in.append(chunk, *n);
+  }
+}
+
+// ---- the server: accept loop, limits, shutdown ---------------------------
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_signal(int) { g_stop.store(true, std::memory_order_relaxed); }
+
+void install_signal_handlers() {
+  struct sigaction sa = {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+// Open connections, so that shutdown can close them (see echo_server).
+class ConnSet {
+ public:
+  explicit ConnSet(int max_conns) : slots_(max_conns) {}
+  void acquire_slot() { slots_.acquire(); }
+  void release_slot() { slots_.release(); }
+  bool add(gort::net::Conn* c) {
+    std::lock_guard lock(mu_);
+    if (closing_) return false;
+    conns_.insert(c);
+    wg_.add(1);
+    return true;
+  }
+  void remove(gort::net::Conn* c) {
+    {
+      std::lock_guard lock(mu_);
+      conns_.erase(c);
+    }
+    wg_.done();
+  }
+  void close_all() {
+    std::lock_guard lock(mu_);
+    closing_ = true;
+    for (gort::net::Conn* c : conns_) (void)c->close();
+  }
+  static bool wait(const std::shared_ptr<ConnSet>& self, absl::Duration limit) {
+    auto done = gort::make_chan<std::monostate>();
+    gort::go([self, done] {
+      self->wg_.wait();
+      done.close();
+    });
+    bool ok = false;
+    gort::select(gort::on_recv(done, [&] { ok = true; }), gort::on_recv(gort::after(limit)));
+    return ok;
+  }
+
+ private:
+  gort::Semaphore slots_;
+  gort::Mutex mu_;
+  bool closing_ = false;                        // guarded by mu_
+  std::unordered_set<gort::net::Conn*> conns_;  // guarded by mu_
+  gort::WaitGroup wg_;
+};
+
+absl::Status accept_loop(gort::net::Listener& ln, std::shared_ptr<ConnSet> conns,
+                         absl::Duration idle) {
+  for (;;) {
+    conns->acquire_slot();
+    auto c = ln.accept();
+    if (!c.ok()) {
+      conns->release_slot();
+      return c.status();
+    }
+    gort::go([conns, idle](gort::net::Conn conn) {
+      if (conns->add(&conn)) {
+        serve_conn(conn, idle);
+        conns->remove(&conn);
+      }
+      conns->release_slot();
+    }, std::move(*c));
+  }
+}
+
+bool parse_int(std::string_view s, int* out) {
+  return parse_uint(s, out);
+}
+
+bool parse_flags(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; i++) {
+    std::string_view a = argv[i];
+    if (a.starts_with("--")) a.remove_prefix(2);
+    else if (a.starts_with("-")) a.remove_prefix(1);
+    else return false;
+    std::string_view name = a, value;
+    if (size_t eq = a.find('='); eq != std::string_view::npos) {
+      name = a.substr(0, eq);
+      value = a.substr(eq + 1);
+    } else if (i + 1 < argc && name != "h" && name != "help") {
+      value = argv[++i];
+    } else {
+      return false;
+    }
+    if (name == "listen") o->listen = std::string(value);
+    else if (name == "procs") { if (!parse_int(value, &o->procs)) return false; }
+    else if (name == "max-conns") { if (!parse_int(value, &o->max_conns) || o->max_conns < 1) return false; }
+    else if (name == "idle-timeout") { if (!parse_int(value, &o->idle_timeout_s)) return false; }
+    else return false;
+  }
+  return true;
+}
+
+int serve(const Options& o) {
+  auto ln = gort::net::listen("tcp", o.listen);
+  if (!ln.ok()) {
+    std::fprintf(stderr, "http_server: %s\n", std::string(ln.status().message()).c_str());
+    return 1;
+  }
+  std::printf("listening on %s\n", ln->addr().c_str());
+  std::fflush(stdout);
+
+  auto conns = std::make_shared<ConnSet>(o.max_conns);
+  absl::Duration idle = absl::Seconds(o.idle_timeout_s);
+  // The accept loop's result; written before accept_done is closed.
+  absl::Status accept_err;
+  auto accept_done = gort::make_chan<std::monostate>();
+  gort::go([&ln, &accept_err, conns, idle, accept_done] {
+    accept_err = accept_loop(*ln, conns, idle);
+    accept_done.close();
+  });
+
+  // Wait for a signal (polled: a handler cannot touch gort objects) or for
+  // the accept loop to fail.
+  bool accept_exited = false;
+  auto tick = gort::new_ticker(absl::Milliseconds(100));
+  while (!g_stop.load(std::memory_order_relaxed) && !accept_exited) {
+    gort::select(gort::on_recv(tick.chan()),
+                 gort::on_recv(accept_done, [&] { accept_exited = true; }));
+  }
+  tick.stop();
+  (void)ln->close();   // wakes the blocked accept
+  conns->close_all();  // wakes every blocked read (and so frees the slot accept may wait for)
+  accept_done.recv();
+  ConnSet::wait(conns, absl::Seconds(5));
+  if (g_stop.load()) {
+    std::fprintf(stderr, "http_server: shutting down\n");
+    return 0;
+  }
+  std::fprintf(stderr, "http_server: accept: %s\n", std::string(accept_err.message()).c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!parse_flags(argc, argv, &o)) {
+    std::fprintf(stderr,
+                 "usage: %s [-listen 127.0.0.1:8080] [-procs N] [-max-conns N] "
+                 "[-idle-timeout SECONDS]\n",
+                 argv[0]);
+    return 2;
+  }
+  install_signal_handlers();
+  gort::Config cfg;
+  cfg.procs = o.procs;
+  return gort::run([&o] { return serve(o); }, cfg);
+}
