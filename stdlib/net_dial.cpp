@@ -103,6 +103,7 @@ absl::StatusOr<Conn> dial_one(const Context& ctx, const Network& n, const SockAd
   }
   if (ctx_err.ok()) ctx_err = ctx.err();  // cancelled at the last moment
   if (!ctx_err.ok()) return detail::wrap_error(prefix, detail::ctx_error(ctx_err));
+  if (err == detail::kErrTimeout) return detail::wrap_error(prefix, detail::timeout_error());
   if (err != 0) return detail::io_error(err, prefix, "connect");
   SockAddr la = detail::sock_addr(s);
   SockAddr pa = detail::peer_addr(s);

@@ -420,6 +420,7 @@ TEST_P(NetTest, PlainThreadClient) {
   });
 }
 
+// The one instantiation of the NetTest suite for every net_*_test.cpp.
 GORT_INSTANTIATE_STDLIB_PROCS(NetTest);
 
 // Each of `kConns` clients echoes a few messages through the server at once.

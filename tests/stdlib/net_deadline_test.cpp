@@ -1,0 +1,266 @@
+// tests/stdlib/net_deadline_test.cpp — gort::net deadlines and dial
+// cancellation: read/write/accept deadlines, deadlines in the past, resets,
+// dial with a cancelled context, a context deadline and dial_timeout
+// against a listener whose accept queue is full (its SYNs go unanswered).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "gort/context.hpp"
+#include "gort/net.hpp"
+#include "gort/sync.hpp"
+#include "gort/time.hpp"
+#include "tests/stdlib/net_helpers.hpp"
+
+namespace {
+
+using gort::test::msg;
+using gort::test::must;
+using gort::test::NetTest;
+using gort::test::Parked;
+using gort::test::read_exactly;
+using gort::test::write_str;
+using gort::test::WaitReason;
+
+const absl::Status kTimeout = absl::DeadlineExceededError("i/o timeout");
+
+// A connected pair over loopback TCP.
+struct Pair {
+  gort::net::Listener ln;
+  gort::net::Conn client, server;
+};
+
+Pair make_pair() {
+  Pair p;
+  p.ln = must(gort::net::listen("tcp", "127.0.0.1:0"));
+  if (!p.ln) return p;
+  p.client = must(gort::net::dial("tcp", p.ln.addr()));
+  p.server = must(p.ln.accept());
+  return p;
+}
+
+// A listening socket with a backlog of 0 whose queue is already full: a
+// connect to it is neither accepted nor refused (Linux drops the SYN).
+class Blackhole {
+ public:
+  Blackhole() {
+    lfd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    EXPECT_EQ(::bind(lfd_, reinterpret_cast<sockaddr*>(&a), len), 0);
+    EXPECT_EQ(::listen(lfd_, 0), 0);
+    ::getsockname(lfd_, reinterpret_cast<sockaddr*>(&a), &len);
+    addr_ = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+    // Fill the queue (the first connection is queued, the others hang).
+    for (int i = 0; i < 3; i++) {
+      int c = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      ::connect(c, reinterpret_cast<sockaddr*>(&a), len);
+      fillers_.push_back(c);
+    }
+    gort::sleep(absl::Milliseconds(20));
+  }
+  ~Blackhole() {
+    for (int c : fillers_) ::close(c);
+    ::close(lfd_);
+  }
+  const std::string& addr() const { return addr_; }
+
+ private:
+  int lfd_ = -1;
+  std::vector<int> fillers_;
+  std::string addr_;
+};
+
+TEST_P(NetTest, ReadDeadlineFiresWhileParked) {
+  run_test([] {
+    Pair p = make_pair();
+    if (!p.server) return;
+    absl::Time start = absl::Now();
+    EXPECT_TRUE(p.client.set_read_deadline(start + absl::Milliseconds(50)).ok());
+    char b[16];
+    auto r = p.client.read(absl::MakeSpan(b));
+    absl::Duration took = absl::Now() - start;
+    EXPECT_EQ(r.status(), kTimeout);
+    EXPECT_TRUE(gort::net::is_timeout_error(r.status()));
+    EXPECT_GE(took, absl::Milliseconds(45));
+    EXPECT_LT(took, absl::Seconds(5));
+    // Still expired: fails at once.
+    EXPECT_EQ(p.client.read(absl::MakeSpan(b)).status(), kTimeout);
+    // A later deadline makes the connection usable again.
+    EXPECT_TRUE(p.client.set_read_deadline(absl::Now() + absl::Seconds(30)).ok());
+    EXPECT_TRUE(write_str(p.server, "late").ok());
+    EXPECT_EQ(read_exactly(p.client, 4).value_or(""), "late");
+    // Writes were never affected.
+    EXPECT_TRUE(write_str(p.client, "ok").ok());
+  });
+}
+
+TEST_P(NetTest, DeadlineResetWhileParked) {
+  run_test([] {
+    Pair p = make_pair();
+    if (!p.server) return;
+    // A reader parks with a short deadline; another goroutine pushes the
+    // deadline out before it fires; data then arrives.
+    EXPECT_TRUE(p.client.set_read_deadline(absl::Now() + absl::Milliseconds(100)).ok());
+    Parked parked;
+    gort::WaitGroup wg;
+    absl::StatusOr<std::string> got;
+    wg.add(1);
+    gort::go([&] {
+      parked.mark();
+      got = read_exactly(p.client, 3);
+      wg.done();
+    });
+    EXPECT_TRUE(parked.wait(WaitReason::kIOWait));
+    EXPECT_TRUE(p.client.set_read_deadline(absl::InfiniteFuture()).ok());
+    gort::sleep(absl::Milliseconds(150));
+    EXPECT_TRUE(write_str(p.server, "abc").ok());
+    wg.wait();
+    EXPECT_EQ(got.value_or("<error>"), "abc");
+  });
+}
+
+TEST_P(NetTest, DeadlineInThePastFailsAtOnce) {
+  run_test([] {
+    Pair p = make_pair();
+    if (!p.server) return;
+    EXPECT_TRUE(write_str(p.server, "ready").ok());
+    gort::sleep(absl::Milliseconds(10));
+    // Data is ready, yet a past deadline wins (as in Go).
+    EXPECT_TRUE(p.client.set_deadline(absl::Now() - absl::Seconds(1)).ok());
+    char b[16];
+    absl::Time start = absl::Now();
+    EXPECT_EQ(p.client.read(absl::MakeSpan(b)).status(), kTimeout);
+    EXPECT_EQ(p.client.write(absl::MakeConstSpan("x", 1)).status(), kTimeout);
+    EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+    // Unix epoch + 1 s (Go's aLongTimeAgo) is past too.
+    EXPECT_TRUE(p.client.set_read_deadline(absl::UnixEpoch() + absl::Seconds(1)).ok());
+    EXPECT_EQ(p.client.read(absl::MakeSpan(b)).status(), kTimeout);
+    // InfinitePast and InfiniteFuture both mean "no deadline".
+    EXPECT_TRUE(p.client.set_deadline(absl::InfinitePast()).ok());
+    EXPECT_EQ(read_exactly(p.client, 5).value_or(""), "ready");
+    EXPECT_TRUE(p.client.set_write_deadline(absl::Now() - absl::Seconds(1)).ok());
+    EXPECT_TRUE(p.client.set_write_deadline(absl::InfiniteFuture()).ok());
+    EXPECT_TRUE(write_str(p.client, "x").ok());
+  });
+}
+
+TEST_P(NetTest, WriteDeadlineWithFullBuffers) {
+  run_test([] {
+    Pair p = make_pair();
+    if (!p.server) return;
+    EXPECT_TRUE(p.client.set_write_buffer(4096).ok());
+    EXPECT_TRUE(p.server.set_read_buffer(4096).ok());
+    // Nobody reads: the write fills the buffers, parks, and times out.
+    std::string big(64 << 20, 'w');
+    absl::Time start = absl::Now();
+    EXPECT_TRUE(p.client.set_write_deadline(start + absl::Milliseconds(100)).ok());
+    auto w = p.client.write(absl::MakeConstSpan(big.data(), big.size()));
+    EXPECT_EQ(w.status(), kTimeout);
+    EXPECT_GE(absl::Now() - start, absl::Milliseconds(90));
+  });
+}
+
+TEST_P(NetTest, AcceptDeadline) {
+  run_test([] {
+    auto ln = must(gort::net::listen("tcp", "127.0.0.1:0"));
+    EXPECT_TRUE(ln.set_deadline(absl::Now() + absl::Milliseconds(30)).ok());
+    auto c = ln.accept();
+    EXPECT_EQ(c.status(), kTimeout);
+    EXPECT_TRUE(ln.set_deadline(absl::InfiniteFuture()).ok());
+    auto d = must(gort::net::dial("tcp", ln.addr()));
+    EXPECT_TRUE(ln.accept().ok());
+  });
+}
+
+TEST_P(NetTest, UdpReadDeadline) {
+  run_test([] {
+    auto pc = must(gort::net::listen_packet("udp", "127.0.0.1:0"));
+    EXPECT_TRUE(pc.set_read_deadline(absl::Now() + absl::Milliseconds(20)).ok());
+    char b[8];
+    EXPECT_EQ(pc.read_from(absl::MakeSpan(b)).status(), kTimeout);
+    EXPECT_TRUE(pc.set_deadline(absl::InfiniteFuture()).ok());
+    EXPECT_TRUE(pc.write_to(absl::MakeConstSpan("hi", 2), pc.local_addr()).ok());
+    EXPECT_EQ(pc.read_from(absl::MakeSpan(b)).value_or(std::pair<size_t, std::string>{}).first, 2u);
+  });
+}
+
+TEST_P(NetTest, DialWithCancelledContext) {
+  run_test([] {
+    auto ln = must(gort::net::listen("tcp", "127.0.0.1:0"));
+    auto [ctx, cancel] = gort::with_cancel(gort::background());
+    cancel();
+    auto c = gort::net::dial(ctx, "tcp", ln.addr());
+    EXPECT_EQ(c.status(), absl::CancelledError("dial tcp " + ln.addr() + ": operation was canceled"));
+    // A live context works, and its interrupter goroutine is gone after
+    // dial returns (run_test checks that every goroutine exited).
+    auto [ctx2, cancel2] = gort::with_cancel(gort::background());
+    auto ok = gort::net::dial(ctx2, "tcp", ln.addr());
+    EXPECT_TRUE(ok.ok()) << ok.status();
+    cancel2();
+    auto [ctx3, cancel3] = gort::with_timeout(gort::background(), absl::Seconds(30));
+    auto ok3 = gort::net::dial(ctx3, "tcp", "localhost:" + ln.addr().substr(ln.addr().rfind(':') + 1));
+    EXPECT_TRUE(ok3.ok()) << ok3.status();
+    cancel3();
+  });
+}
+
+TEST_P(NetTest, DialCancelledWhileConnecting) {
+  run_test([] {
+    Blackhole hole;
+    auto [ctx, cancel] = gort::with_cancel(gort::background());
+    gort::go([cancel = cancel] {
+      gort::sleep(absl::Milliseconds(50));
+      cancel();
+    });
+    absl::Time start = absl::Now();
+    auto c = gort::net::dial(ctx, "tcp", hole.addr());
+    absl::Duration took = absl::Now() - start;
+    EXPECT_EQ(c.status(), absl::CancelledError("dial tcp " + hole.addr() + ": operation was canceled"));
+    EXPECT_GE(took, absl::Milliseconds(45));
+    EXPECT_LT(took, absl::Seconds(5));
+    gort::sleep(absl::Milliseconds(10));  // let the canceller exit
+  });
+}
+
+TEST_P(NetTest, DialContextDeadline) {
+  run_test([] {
+    Blackhole hole;
+    auto [ctx, cancel] = gort::with_timeout(gort::background(), absl::Milliseconds(60));
+    absl::Time start = absl::Now();
+    auto c = gort::net::dial(ctx, "tcp", hole.addr());
+    absl::Duration took = absl::Now() - start;
+    EXPECT_EQ(c.status(), absl::DeadlineExceededError("dial tcp " + hole.addr() + ": i/o timeout"));
+    EXPECT_TRUE(gort::net::is_timeout_error(c.status()));
+    EXPECT_GE(took, absl::Milliseconds(55));
+    EXPECT_LT(took, absl::Seconds(5));
+    cancel();
+  });
+}
+
+TEST_P(NetTest, DialTimeout) {
+  run_test([] {
+    Blackhole hole;
+    absl::Time start = absl::Now();
+    auto c = gort::net::dial_timeout("tcp", hole.addr(), absl::Milliseconds(60));
+    absl::Duration took = absl::Now() - start;
+    EXPECT_EQ(c.status(), absl::DeadlineExceededError("dial tcp " + hole.addr() + ": i/o timeout"));
+    EXPECT_GE(took, absl::Milliseconds(55));
+    EXPECT_LT(took, absl::Seconds(5));
+    // A timeout already spent fails without waiting.
+    auto d = gort::net::dial_timeout("tcp", hole.addr(), absl::Milliseconds(-1));
+    EXPECT_EQ(d.status().code(), absl::StatusCode::kDeadlineExceeded);
+    // Zero means no timeout (Go's Dialer.Timeout), here against a live peer.
+    auto ln = must(gort::net::listen("tcp", "127.0.0.1:0"));
+    EXPECT_TRUE(gort::net::dial_timeout("tcp", ln.addr(), absl::ZeroDuration()).ok());
+  });
+}
+
+
+}  // namespace
