@@ -1,0 +1,510 @@
+// tests/preempt/preempt_test.cpp — asynchronous preemption (preempt/signal.cpp,
+// preempt/sysmon.cpp, preempt/safe_points.cpp, preempt/preempt_api.cpp):
+// call-free loops cannot starve other goroutines, preempted goroutines resume
+// intact on other threads, NoPreempt and Config::preempt = false switch it
+// off, code registration, the signal's configuration and chaining, sysmon's
+// idle cost, and shutdown with a spinner still running.
+//
+// Pattern used throughout: the spinner itself starts the goroutine that must
+// make progress. With one P that goroutine lands in the spinner's runnext
+// slot and can run only if the spinner is preempted; the spinner's own
+// G::async_preempts counts how often that happened. A Watchdog stops the
+// spinner if preemption never comes, so a broken runtime fails the test
+// instead of hanging it.
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "gmp/sched.hpp"
+#include "gort/time.hpp"
+#include "preempt/preempt.hpp"
+#include "tests/preempt/helpers.hpp"
+
+namespace gort::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+#define SKIP_WITHOUT_ASYNC_PREEMPTION()                                                   \
+  if (!gort::async_preemption_available()) {                                              \
+    GTEST_SKIP() << "asynchronous preemption is not available in this build (TSan, not " \
+                    "x86-64, or gort linked statically)";                                 \
+  }
+
+pid_t os_tid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+
+// ---- a call-free loop does not starve others ----
+
+TEST(Preempt, CallFreeSpinnerDoesNotStarveAnotherGoroutineOnOneP) {
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
+  std::atomic<bool> spinning{true};
+  std::atomic<bool> other_stopped_spinner{false};
+  std::atomic<uint32_t> preempts{0};
+  Watchdog dog(5s, [&] { spinning.store(false); });
+  run_cfg(preempt_cfg(1), [&] {
+    Countdown cd(2);
+    gort::go([&] {
+      // Readied into this goroutine's runnext: runs only if we are preempted.
+      gort::go([&] {
+        other_stopped_spinner = spinning.exchange(false);
+        cd.done();
+      });
+      spin_while(spinning);
+      preempts = self_async_preempts();
+      cd.done();
+    });
+    cd.wait();
+  });
+  dog.disarm();
+  EXPECT_FALSE(dog.fired()) << "the spinner was not preempted within 5 s on 1 P";
+  EXPECT_TRUE(other_stopped_spinner.load()) << "the other goroutine ran only after the spinner stopped";
+  EXPECT_GE(preempts.load(), 1u) << "the spinner has no calls: only an async preemption lets the other run";
+}
+
+// Another goroutine sleeps 1 ms at a time, kTicks times, beside a spinner
+// on one P. Each of its wake-ups needs the spinner off the P (the P's timers
+// run only when its M is in the scheduler), so the spinner must have been
+// preempted at least kTicks times. Parameter: the time slice in µs.
+class PreemptSlice : public ::testing::TestWithParam<int> {};
+INSTANTIATE_TEST_SUITE_P(Slices, PreemptSlice, ::testing::Values(10000, 1000),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "slice" + std::to_string(info.param) + "us";
+                         });
+
+TEST_P(PreemptSlice, SleeperKeepsTickingBesideASpinner) {
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
+  constexpr int kTicks = 30;
+  std::atomic<bool> spinning{true};
+  std::atomic<int> ticks{0};
+  std::atomic<bool> ticker_stopped_spinner{false};
+  std::atomic<uint32_t> preempts{0};
+  std::atomic<int64_t> elapsed_us{0};
+  Watchdog dog(20s, [&] { spinning.store(false); });
+  run_cfg(preempt_cfg(1, absl::Microseconds(GetParam())), [&] {
+    Countdown cd(2);
+    gort::go([&] {
+      gort::go([&] {
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < kTicks && spinning.load(); i++) {
+          gort::sleep(absl::Milliseconds(1));
+          ticks++;
+        }
+        elapsed_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::steady_clock::now() - t0)
+                         .count();
+        ticker_stopped_spinner = spinning.exchange(false);
+        cd.done();
+      });
+      spin_while(spinning);
+      preempts = self_async_preempts();
+      cd.done();
+    });
+    cd.wait();
+  });
+  dog.disarm();
+  EXPECT_FALSE(dog.fired()) << "the ticker made " << ticks.load() << " of " << kTicks << " ticks in 20 s";
+  EXPECT_EQ(ticks.load(), kTicks);
+  EXPECT_TRUE(ticker_stopped_spinner.load());
+  EXPECT_GE(preempts.load(), static_cast<uint32_t>(kTicks))
+      << "every wake-up of the sleeper needs a preemption of the spinner";
+  // Informational only (speed is measured by the benchmarks).
+  std::fprintf(stderr, "[info] slice %d us: %d ticks of 1 ms took %lld us, %u preemptions\n",
+               GetParam(), kTicks, static_cast<long long>(elapsed_us.load()), preempts.load());
+}
+
+// ---- preempted goroutines resume intact, on other threads ----
+
+// An integer chain the spinners compute between looks at their M.
+__attribute__((noinline)) uint64_t chain_round(uint64_t h, uint64_t round) {
+  for (uint64_t i = 0; i < 65536; i++) {
+    h = h * 0x9E3779B97F4A7C15ull + (round * 65536 + i);
+    h ^= h >> 29;
+  }
+  return h;
+}
+
+uint64_t chain_reference(uint64_t seed, uint64_t rounds) {
+  uint64_t h = seed;
+  for (uint64_t r = 0; r < rounds; r++) h = chain_round(h, r);
+  return h;
+}
+
+TEST(Preempt, PreemptedGoroutineResumesOnAnotherThreadWithStateIntact) {
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
+  constexpr int kSpinners = 3;
+  struct Result {
+    uint64_t seed = 0;
+    uint64_t rounds = 0;
+    uint64_t h = 0;
+    bool migrated = false;
+    bool tid_changed = false;
+    int errno_after = 0;
+    uint64_t local_after = 0;
+    uint32_t preempts = 0;
+  };
+  std::vector<Result> results(kSpinners);
+  GoroutineLocal<uint64_t> local;
+  run_cfg(preempt_cfg(2, absl::Milliseconds(1)), [&] {
+    Countdown cd(kSpinners);
+    for (int i = 0; i < kSpinners; i++) {
+      gort::go([&, i] {
+        Result& r = results[static_cast<size_t>(i)];
+        r.seed = 0x1234567ull * static_cast<uint64_t>(i + 1);
+        local.set(0xABC000u + static_cast<uint64_t>(i));
+        write_errno(1000 + i);
+        internal::M* m0 = current_m();
+        pid_t tid0 = os_tid();
+        uint64_t h = r.seed;
+        uint64_t round = 0;
+        auto deadline = std::chrono::steady_clock::now() + 5s;
+        // Until this goroutine has been seen on another M and then spun a
+        // few more rounds there (or 5 s pass).
+        uint64_t rounds_after_move = 0;
+        do {
+          h = chain_round(h, round++);
+          if (current_m() != m0) r.migrated = true;
+          if (r.migrated) rounds_after_move++;
+        } while (rounds_after_move < 16 && std::chrono::steady_clock::now() < deadline);
+        r.tid_changed = os_tid() != tid0;
+        r.errno_after = read_errno();
+        r.local_after = local.get();
+        r.h = h;
+        r.rounds = round;
+        r.preempts = self_async_preempts();
+        cd.done();
+      });
+    }
+    cd.wait();
+  });
+  int migrated = 0;
+  for (int i = 0; i < kSpinners; i++) {
+    const Result& r = results[static_cast<size_t>(i)];
+    EXPECT_EQ(r.h, chain_reference(r.seed, r.rounds)) << "spinner " << i << " computed a wrong chain";
+    EXPECT_EQ(r.errno_after, 1000 + i) << "spinner " << i;
+    EXPECT_EQ(r.local_after, 0xABC000u + static_cast<uint64_t>(i)) << "spinner " << i;
+    EXPECT_EQ(r.migrated, r.tid_changed) << "spinner " << i << ": a new M must mean a new OS thread";
+    EXPECT_GE(r.preempts, 1u) << "spinner " << i;
+    migrated += r.migrated ? 1 : 0;
+  }
+  EXPECT_GE(migrated, 1) << "3 spinners on 2 Ps, preempted every ms for up to 5 s: none moved";
+}
+
+// ---- Config::preempt = false ----
+
+TEST(Preempt, PreemptOffLeavesOnlyCooperativePreemption) {
+  // Sequence numbers of three events: the spinner finishes its call-free
+  // 200 ms, the other goroutine runs, the spinner passes its next gort call.
+  std::atomic<int> seq{0};
+  std::atomic<int> spin_done{-1}, other_ran{-1}, after_call{-1};
+  std::atomic<bool> flagged{false};
+  std::atomic<uint32_t> preempts{99};
+  run_cfg(preempt_cfg(1, absl::Milliseconds(1), /*preempt=*/false), [&] {
+    Countdown cd(2);
+    gort::go([&] {
+      gort::go([&] {
+        other_ran = seq++;
+        cd.done();
+      });
+      spin_for(200ms);
+      spin_done = seq++;
+      // sysmon asked for a cooperative yield long ago...
+      flagged = internal::getg()->preempt.load();
+      preempts = self_async_preempts();
+      // ...which this gort call honours.
+      gort::sleep(absl::ZeroDuration());
+      after_call = seq++;
+      cd.done();
+    });
+    cd.wait();
+  });
+  EXPECT_EQ(preempts.load(), 0u) << "async preemption happened with Config::preempt = false";
+  EXPECT_EQ(spin_done.load(), 0) << "the other goroutine ran while the spinner spun";
+  EXPECT_EQ(other_ran.load(), 1);
+  EXPECT_EQ(after_call.load(), 2) << "the spinner's next gort call did not yield to the starved goroutine";
+  EXPECT_TRUE(flagged.load()) << "sysmon did not ask the 200 ms spinner to yield";
+}
+
+// ---- NoPreempt ----
+
+TEST(Preempt, NoPreemptPreventsAsyncPreemptionForItsScope) {
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
+  std::atomic<int> seq{0};
+  std::atomic<int> scope_done{-1}, other_ran{-1};
+  std::atomic<uint32_t> preempts_in_scope{99}, preempts_after{0};
+  std::atomic<bool> spinning{true};
+  std::atomic<bool> other_stopped_spinner{false};
+  Watchdog dog(10s, [&] { spinning.store(false); });
+  run_cfg(preempt_cfg(1, absl::Milliseconds(1)), [&] {
+    Countdown cd(2);
+    gort::go([&] {
+      {
+        gort::NoPreempt np;
+        gort::go([&] {
+          other_ran = seq++;
+          other_stopped_spinner = spinning.exchange(false);
+          cd.done();
+        });
+        // 150 slices' worth of call-free spinning (the clock is read
+        // between blocks of 4096 iterations).
+        spin_for(150ms);
+        scope_done = seq++;
+        preempts_in_scope = self_async_preempts();
+      }
+      // Out of the scope: preemptible again.
+      spin_while(spinning);
+      preempts_after = self_async_preempts();
+      cd.done();
+    });
+    cd.wait();
+  });
+  dog.disarm();
+  EXPECT_EQ(preempts_in_scope.load(), 0u);
+  EXPECT_EQ(scope_done.load(), 0) << "the other goroutine ran inside the NoPreempt scope";
+  EXPECT_EQ(other_ran.load(), 1);
+  EXPECT_FALSE(dog.fired()) << "not preempted after the NoPreempt scope ended";
+  EXPECT_TRUE(other_stopped_spinner.load());
+  EXPECT_GE(preempts_after.load(), 1u);
+}
+
+TEST(Preempt, NoPreemptNestsPerGoroutineAndIsHarmlessOnPlainThreads) {
+  {
+    gort::NoPreempt outside_runtime;  // a plain thread: no effect, no crash
+  }
+  run_cfg(preempt_cfg(2), [&] {
+    internal::G* g = internal::getg();
+    EXPECT_EQ(g->nopreempt, 0);
+    {
+      gort::NoPreempt a;
+      EXPECT_EQ(g->nopreempt, 1);
+      {
+        gort::NoPreempt b;
+        EXPECT_EQ(g->nopreempt, 2);
+        // Blocking inside the scope is allowed; the count travels with the G.
+        gort::sleep(absl::Milliseconds(1));
+        gort::yield();
+        EXPECT_EQ(internal::getg(), g);
+        EXPECT_EQ(g->nopreempt, 2);
+        Countdown cd(1);
+        gort::go([&] {
+          EXPECT_EQ(internal::getg()->nopreempt, 0) << "another goroutine inherited NoPreempt";
+          cd.done();
+        });
+        cd.wait();
+      }
+      EXPECT_EQ(g->nopreempt, 1);
+    }
+    EXPECT_EQ(g->nopreempt, 0);
+    std::thread t([] { gort::NoPreempt np; });
+    t.join();
+  });
+}
+
+// ---- code registration ----
+
+__attribute__((noinline)) int function_in_the_executable(int x) { return x * 3 + 1; }
+
+TEST(Preempt, RegisterPreemptibleObject) {
+  EXPECT_TRUE(gort::register_preemptible_object(reinterpret_cast<const void*>(&function_in_the_executable)));
+  // The executable's text is preemptible by default.
+  internal::preempt_ranges_init();
+  EXPECT_TRUE(internal::pc_preemptible(reinterpret_cast<uintptr_t>(&function_in_the_executable)));
+  // gort's own code never is.
+  EXPECT_FALSE(internal::pc_preemptible(reinterpret_cast<uintptr_t>(&internal::preempt_one)));
+
+  int on_stack = 0;
+  EXPECT_FALSE(gort::register_preemptible_object(&on_stack));
+  EXPECT_FALSE(gort::register_preemptible_object(reinterpret_cast<const void*>(uintptr_t{16})));
+  EXPECT_FALSE(gort::register_preemptible_object(nullptr));
+  void* anon = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(anon, MAP_FAILED);
+  EXPECT_FALSE(gort::register_preemptible_object(anon));
+  EXPECT_FALSE(internal::pc_preemptible(reinterpret_cast<uintptr_t>(anon)));
+  munmap(anon, 4096);
+
+  // An empty range is refused.
+  char buf[16];
+  EXPECT_FALSE(gort::register_preemptible_code(buf + 8, buf + 8));
+  EXPECT_FALSE(gort::register_preemptible_code(buf + 8, buf));
+}
+
+TEST(Preempt, AsyncPreemptionAvailableInThisBuild) {
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+  // The test executable links libgort.so, on x86-64, without TSan.
+  EXPECT_TRUE(gort::async_preemption_available());
+#else
+  GTEST_SKIP() << "not an x86-64 non-TSan build";
+#endif
+}
+
+// ---- the signal ----
+
+std::atomic<int> g_foreign_sigurg{0};
+void count_foreign_sigurg(int) { g_foreign_sigurg.fetch_add(1); }
+
+// These two run in a fresh process where nothing has initialised the
+// preemption signal yet: the test must not ask async_preemption_available()
+// before its own set-up (that would install the handler).
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#define SKIP_UNLESS_X86_64_NO_TSAN()
+#else
+#define SKIP_UNLESS_X86_64_NO_TSAN() GTEST_SKIP() << "no async preemption in this build"
+#endif
+
+TEST(PreemptSignal, ForeignSigurgGoesToThePreviousHandlerAndOursDoNot) {
+  SKIP_UNLESS_X86_64_NO_TSAN();
+  auto child = [] {
+    child_failures_to_stderr();
+    // Installed before the runtime's first start (this is a fresh process).
+    struct sigaction sa = {};
+    sa.sa_handler = &count_foreign_sigurg;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGURG, &sa, nullptr);
+    ASSERT_TRUE(gort::async_preemption_available());
+
+    std::atomic<bool> spinning{true};
+    std::atomic<uint32_t> preempts{0};
+    Watchdog dog(10s, [&] { spinning.store(false); });
+    run_cfg(preempt_cfg(1, absl::Milliseconds(1)), [&] {
+      Countdown cd(2);
+      gort::go([&] {
+        gort::go([&] {
+          // 20 ms of slices, then stop the spinner.
+          gort::sleep(absl::Milliseconds(20));
+          spinning = false;
+          cd.done();
+        });
+        spin_while(spinning);
+        preempts = self_async_preempts();
+        cd.done();
+      });
+      cd.wait();
+      EXPECT_EQ(g_foreign_sigurg.load(), 0) << "the runtime's preemption signals reached the old handler";
+      // A SIGURG that is not the runtime's is passed on.
+      for (int i = 1; i <= 3; i++) {
+        kill(getpid(), SIGURG);
+        EXPECT_TRUE(eventually([&] { return g_foreign_sigurg.load() == i; }, std::chrono::seconds(10)));
+      }
+    });
+    EXPECT_FALSE(dog.fired());
+    EXPECT_GE(preempts.load(), 1u);
+    EXPECT_EQ(g_foreign_sigurg.load(), 3);
+  };
+  GORT_EXPECT_SUBPROCESS_OK(60, child);
+}
+
+TEST(PreemptSignal, SignalNumberFromEnvironment) {
+  SKIP_UNLESS_X86_64_NO_TSAN();
+  auto child = [] {
+    child_failures_to_stderr();
+    int sig = SIGRTMIN + 3;
+    setenv("GORT_PREEMPT_SIGNAL", std::to_string(sig).c_str(), 1);
+    struct sigaction sa = {};
+    sa.sa_handler = &count_foreign_sigurg;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGURG, &sa, nullptr);
+    ASSERT_TRUE(gort::async_preemption_available());
+
+    std::atomic<bool> spinning{true};
+    std::atomic<uint32_t> preempts{0};
+    std::atomic<bool> other_stopped_spinner{false};
+    Watchdog dog(10s, [&] { spinning.store(false); });
+    run_cfg(preempt_cfg(1, absl::Milliseconds(1)), [&] {
+      EXPECT_EQ(internal::preempt_signal(), sig);
+      Countdown cd(2);
+      gort::go([&] {
+        gort::go([&] {
+          other_stopped_spinner = spinning.exchange(false);
+          cd.done();
+        });
+        spin_while(spinning);
+        preempts = self_async_preempts();
+        cd.done();
+      });
+      cd.wait();
+    });
+    EXPECT_FALSE(dog.fired());
+    EXPECT_TRUE(other_stopped_spinner.load());
+    EXPECT_GE(preempts.load(), 1u);
+    EXPECT_EQ(g_foreign_sigurg.load(), 0) << "SIGURG was used although GORT_PREEMPT_SIGNAL chose another";
+  };
+  GORT_EXPECT_SUBPROCESS_OK(60, child);
+}
+
+// ---- sysmon's idle cost ----
+
+TEST(Sysmon, IdleProgramCostsNearlyNoCpu) {
+  auto child = [] {
+    child_failures_to_stderr();
+    for (int procs : {1, 4}) {
+      rusage r0{}, r1{};
+      gort::run(
+          [&] {
+            // A goroutine parked for good (nothing can wake it; the sleeping
+            // main keeps the deadlock detector quiet).
+            gort::go([] {
+              Event never;
+              never.wait();
+            });
+            gort::sleep(absl::Milliseconds(100));  // let start-up settle
+            getrusage(RUSAGE_SELF, &r0);
+            gort::sleep(absl::Seconds(1));
+            getrusage(RUSAGE_SELF, &r1);
+          },
+          preempt_cfg(procs));
+      auto us = [](const timeval& tv) { return int64_t{tv.tv_sec} * 1000000 + tv.tv_usec; };
+      int64_t cpu_us = us(r1.ru_utime) - us(r0.ru_utime) + us(r1.ru_stime) - us(r0.ru_stime);
+      int64_t switches = (r1.ru_nvcsw - r0.ru_nvcsw) + (r1.ru_nivcsw - r0.ru_nivcsw);
+      std::fprintf(stderr, "[info] %d P idle for 1 s: %lld us CPU, %lld context switches\n", procs,
+                   static_cast<long long>(cpu_us), static_cast<long long>(switches));
+      EXPECT_LT(cpu_us, 50000) << procs << " P: an idle second cost " << cpu_us << " us of CPU";
+      // sysmon at its 20 µs tick would switch 50,000 times a second.
+      EXPECT_LT(switches, 1000) << procs << " P";
+    }
+  };
+  GORT_EXPECT_SUBPROCESS_OK(60, child);
+}
+
+// ---- shutdown ----
+
+TEST(Preempt, RunReturnsWhileSpinnersStillRun) {
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
+  auto child = [] {
+    child_failures_to_stderr();
+    for (int procs : {1, 2}) {
+      // Never cleared: the spinners are abandoned when main returns, as Go
+      // abandons goroutines at exit.
+      static std::atomic<bool> forever{true};
+      std::atomic<int> started{0};
+      ResourceSnapshot before;
+      gort::run(
+          [&] {
+            for (int i = 0; i < procs + 1; i++) {
+              gort::go([&] {
+                started++;
+                spin_while(forever);
+              });
+            }
+            // Every spinner got a P at least once: preemption rotates them.
+            EXPECT_TRUE(eventually([&] { return started.load() == procs + 1; }));
+          },
+          preempt_cfg(procs, absl::Milliseconds(2)));
+      expect_no_leaks(before);
+    }
+    // And the runtime starts again afterwards.
+    EXPECT_EQ(gort::run([] { return 7; }, preempt_cfg(2)), 7);
+  };
+  GORT_EXPECT_SUBPROCESS_OK(60, child);
+}
+
+}  // namespace
+}  // namespace gort::test
