@@ -123,7 +123,7 @@ void broadcaster(Hub hub) {
     return name;
   };
   // Sends to everyone but `except`; drops the clients that cannot keep up
-  // and announces that, which may drop more.
+  // and tells everyone, which may drop more.
   auto broadcast = [&](std::string text, int64_t except) {
     std::vector<Line> pending{make_line(std::move(text))};
     while (!pending.empty()) {
@@ -136,6 +136,7 @@ void broadcaster(Hub hub) {
       for (int64_t id : slow) {
         pending.push_back(make_line("*** " + remove(id) + " was dropped (too slow)"));
       }
+      except = -1;  // notices go to everyone
     }
   };
   auto names = [&] {

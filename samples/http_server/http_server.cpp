@@ -7,11 +7,12 @@
 //     only part of one: every complete request in the buffer is answered,
 //     the responses go out in one write, and the rest of the buffer is kept
 //     for the next read;
-//   - bounded resources: request line and headers at most 16 KiB and 100
-//     header fields (431 beyond), bodies at most 1 MiB (413), at most
-//     -max-conns connections, an idle keep-alive connection is closed after
-//     -idle-timeout seconds (a read deadline), a client that stops reading
-//     is dropped after 30 s (a write deadline);
+//   - bounded resources: a request line of at most 8 KiB (414 beyond),
+//     request line and headers at most 16 KiB and 100 header fields (431),
+//     bodies at most 1 MiB (413), at most -max-conns connections; an idle
+//     keep-alive connection is closed after -idle-timeout seconds (a read
+//     deadline), a client that stops reading is dropped after 30 s (a
+//     write deadline);
 //   - Go's net/http answers for bad input: 400 for a malformed request, 501
 //     for an unknown method or a Transfer-Encoding, 405 with Allow for a
 //     method a route does not take, 505 for HTTP/2+, and after an error the
@@ -57,7 +58,8 @@
 
 namespace {
 
-constexpr size_t kMaxHeaderBytes = 16 * 1024;  // request line + header fields
+constexpr size_t kMaxRequestLine = 8 * 1024;   // 414 beyond
+constexpr size_t kMaxHeaderBytes = 16 * 1024;  // request line + header fields; 431 beyond
 constexpr size_t kMaxHeaderFields = 100;
 constexpr size_t kMaxBodyBytes = 1024 * 1024;
 constexpr size_t kReadChunk = 16 * 1024;
@@ -201,13 +203,11 @@ Parse parse_request(std::string_view buf, Request* req, size_t* consumed, ParseE
   auto too_big = [&](size_t at) { return at - start > kMaxHeaderBytes; };
 
   auto line = next_line();
-  if (!line) {
-    if (too_big(buf.size())) {
-      *err = {414, "request line too long"};
-      return Parse::kError;
-    }
-    return Parse::kIncomplete;
+  if (line ? line->size() > kMaxRequestLine : buf.size() - start > kMaxRequestLine) {
+    *err = {414, "request line too long"};
+    return Parse::kError;
   }
+  if (!line) return Parse::kIncomplete;
   // method SP request-target SP HTTP-version
   size_t sp1 = line->find(' ');
   size_t sp2 = sp1 == std::string_view::npos ? sp1 : line->find(' ', sp1 + 1);

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Integration test for samples/http_server: curl (routes, keep-alive reuse,
+HTTP/1.0, Connection: close, HEAD, POST echo with and without Expect:
+100-continue, 404/405), raw sockets (malformed and oversized requests,
+pipelining, a request split into single bytes), then a bounded wrk run."""
+
+import json
+import os
+import re
+import socket
+import tempfile
+import time
+
+import harness
+from harness import check, log
+
+
+def curl(*args, timeout=20):
+    return harness.run(["curl", "-sS", "--max-time", "15", *args], timeout=timeout)
+
+
+def raw(server, data, timeout=10):
+    """Sends data on a new connection and reads until the server closes it."""
+    s = server.connect()
+    s.sendall(data)
+    got = harness.recv_all(s, timeout)
+    s.close()
+    return got
+
+
+def parse_responses(data):
+    """Splits a byte stream into (status, headers, body) responses using
+    Content-Length."""
+    out = []
+    while data:
+        head, sep, rest = data.partition(b"\r\n\r\n")
+        if not sep:
+            raise ValueError(f"incomplete response head: {data[:200]!r}")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ")[1])
+        headers = {}
+        for line in lines[1:]:
+            k, _, v = line.partition(":")
+            headers[k.strip().lower()] = v.strip()
+        n = int(headers.get("content-length", "0"))
+        out.append((status, headers, rest[:n]))
+        data = rest[n:]
+    return out
+
+
+def test(exe):
+    harness.require("curl")
+    server = harness.Server(exe)
+    base = f"http://{server.addr}"
+
+    # Routes.
+    r = curl("-w", "\n%{http_code} %{content_type}", f"{base}/")
+    check(r.stdout == "Hello, World!\n\n200 text/plain; charset=utf-8", "GET / -> 200 Hello, World!",
+          (r.stdout, r.stderr))
+    r = curl("-w", "\n%{http_code} %{content_type}", f"{base}/json")
+    body, _, tail = r.stdout.rpartition("\n")
+    check(tail == "200 application/json" and json.loads(body).get("message") == "Hello, World!",
+          "GET /json -> 200 application/json with a message", r.stdout)
+    r = curl("-o", "/dev/null", "-w", "%{http_code}", f"{base}/no/such/page")
+    check(r.stdout == "404", "GET /no/such/page -> 404", r.stdout)
+    r = curl("-i", "-X", "DELETE", f"{base}/")
+    check(r.stdout.startswith("HTTP/1.1 405 ") and "Allow: GET, HEAD" in r.stdout,
+          "DELETE / -> 405 with Allow", r.stdout)
+    r = curl("-o", "/dev/null", "-w", "%{http_code}", "-X", "BREW", f"{base}/")
+    check(r.stdout == "501", "unknown method BREW -> 501", r.stdout)
+    r = curl("-I", f"{base}/")
+    check(r.stdout.startswith("HTTP/1.1 200 ") and "Content-Length: 14" in r.stdout,
+          "HEAD / -> 200, Content-Length of the GET body", r.stdout)
+    t0 = time.monotonic()
+    r = curl("-w", " %{http_code}", f"{base}/sleep?ms=200")
+    took = time.monotonic() - t0
+    check(r.stdout == "slept 200 ms\n 200" and took >= 0.2, "GET /sleep?ms=200 sleeps and answers",
+          (r.stdout, took))
+    r = curl("-o", "/dev/null", "-w", "%{http_code}", f"{base}/sleep?ms=abc")
+    check(r.stdout == "400", "GET /sleep?ms=abc -> 400", r.stdout)
+
+    # Keep-alive: two URLs in one curl invocation share one connection.
+    r = curl("-o", "/dev/null", "-o", "/dev/null", "-w", "%{num_connects} ", f"{base}/", f"{base}/json")
+    check(r.stdout == "1 0 ", "keep-alive: the second request reuses the connection", r.stdout)
+    r = curl("-v", "-o", "/dev/null", "-o", "/dev/null", f"{base}/", f"{base}/json")
+    check(re.search(r"Re-?using existing connection", r.stderr) is not None,
+          "curl -v reports the reused connection", r.stderr[-800:])
+    # HTTP/1.0 without keep-alive, and Connection: close: one connection each.
+    r = curl("--http1.0", "-o", "/dev/null", "-o", "/dev/null", "-w", "%{num_connects} ",
+             f"{base}/", f"{base}/")
+    check(r.stdout == "1 1 ", "HTTP/1.0: the server closes after each response", r.stdout)
+    r = curl("-H", "Connection: close", "-o", "/dev/null", "-o", "/dev/null", "-w", "%{num_connects} ",
+             f"{base}/", f"{base}/")
+    check(r.stdout == "1 1 ", "Connection: close is honoured", r.stdout)
+
+    # POST /echo: a small body, and a 300 KB one (curl sends Expect:
+    # 100-continue for it and waits for the interim response).
+    r = curl("-X", "POST", "--data-binary", "ping pong", "-H", "Content-Type: text/x-test",
+             "-w", " %{content_type}", f"{base}/echo")
+    check(r.stdout == "ping pong text/x-test", "POST /echo echoes the body and its Content-Type", r.stdout)
+    with tempfile.NamedTemporaryFile() as f:
+        payload = os.urandom(300 * 1024)
+        f.write(payload)
+        f.flush()
+        t0 = time.monotonic()
+        r = harness.run(["curl", "-sS", "--max-time", "15", "--data-binary", f"@{f.name}", "-H",
+                         "Expect: 100-continue", f"{base}/echo"], input=b"", timeout=20)
+        took = time.monotonic() - t0
+    check(r.stdout == payload, "POST /echo with a 300 KB body round-trips", len(r.stdout))
+    check(took < 0.9, "Expect: 100-continue answered at once (curl waits 1 s otherwise)", took)
+    r = curl("-o", "/dev/null", "-w", "%{http_code}", f"{base}/echo")
+    check(r.stdout == "405", "GET /echo -> 405", r.stdout)
+
+    # Malformed and oversized requests: an error status, then the server
+    # closes the connection.
+    cases = [
+        (b"GARBAGE\r\n\r\n", 400, "a request line without method/target/version"),
+        (b"GET / HTTP/1.1\r\n\r\n", 400, "HTTP/1.1 without Host"),
+        (b"GET / HTTP/1.1\r\nHost: x\r\nbad header line\r\n\r\n", 400, "a header line without a colon"),
+        (b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n", 400, "a negative Content-Length"),
+        (b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400,
+         "conflicting Content-Lengths"),
+        (b"GET / HTTP/9.9\r\nHost: x\r\n\r\n", 505, "HTTP/9.9"),
+        (b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n", 431, "a 20 KB header"),
+        (b"GET / HTTP/1.1\r\nHost: x\r\n" + b"X-A: b\r\n" * 200 + b"\r\n", 431, "200 header fields"),
+        (b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n", 413, "a 100 MB body"),
+        (b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 501,
+         "Transfer-Encoding: chunked"),
+        (b"GET /" + b"a" * 20000 + b" HTTP/1.1\r\n", 414, "a 20 KB request line"),
+        (b"\x00\x01\x02\xff\xfe\r\n\r\n", 400, "binary junk"),
+    ]
+    for data, want, what in cases:
+        got = raw(server, data)
+        status = got.split(b" ", 2)[1:2]
+        check(got.startswith(b"HTTP/1.1 ") and status == [str(want).encode()] and
+              b"Connection: close" in got, f"{what} -> {want} and close", got[:200])
+
+    # Pipelining: four requests in one write; the answers come in order and
+    # the last one (Connection: close) ends the connection.
+    pipelined = (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+                 b"GET /json HTTP/1.1\r\nHost: x\r\n\r\n"
+                 b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+                 b"GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    resps = parse_responses(raw(server, pipelined))
+    check([(s, b) for s, _, b in resps][:1] == [(200, b"Hello, World!\n")] and
+          [s for s, _, _ in resps] == [200, 200, 200, 404] and resps[2][2] == b"hello",
+          "4 pipelined requests answered in order", [(s, b[:40]) for s, _, b in resps])
+
+    # One request delivered a byte at a time (partial parsing across reads).
+    s = server.connect()
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    req = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\nConnection: close\r\n\r\nhello world"
+    for i in range(len(req)):
+        s.sendall(req[i:i + 1])
+        time.sleep(0.002)
+    resps = parse_responses(harness.recv_all(s))
+    s.close()
+    check([(st, b) for st, _, b in resps] == [(200, b"hello world")], "a request sent byte by byte",
+          resps)
+
+    # Load: wrk, bounded in time, must see no socket errors and only 2xx.
+    if harness.have("wrk"):
+        r = harness.run(["wrk", "-t1", "-c20", "-d2s", "--timeout", "5s", f"{base}/"], timeout=30)
+        log("# wrk: " + " | ".join(line.strip() for line in r.stdout.splitlines()[-4:]))
+        m = re.search(r"(\d+) requests in", r.stdout)
+        check(r.returncode == 0 and m and int(m.group(1)) > 0, "wrk: requests were served", r.stdout)
+        check("Socket errors" not in r.stdout and "Non-2xx" not in r.stdout,
+              "wrk: no socket errors, no non-2xx responses", r.stdout)
+    else:
+        log("# wrk not installed: load test skipped")
+
+    r = curl(f"{base}/")
+    check(r.stdout == "Hello, World!\n", "still serving after the load", r.stdout)
+    # Shutdown with an idle keep-alive connection open.
+    idle = server.connect()
+    idle.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    harness.recv_until(idle, lambda d: d.endswith(b"Hello, World!\n"))
+    server.stop()
+    check(harness.recv_all(idle, 5) == b"", "idle keep-alive connection closed at shutdown")
+
+
+if __name__ == "__main__":
+    harness.main(test)
