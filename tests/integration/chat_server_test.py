@@ -145,8 +145,15 @@ def test(exe):
     got = [c.wait_for(lambda l: l.startswith("alice: ")) for c in crowd]
     check(all(g == "alice: hello everyone" for g in got), "a message fans out to 50 clients",
           [g for g in got if g != "alice: hello everyone"][:3])
+    check(bob.wait_for(lambda l: l.startswith("alice: ")) == "alice: hello everyone", "bob got it too")
     for c in crowd:
         c.close()
+
+    # Mutated input: whatever happens to those clients, the chat goes on.
+    harness.fuzz(server, [b"nick\n", b"hello\n", b"/who\n", b"/quit\n", b"\xff\xfe\x00\r\n"], count=100)
+    alice.send("after the fuzz")
+    got = bob.wait_for(lambda l: l == "alice: after the fuzz" or "bob" in l)
+    check(server.alive() and got == "alice: after the fuzz", "100 mutated clients: the chat goes on", got)
 
     # A client that connects but never sends a nickname does not hold up
     # shutdown; connected clients get a goodbye, then EOF.

@@ -216,3 +216,32 @@ def recv_all(sock, timeout=10):
             break
         data += chunk
     return data
+
+
+def fuzz(server, seeds, count=150, seed=1):
+    """Sends `count` connections' worth of mutated seed requests (flipped,
+    inserted and deleted bytes; deterministic) and reads what comes back.
+    The caller then checks that the server still answers."""
+    import random
+    rnd = random.Random(seed)
+    for _ in range(count):
+        data = b""
+        for _ in range(rnd.randrange(1, 6)):
+            d = bytearray(rnd.choice(seeds))
+            for _ in range(rnd.randrange(0, 4)):
+                op, pos = rnd.randrange(3), rnd.randrange(len(d) + 1)
+                if op == 0 and d:
+                    d[min(pos, len(d) - 1)] = rnd.randrange(256)
+                elif op == 1:
+                    d[pos:pos] = bytes(rnd.randrange(256) for _ in range(rnd.randrange(1, 8)))
+                elif d:
+                    del d[min(pos, len(d) - 1)]
+            data += bytes(d)
+        s = server.connect()
+        s.settimeout(0.1)
+        try:
+            s.sendall(data)
+            s.recv(65536)
+        except OSError:
+            pass
+        s.close()

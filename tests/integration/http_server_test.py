@@ -158,6 +158,12 @@ def test(exe):
     check([(st, b) for st, _, b in resps] == [(200, b"hello world")], "a request sent byte by byte",
           resps)
 
+    # Mutated requests: whatever the answer, the server keeps serving.
+    harness.fuzz(server, [b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+                          b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
+                          b"GET /sleep?ms=1 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"])
+    check(server.alive() and curl(f"{base}/").stdout == "Hello, World!\n", "150 mutated requests: still serving")
+
     # Load: wrk, bounded in time, must see no socket errors and only 2xx.
     if harness.have("wrk"):
         r = harness.run(["wrk", "-t1", "-c20", "-d2s", "--timeout", "5s", f"{base}/"], timeout=30)

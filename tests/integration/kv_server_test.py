@@ -150,6 +150,12 @@ def test(exe):
         s.close()
         check(got == want, f"protocol error for {data[:20]!r}", got)
 
+    # Mutated commands: whatever the answer, the server keeps serving.
+    harness.fuzz(server, [resp("SET", "k", "v"), b"GET k\r\n", b"KEYS *[a-\\\r\n", b'SET "a\\x41" b\r\n',
+                          resp("KEYS", "[[[*?\\]]"), b"EXPIRE k 9223372036854775807\r\n",
+                          b"SET k v PXAT -1\r\n", b"INCRBY k -9223372036854775808\r\n", resp("MSET", "a", "1")])
+    check(server.alive() and cli("PING") == "PONG", "150 mutated command streams: still serving")
+
     # nc with inline commands (telnet style).
     if harness.have("nc"):
         r = harness.run(["nc", "-N", server.host, port], input="SET n 41\r\nINCR n\r\nQUIT\r\n", timeout=20)
