@@ -25,6 +25,8 @@
 #include <thread>
 #include <utility>
 
+#include <gtest/gtest-spi.h>
+
 #include "gort/preempt.hpp"
 #include "tests/testing.hpp"
 
@@ -52,11 +54,32 @@ void run_cfg(const gort::Config& cfg, F&& body, bool all_exit = true) {
   expect_no_leaks(before);
 }
 
-// In a GORT_EXPECT_SUBPROCESS_OK child: gtest prints failures on stdout,
-// which the parent does not show; send them to stderr, which it does.
-inline void child_failures_to_stderr() {
-  std::fflush(stdout);
-  ::dup2(2, 1);
+// For GORT_EXPECT_SUBPROCESS_OK: gtest does not show the failures of a
+// death-test child, only its stderr and exit status. reporting(child) runs
+// child with every thread's results intercepted, prints the failures on
+// stderr and exits with 1 if there were any.
+template <class F>
+auto reporting(F child) {
+  return [child]() mutable {
+    ::testing::TestPartResultArray results;
+    {
+      ::testing::ScopedFakeTestPartResultReporter reporter(
+          ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ALL_THREADS, &results);
+      child();
+    }
+    int failed = 0;
+    for (int i = 0; i < results.size(); i++) {
+      const ::testing::TestPartResult& r = results.GetTestPartResult(i);
+      if (!r.failed()) continue;
+      failed++;
+      std::fprintf(stderr, "%s:%d: Failure\n%s\n", r.file_name() ? r.file_name() : "?",
+                   r.line_number(), r.message());
+    }
+    if (failed > 0) {
+      std::fflush(nullptr);
+      ::_exit(1);
+    }
+  };
 }
 
 inline uint32_t self_async_preempts() {
@@ -75,6 +98,10 @@ class Watchdog {
             fired_.store(true);
             lock.unlock();
             rescue();
+            // Stay alive until disarmed, so that thread counts taken
+            // around a gort::run do not see this thread vanish.
+            lock.lock();
+            cv_.wait(lock, [this] { return disarmed_; });
           }
         }) {}
   ~Watchdog() {

@@ -258,7 +258,6 @@ TEST(PreemptIntegrity, ReferencesAreSane) {
 TEST(PreemptIntegrity, RegistersAndFpStateSurviveHeavyPreemption) {
   if (!gort::async_preemption_available()) GTEST_SKIP() << "no async preemption in this build";
   auto child = [] {
-    child_failures_to_stderr();
     const References ref = compute_references();
     ASSERT_EQ(ref.kahan, kahan_exact(kKahanN));
     ASSERT_NE(ref.upward, ref.nearest);
@@ -348,7 +347,7 @@ TEST(PreemptIntegrity, RegistersAndFpStateSurviveHeavyPreemption) {
     std::fprintf(stderr, "[info] %llu async preemptions\n",
                  static_cast<unsigned long long>(preempts.load()));
   };
-  GORT_EXPECT_SUBPROCESS_OK(60, child);
+  GORT_EXPECT_SUBPROCESS_OK(60, reporting(child));
 }
 
 // A goroutine's rounding mode must not leak into another goroutine. Here
@@ -408,7 +407,6 @@ __attribute__((noinline)) uint64_t burn(int us) {
 TEST(PreemptIntegrity, MallocStringsStreamsAndExceptionsUnderPreemption) {
   if (!gort::async_preemption_available()) GTEST_SKIP() << "no async preemption in this build";
   auto child = [] {
-    child_failures_to_stderr();
     enum Kind { kSpin, kMalloc, kString, kStream, kExcept, kNumKinds };
     const char* names[kNumKinds] = {"spin", "malloc", "string", "ostringstream", "exceptions"};
     std::atomic<int64_t> runs[kNumKinds] = {};
@@ -530,7 +528,7 @@ TEST(PreemptIntegrity, MallocStringsStreamsAndExceptionsUnderPreemption) {
                  static_cast<unsigned long long>(preempts.load()),
                  static_cast<unsigned long long>(moved_in_catch.load()));
   };
-  GORT_EXPECT_SUBPROCESS_OK(60, child);
+  GORT_EXPECT_SUBPROCESS_OK(60, reporting(child));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 // G::async_preempts counts how often that happened. A Watchdog stops the
 // spinner if preemption never comes, so a broken runtime fails the test
 // instead of hanging it.
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -198,6 +199,55 @@ TEST(Preempt, PreemptedGoroutineResumesOnAnotherThreadWithStateIntact) {
   EXPECT_GE(migrated, 1) << "3 spinners on 2 Ps, preempted every ms for up to 5 s: none moved";
 }
 
+// ---- every thread that runs goroutines accepts the signal ----
+
+// Whether the calling thread blocks the preemption signal.
+bool preempt_signal_blocked() {
+  sigset_t set;
+  pthread_sigmask(SIG_BLOCK, nullptr, &set);
+  return sigismember(&set, internal::preempt_signal()) == 1;
+}
+
+// sysmon blocks the preemption signal for itself. An M that sysmon starts
+// (handing off the P of a goroutine stuck in blocking()) must not inherit
+// that mask, or goroutines on it can never be preempted. Here the only P
+// is handed to a new thread while the main goroutine sits in blocking(), and
+// a call-free spinner on that thread must still let another goroutine run.
+TEST(Preempt, ThreadsStartedBySysmonAcceptThePreemptionSignal) {
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
+  std::atomic<int> ran_blocked{0}, ran{0};
+  std::atomic<bool> spinning{true};
+  std::atomic<bool> other_stopped_spinner{false};
+  std::atomic<uint32_t> preempts{0};
+  Watchdog dog(10s, [&] { spinning.store(false); });
+  run_cfg(preempt_cfg(1), [&] {
+    Countdown cd(2);
+    gort::go([&] {
+      ran++;
+      if (preempt_signal_blocked()) ran_blocked++;
+      gort::go([&] {
+        ran++;
+        if (preempt_signal_blocked()) ran_blocked++;
+        other_stopped_spinner = spinning.exchange(false);
+        cd.done();
+      });
+      spin_while(spinning);
+      preempts = self_async_preempts();
+      cd.done();
+    });
+    // Our thread sleeps in the kernel; sysmon hands the P to another thread,
+    // which runs the spinner.
+    gort::blocking([] { ::usleep(200000); });
+    cd.wait();
+  });
+  dog.disarm();
+  EXPECT_EQ(ran.load(), 2);
+  EXPECT_EQ(ran_blocked.load(), 0) << "goroutines ran on a thread that blocks the preemption signal";
+  EXPECT_FALSE(dog.fired()) << "a spinner on the thread sysmon started was never preempted";
+  EXPECT_TRUE(other_stopped_spinner.load());
+  EXPECT_GE(preempts.load(), 1u);
+}
+
 // ---- Config::preempt = false ----
 
 TEST(Preempt, PreemptOffLeavesOnlyCooperativePreemption) {
@@ -362,7 +412,6 @@ void count_foreign_sigurg(int) { g_foreign_sigurg.fetch_add(1); }
 TEST(PreemptSignal, ForeignSigurgGoesToThePreviousHandlerAndOursDoNot) {
   SKIP_UNLESS_X86_64_NO_TSAN();
   auto child = [] {
-    child_failures_to_stderr();
     // Installed before the runtime's first start (this is a fresh process).
     struct sigaction sa = {};
     sa.sa_handler = &count_foreign_sigurg;
@@ -399,13 +448,12 @@ TEST(PreemptSignal, ForeignSigurgGoesToThePreviousHandlerAndOursDoNot) {
     EXPECT_GE(preempts.load(), 1u);
     EXPECT_EQ(g_foreign_sigurg.load(), 3);
   };
-  GORT_EXPECT_SUBPROCESS_OK(60, child);
+  GORT_EXPECT_SUBPROCESS_OK(60, reporting(child));
 }
 
 TEST(PreemptSignal, SignalNumberFromEnvironment) {
   SKIP_UNLESS_X86_64_NO_TSAN();
   auto child = [] {
-    child_failures_to_stderr();
     int sig = SIGRTMIN + 3;
     setenv("GORT_PREEMPT_SIGNAL", std::to_string(sig).c_str(), 1);
     struct sigaction sa = {};
@@ -437,14 +485,13 @@ TEST(PreemptSignal, SignalNumberFromEnvironment) {
     EXPECT_GE(preempts.load(), 1u);
     EXPECT_EQ(g_foreign_sigurg.load(), 0) << "SIGURG was used although GORT_PREEMPT_SIGNAL chose another";
   };
-  GORT_EXPECT_SUBPROCESS_OK(60, child);
+  GORT_EXPECT_SUBPROCESS_OK(60, reporting(child));
 }
 
 // ---- sysmon's idle cost ----
 
 TEST(Sysmon, IdleProgramCostsNearlyNoCpu) {
   auto child = [] {
-    child_failures_to_stderr();
     for (int procs : {1, 4}) {
       rusage r0{}, r1{};
       gort::run(
@@ -471,7 +518,7 @@ TEST(Sysmon, IdleProgramCostsNearlyNoCpu) {
       EXPECT_LT(switches, 1000) << procs << " P";
     }
   };
-  GORT_EXPECT_SUBPROCESS_OK(60, child);
+  GORT_EXPECT_SUBPROCESS_OK(60, reporting(child));
 }
 
 // ---- shutdown ----
@@ -479,7 +526,6 @@ TEST(Sysmon, IdleProgramCostsNearlyNoCpu) {
 TEST(Preempt, RunReturnsWhileSpinnersStillRun) {
   SKIP_WITHOUT_ASYNC_PREEMPTION();
   auto child = [] {
-    child_failures_to_stderr();
     for (int procs : {1, 2}) {
       // Never cleared: the spinners are abandoned when main returns, as Go
       // abandons goroutines at exit.
@@ -503,7 +549,7 @@ TEST(Preempt, RunReturnsWhileSpinnersStillRun) {
     // And the runtime starts again afterwards.
     EXPECT_EQ(gort::run([] { return 7; }, preempt_cfg(2)), 7);
   };
-  GORT_EXPECT_SUBPROCESS_OK(60, child);
+  GORT_EXPECT_SUBPROCESS_OK(60, reporting(child));
 }
 
 }  // namespace
