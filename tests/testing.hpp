@@ -87,11 +87,15 @@ inline int count_maps_lines() {
 template <class Pred>
 bool eventually(Pred pred, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
   auto deadline = std::chrono::steady_clock::now() + limit;
-  for (;;) {
+  for (uint32_t i = 1;; i++) {
     if (pred()) return true;
     if (std::chrono::steady_clock::now() > deadline) return pred();
-    if (gort::in_goroutine()) gort::yield();
-    std::this_thread::yield();
+    // In a goroutine, let the others on this P run. Yield the OS thread only
+    // now and then: on a loaded machine sched_yield can cost a whole kernel
+    // time slice.
+    bool g = gort::in_goroutine();
+    if (g) gort::yield();
+    if (!g || i % 64 == 0) std::this_thread::yield();
   }
 }
 
