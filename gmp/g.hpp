@@ -97,6 +97,11 @@ struct alignas(64) G {
   unsigned int eh_uncaught = 0;
   void* asan_fake_stack = nullptr;
   void* tsan_fiber = nullptr;
+  // Floating-point control state (MXCSR, x87 control word) the goroutine
+  // starts with: its creator's at `go` time, as a new thread inherits its
+  // creator's floating-point environment.
+  uint32_t fp_mxcsr = 0x1F80;
+  uint16_t fp_x87cw = 0x037F;
 
   ClosureFn invoke = nullptr;
   ClosureFn destroy = nullptr;

@@ -3,6 +3,7 @@
 
 #include "gmp/fatal.hpp"
 #include "gmp/sched.hpp"
+#include "gmp/switch.hpp"
 #include "gmp/tls.hpp"
 
 namespace gort::internal {
@@ -104,14 +105,20 @@ const char* wait_reason_string(WaitReason r) {
 }
 
 G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
-  if (!sched.running.load(std::memory_order_acquire) ||
-      sched.stopping.load(std::memory_order_acquire)) {
-    throw panic_error("gort::go: the runtime is not running (call it inside gort::run)");
-  }
   M* m = getm();
   // A goroutine, or an M's scheduler context (a timer starting a
   // goroutine) that holds a P: use that P's caches and queue.
   P* p = m != nullptr ? m->p : nullptr;
+  if (p == nullptr) {
+    // A plain thread: announce the call first, so that shutdown (which
+    // waits for external_go to drain) cannot free the runtime under it.
+    sched.external_go.fetch_add(1, std::memory_order_acq_rel);
+  }
+  if (!sched.running.load(std::memory_order_acquire) ||
+      sched.stopping.load(std::memory_order_acquire)) {
+    if (p == nullptr) sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
+    throw panic_error("gort::go: the runtime is not running (call it inside gort::run)");
+  }
   G* g = gfget(p);
   if (g == nullptr) {
     g = new G;
@@ -124,8 +131,25 @@ G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
   g->started = false;
   g->param = nullptr;
   g->id = next_goid(p);
+  capture_fp_control(g);
   *storage = g->closure;
   return g;
+}
+
+void newproc_abort(G* g) {
+  g->invoke = g->destroy = nullptr;
+  M* m = getm();
+  P* p = m != nullptr ? m->p : nullptr;
+  if (p != nullptr) {
+    p->gfree.push_back(g);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(sched.lock);
+    sched.gfree.push_back(g);
+    sched.ngfree++;
+  }
+  sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 void newproc_start(G* g) {
@@ -145,7 +169,9 @@ void newproc_start(G* g) {
     wakep();
     return;
   }
-  // A plain thread: hand it to the global queue and make sure an M sees it.
+  // A plain thread (external_go was raised by newproc_alloc): hand it to
+  // the global queue and make sure an M sees it. external_ops keeps the
+  // deadlock detector quiet meanwhile.
   sched.external_ops.fetch_add(1, std::memory_order_acq_rel);
   sched.external_created.fetch_add(1, std::memory_order_relaxed);
   {
@@ -154,6 +180,7 @@ void newproc_start(G* g) {
   }
   wakep();
   sched.external_ops.fetch_sub(1, std::memory_order_acq_rel);
+  sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 }  // namespace gort::internal

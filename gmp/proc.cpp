@@ -339,6 +339,12 @@ top:
         if (!np->runq.empty()) wakep();
         goto top;
       }
+    } else if (when >= 0) {
+      // Someone else blocks in the poller: make sure it wakes in time for
+      // the earliest timer (it may have computed its timeout while that
+      // timer was out of its heap, being re-armed).
+      int64_t until = sched.poll_until.load(std::memory_order_acquire);
+      if (until == 0 || until > when) sched.hooks.netpoll_break();
     }
   }
   stopm(m);
@@ -670,6 +676,12 @@ void* mstart(void* arg) {
 }  // namespace
 
 void newm(P* p, bool spinning) {
+  if (sched.stopping.load(std::memory_order_acquire)) {
+    // No new threads once stopping: run() may already have joined them.
+    // p is simply dropped: nothing schedules any more, teardown frees it.
+    if (spinning) sched.nmspinning.fetch_sub(1, std::memory_order_acq_rel);
+    return;
+  }
   M* m = new M;
   m->id = sched.mnext.fetch_add(1, std::memory_order_relaxed);
   m->g0.is_g0 = true;

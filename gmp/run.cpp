@@ -88,6 +88,7 @@ void reset_sched(const Config& cfg) {
   sched.mnext.store(0);
   sched.external_created.store(0);
   sched.external_ops.store(0);
+  sched.external_go.store(0);
   sched.nblocking.store(0);
   sched.cfg = cfg;
   sched.nprocs = cfg.procs;
@@ -181,6 +182,8 @@ int run_main(void (*body)(void*, int*), void* arg, const Config& cfg_in) {
 
   if (sched.hooks.sysmon_start != nullptr) sched.hooks.sysmon_start();
   mstart_on_current_thread(m0);
+  // Plain threads inside go() finish before anything is torn down.
+  while (sched.external_go.load(std::memory_order_acquire) > 0) sched_yield();
   // sysmon keeps preempting until every M has left its loop.
   join_ms();
   if (sched.hooks.sysmon_stop != nullptr) sched.hooks.sysmon_stop();

@@ -84,8 +84,11 @@ struct Sched {
   std::atomic<int64_t> mnext{0};
   // Goroutines started from plain threads (their exits count on a P).
   std::atomic<int64_t> external_created{0};
-  // Plain-thread calls in progress that may ready a goroutine.
+  // Plain-thread calls in progress that may ready a goroutine (the
+  // deadlock detector stands down while > 0).
   std::atomic<int32_t> external_ops{0};
+  // Plain-thread go() calls in progress (run() drains them before freeing).
+  std::atomic<int32_t> external_go{0};
   // Runtime threads that are not Ms (sysmon).
   std::atomic<int32_t> nsystem_threads{0};
   // Ms inside gort::blocking().

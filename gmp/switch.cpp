@@ -5,6 +5,7 @@
 
 #include <boost/context/detail/fcontext.hpp>
 #include <cerrno>
+#include <cstring>
 
 #include "gmp/fatal.hpp"
 #include "gmp/sanitizer.hpp"
@@ -124,9 +125,25 @@ void switch_exit(G* from, G* to) {
   fatal("switch_exit: a dead goroutine was resumed");
 }
 
+void capture_fp_control(G* g) {
+#if defined(__x86_64__)
+  asm volatile("stmxcsr %0" : "=m"(g->fp_mxcsr));
+  asm volatile("fnstcw %0" : "=m"(g->fp_x87cw));
+#else
+  (void)g;
+#endif
+}
+
 void make_context(G* g) {
   size_t size = static_cast<size_t>(g->stack_hi - g->stack_lo);
   g->ctx = bctx::make_fcontext(g->stack_hi, size, &entry);
+#if defined(__x86_64__)
+  // make_fcontext snapshots the *current* thread's MXCSR and x87 control
+  // word into the new context (at offsets 0 and 4); the goroutine must get
+  // its creator's instead.
+  std::memcpy(static_cast<char*>(g->ctx), &g->fp_mxcsr, sizeof g->fp_mxcsr);
+  std::memcpy(static_cast<char*>(g->ctx) + 4, &g->fp_x87cw, sizeof g->fp_x87cw);
+#endif
   if (g->tsan_fiber == nullptr) g->tsan_fiber = tsan_create_fiber();
   g->saved_errno = 0;
   g->eh_caught = nullptr;

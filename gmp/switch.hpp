@@ -25,6 +25,8 @@ void switch_to(G* from, G* to);
 struct M;
 // Caches the calling thread's errno and exception-globals addresses in m.
 void m_thread_state_init(M* m);
+// Records the caller's floating-point control state as g's initial one.
+void capture_fp_control(G* g);
 // Prepares g (which has a stack) to start running goroutine_main(g).
 void make_context(G* g);
 

@@ -246,6 +246,13 @@ int64_t timers_run(P* p, int64_t now) {
       if (rearm) {
         t->state = Timer::kQueued;
         heap_push(th, t);
+        if (th->heap[0] == t) {
+          // A poller that looked while t was out of the heap may sleep
+          // past it.
+          unlock_word(&th->lock);
+          wake_poller(t->when);
+          lock_word(&th->lock);
+        }
         continue;
       }
       t->state = Timer::kIdle;

@@ -88,6 +88,8 @@ using ClosureFn = void (*)(void* storage);
 G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage);
 // Makes a goroutine from newproc_alloc runnable.
 void newproc_start(G* g);
+// Gives back a G from newproc_alloc whose closure was never constructed.
+void newproc_abort(G* g);
 
 int run_main(void (*body)(void* arg, int* result), void* arg,
              const Config& cfg);
@@ -158,19 +160,25 @@ void go(F&& f, Args&&... args) {
   using Tuple = std::tuple<std::decay_t<F>, std::decay_t<Args>...>;
   static_assert(std::is_invocable_v<std::decay_t<F>, std::decay_t<Args>...>,
                 "gort::go: f is not callable with these arguments");
+  constexpr bool kInline = sizeof(Tuple) <= kInlineClosureSize && alignof(Tuple) <= 16;
   void* storage;
-  if constexpr (sizeof(Tuple) <= kInlineClosureSize && alignof(Tuple) <= 16) {
-    internal::G* g = internal::newproc_alloc(&internal::invoke_inline<Tuple>,
-                                             &internal::destroy_inline<Tuple>, &storage);
-    ::new (storage) Tuple(std::forward<F>(f), std::forward<Args>(args)...);
-    internal::newproc_start(g);
-  } else {
-    Tuple* t = new Tuple(std::forward<F>(f), std::forward<Args>(args)...);
-    internal::G* g = internal::newproc_alloc(&internal::invoke_heap<Tuple>,
-                                             &internal::destroy_heap<Tuple>, &storage);
-    *static_cast<Tuple**>(storage) = t;
-    internal::newproc_start(g);
+  // Allocate first: if the runtime is not running this panics before f and
+  // args are copied anywhere.
+  internal::G* g = kInline ? internal::newproc_alloc(&internal::invoke_inline<Tuple>,
+                                                     &internal::destroy_inline<Tuple>, &storage)
+                           : internal::newproc_alloc(&internal::invoke_heap<Tuple>,
+                                                     &internal::destroy_heap<Tuple>, &storage);
+  try {
+    if constexpr (kInline) {
+      ::new (storage) Tuple(std::forward<F>(f), std::forward<Args>(args)...);
+    } else {
+      *static_cast<Tuple**>(storage) = new Tuple(std::forward<F>(f), std::forward<Args>(args)...);
+    }
+  } catch (...) {
+    internal::newproc_abort(g);
+    throw;
   }
+  internal::newproc_start(g);
 }
 
 // Runs f() — a call that may block in the kernel (file I/O, a foreign
