@@ -120,6 +120,7 @@ absl::StatusOr<std::vector<SockAddr>> lookup_ip(const Context& ctx, absl::Time d
     return std::vector<SockAddr>{lit};
   }
   std::string h(host);
+  if (h.find('\0') != std::string::npos) return absl::NotFoundError(cat("lookup ", h, ": no such host"));
   if (auto e = ctx.err(); !e.ok()) return wrap_error(cat("lookup ", h), ctx_error(e));
   // A lookup that cannot be cancelled runs right here.
   if (ctx.done().is_nil() && deadline == absl::InfiniteFuture()) {

@@ -115,24 +115,30 @@ TEST_P(NetTest, CloseWakesEveryQueuedCaller) {
   run_test([] {
     Pair p = make_pair();
     if (!p.server) return;
-    // Three readers: one parks in the poller, the others queue behind it.
+    // Three readers: one parks in the poller, the others queue behind it
+    // on the read lock (a gort::Mutex).
     constexpr int kReaders = 3;
     std::atomic<int> closed_errors{0};
     gort::WaitGroup wg;
-    Parked first;
+    Parked parked[kReaders];
     for (int i = 0; i < kReaders; i++) {
       wg.add(1);
-      gort::go([&] {
-        first.mark();
+      gort::go([&, i] {
+        parked[i].mark();
         char b[8];
         auto r = p.client.read(absl::MakeSpan(b));
         if (r.status() == kClosed) closed_errors.fetch_add(1);
         wg.done();
       });
     }
-    EXPECT_TRUE(first.wait(WaitReason::kIOWait) || first.now(WaitReason::kSyncMutex) ||
-                first.wait(WaitReason::kSemacquire));
-    gort::sleep(absl::Milliseconds(20));  // let all of them block
+    EXPECT_TRUE(gort::test::eventually([&] {
+      int io = 0, queued = 0;
+      for (auto& pk : parked) {
+        io += pk.now(WaitReason::kIOWait);
+        queued += pk.now(WaitReason::kSyncMutex);
+      }
+      return io == 1 && queued == kReaders - 1;
+    }));
     EXPECT_TRUE(p.client.close().ok());
     wg.wait();
     EXPECT_EQ(closed_errors.load(), kReaders);
@@ -172,7 +178,7 @@ TEST_P(NetTest, ConcurrentReadersAndWriters) {
             all.append(b, *n);
           }
           if (total.fetch_add(*n) + *n == size_t{kWriters} * kRecords * kSize) {
-            p.server.close();  // wakes the other readers
+            (void)p.server.close();  // wakes the other readers
           }
         }
         wg.done();
@@ -266,7 +272,7 @@ TEST_P(NetTest, NoFdLeaks) {
       EXPECT_TRUE(write_str(p.client, "x").ok());
       EXPECT_EQ(read_exactly(p.server, 1).value_or(""), "x");
       std::string addr = p.ln.addr();
-      p.ln.close();
+      (void)p.ln.close();
       EXPECT_FALSE(gort::net::dial("tcp", addr).ok());           // refused
       EXPECT_FALSE(gort::net::listen("tcp", p.client.local_addr()).ok());  // in use
       EXPECT_FALSE(gort::net::dial_timeout("tcp", "127.0.0.1:1", absl::Seconds(5)).ok());
@@ -332,9 +338,9 @@ TEST(NetClose, AcceptBacksOffWhenOutOfDescriptors) {
       if (got.ok()) {
         EXPECT_TRUE(write_str(c, "hi").ok());
         EXPECT_EQ(read_exactly(*got, 2).value_or(""), "hi");
-        got->close();
+        (void)got->close();
       }
-      c.close();
+      (void)c.close();
 
       // Out of descriptors again, with a long backoff under way: close()
       // wakes accept at once.
@@ -358,7 +364,7 @@ TEST(NetClose, AcceptBacksOffWhenOutOfDescriptors) {
       wg.wait();
       EXPECT_EQ(st, kClosed);
       EXPECT_LT(absl::Now() - closing, absl::Milliseconds(300));
-      c2.close();
+      (void)c2.close();
       got = absl::StatusOr<gort::net::Conn>();
       for (int f : hog) ::close(f);
       ::setrlimit(RLIMIT_NOFILE, &rl);

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "gort/context.hpp"
 #include "gort/net.hpp"
 #include "gort/sync.hpp"
 #include "gort/time.hpp"
@@ -54,7 +55,9 @@ void echo_round_trip(const char* network, const std::string& address) {
       EXPECT_TRUE(write_str(c, m).ok());
       auto back = read_exactly(c, m.size());
       EXPECT_TRUE(back.ok()) << back.status();
-      if (back.ok()) EXPECT_EQ(*back, m);
+      if (back.ok()) {
+        EXPECT_EQ(*back, m);
+      }
     }
     EXPECT_TRUE(c.close().ok());
   }
@@ -111,7 +114,7 @@ TEST_P(NetTest, Tcp6Echo) {
       GTEST_SKIP() << "no IPv6 loopback: " << probe.status();
     }
     EXPECT_EQ(probe->addr().rfind("[::1]:", 0), 0u) << probe->addr();
-    probe->close();
+    (void)probe->close();
     echo_round_trip("tcp6", "[::1]:0");
     echo_round_trip("tcp", "[::1]:0");
   });
@@ -128,7 +131,7 @@ TEST_P(NetTest, WildcardListenerIsDualStack) {
     if (c) {
       EXPECT_TRUE(write_str(c, "v4").ok());
       EXPECT_EQ(read_exactly(c, 2).value_or(""), "v4");
-      c.close();
+      (void)c.close();
     }
     wg.wait();
     // Empty host on dial: the local system.
@@ -137,7 +140,7 @@ TEST_P(NetTest, WildcardListenerIsDualStack) {
     if (c2) {
       EXPECT_TRUE(write_str(c2, "local").ok());
       EXPECT_EQ(read_exactly(c2, 5).value_or(""), "local");
-      c2.close();
+      (void)c2.close();
     }
     wg.wait();
   });
@@ -157,7 +160,7 @@ TEST_P(NetTest, DialHostName) {
     if (c) {
       EXPECT_TRUE(write_str(c, "by name").ok());
       EXPECT_EQ(read_exactly(c, 7).value_or(""), "by name");
-      c.close();
+      (void)c.close();
     }
     wg.wait();
     auto hosts = gort::net::lookup_host("localhost");
@@ -167,6 +170,14 @@ TEST_P(NetTest, DialHostName) {
     EXPECT_TRUE(has_v4);
     auto lit = gort::net::lookup_host("::1");
     EXPECT_EQ(lit.value_or(std::vector<std::string>{}), std::vector<std::string>{"::1"});
+    auto [ctx, cancel] = gort::with_cancel(gort::background());
+    cancel();
+    auto cancelled = gort::net::lookup_host(ctx, "localhost");
+    EXPECT_EQ(cancelled.status(), absl::CancelledError("lookup localhost: operation was canceled"));
+    auto [ctx2, cancel2] = gort::with_timeout(gort::background(), absl::Seconds(30));
+    auto timed = gort::net::lookup_host(ctx2, "localhost");  // in its own goroutine
+    EXPECT_TRUE(timed.ok()) << timed.status();
+    cancel2();
   });
 }
 
@@ -391,6 +402,7 @@ TEST_P(NetTest, PlainThreadClient) {
     if (!ln) return;
     gort::WaitGroup wg;
     echo_once(ln, wg);
+    echo_once(ln, wg);
     std::string addr = ln.addr();
     std::string got;
     absl::Status timeout;
@@ -405,9 +417,14 @@ TEST_P(NetTest, PlainThreadClient) {
         auto w = c->write(absl::MakeConstSpan(m.data(), m.size()));
         auto r = read_exactly(*c, m.size());
         got = w.ok() && r.ok() && *r == m ? "ok" : "mismatch";
-        c->set_read_deadline(absl::Now() + absl::Milliseconds(30));
+        (void)c->set_read_deadline(absl::Now() + absl::Milliseconds(30));
         char b[4];
         timeout = c->read(absl::MakeSpan(b)).status();
+        // A context from a plain thread: its interrupter is a goroutine.
+        auto [ctx, cancel] = gort::with_timeout(gort::background(), absl::Seconds(30));
+        auto c2 = gort::net::dial(ctx, "tcp", addr);
+        if (!c2.ok()) got = c2.status().ToString();
+        cancel();
       }
       finished.store(true);
     });
