@@ -1,6 +1,7 @@
 // tests/stdlib/chan_test.cpp — channels (stdlib/chan.cpp, gort/chan.hpp):
 // rendezvous, buffering, close, panics, nil channels, payload lifetimes,
 // range-for, handle copies and use from plain threads.
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -198,6 +199,48 @@ TEST_P(Chan, ManySendersManyReceiversBuffered) {
 
 TEST_P(Chan, ManySendersManyReceiversBufferOfOne) {
   run_test([] { many_to_many(1); });
+}
+
+// A receiver woken by a send runs next on the sender's P (Go's runnext),
+// and in Go it inherits the rest of the sender's time slice, so a pair
+// handing values back and forth still gives the P up to the others once per
+// slice (SPEC, Preemption: with one P, other goroutines keep running with a
+// delay of about one time slice). Here main yields a few times while such a
+// pair runs. Bounded: the pair gives up after 5 s (500 slices), which fails
+// the test.
+TEST_P(Chan, HandOffPairDoesNotStarveOtherGoroutines) {
+  run_test([] {
+    auto ping = gort::make_chan<int>();
+    auto pong = gort::make_chan<int>();
+    std::atomic<bool> stop{false}, gave_up{false};
+    std::atomic<int64_t> rounds{0};
+    Countdown cd(2);
+    gort::go([&] {
+      auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (!stop.load()) {
+        if (std::chrono::steady_clock::now() > give_up) {
+          gave_up = true;
+          break;
+        }
+        ping.send(1);
+        (void)pong.recv();
+        rounds++;
+      }
+      ping.close();
+      cd.done();
+    });
+    gort::go([&] {
+      for (int v : ping) pong.send(v);
+      cd.done();
+    });
+    while (rounds.load() < 100) gort::yield();
+    for (int i = 0; i < 10; i++) gort::yield();
+    stop = true;
+    bool late = gave_up.load();
+    cd.wait();
+    EXPECT_FALSE(late) << "main did not get to run for 5 s while two goroutines handed a value back and forth ("
+                       << rounds.load() << " rounds)";
+  });
 }
 
 // ---- close ----

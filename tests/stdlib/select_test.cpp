@@ -554,6 +554,92 @@ TEST_P(Select, ProducersAndConsumersThroughSelect) {
   GORT_EXPECT_SUBPROCESS_OK(90, stress);
 }
 
+// Close racing with parked senders (plain sends and select sends) and with
+// receivers selecting over all the channels. Every send that returned
+// normally delivered its value exactly once; every other send panicked; the
+// payloads are all destroyed exactly once.
+void close_race(size_t cap) {
+  constexpr int kChans = 4;
+  constexpr int kSenders = 6;
+  constexpr int kReceivers = 4;
+  gort::test::Tracked::reset();
+  {
+    std::array<gort::Chan<gort::test::Tracked>, kChans> ch;
+    for (auto& c : ch) c = gort::make_chan<gort::test::Tracked>(cap);
+    std::atomic<int64_t> sent_sum{0}, sent_count{0}, recv_sum{0}, recv_count{0};
+    std::atomic<int> wrong_panics{0};
+    // The receiver that sees the 20000th value closes every channel (from
+    // its select callback). Not main: with one P, main could wait long for
+    // its turn (see Chan.HandOffPairDoesNotStarveOtherGoroutines).
+    std::atomic<bool> closed{false};
+    Countdown cd(kSenders + kReceivers);
+    for (int s = 0; s < kSenders; s++) {
+      gort::go([&, s] {
+        for (int i = 0;; i++) {
+          int v = s * 1000000 + i + 1;
+          auto k = static_cast<size_t>((i + s) % kChans);
+          std::string what = panic_message([&] {
+            if (s % 2 == 0) {
+              ch[k].send(gort::test::Tracked(v));
+            } else {
+              size_t k2 = (k + 1) % kChans;
+              gort::select(gort::on_send(ch[k], gort::test::Tracked(v)),
+                           gort::on_send(ch[k2], gort::test::Tracked(v)));
+            }
+          });
+          if (what == "<no panic>") {
+            sent_sum += v;
+            sent_count++;
+            continue;
+          }
+          if (what != "send on closed channel") wrong_panics++;
+          break;
+        }
+        cd.done();
+      });
+    }
+    for (int r = 0; r < kReceivers; r++) {
+      gort::go([&] {
+        std::array<gort::Chan<gort::test::Tracked>, kChans> live = ch;
+        int open = kChans;
+        while (open > 0) {
+          auto on = [&](size_t k) {
+            return gort::on_recv(live[k], [&, k](std::optional<gort::test::Tracked> t) {
+              if (!t) {
+                live[k] = gort::Chan<gort::test::Tracked>();
+                open--;
+                return;
+              }
+              recv_sum += t->value;
+              recv_count++;
+              if (recv_count.load() > 20000 && !closed.exchange(true)) {
+                for (auto& c : ch) c.close();
+              }
+            });
+          };
+          gort::select(on(0), on(1), on(2), on(3));
+        }
+        cd.done();
+      });
+    }
+    cd.wait();
+    EXPECT_EQ(wrong_panics.load(), 0);
+    EXPECT_GT(recv_count.load(), 20000);
+    EXPECT_EQ(recv_count.load(), sent_count.load()) << "cap " << cap;
+    EXPECT_EQ(recv_sum.load(), sent_sum.load()) << "cap " << cap;
+  }
+  EXPECT_EQ(gort::test::Tracked::live.load(), 0);
+  EXPECT_EQ(gort::test::Tracked::misuses.load(), 0);
+}
+
+TEST_P(Select, CloseRacingWithSendersAndReceiversUnbuffered) {
+  run_test([] { close_race(0); });
+}
+
+TEST_P(Select, CloseRacingWithSendersAndReceiversBuffered) {
+  run_test([] { close_race(3); });
+}
+
 // ---- close while parked ----
 
 TEST_P(Select, SendCaseOnChannelClosedWhileParkedPanics) {
