@@ -107,8 +107,9 @@ const char* wait_reason_string(WaitReason r) {
 G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
   M* m = getm();
   // A goroutine, or an M's scheduler context (a timer starting a
-  // goroutine) that holds a P: use that P's caches and queue.
-  P* p = m != nullptr ? m->p : nullptr;
+  // goroutine) that holds a P: use that P's caches and queue. Inside
+  // blocking() the P may be someone else's by now: act as a plain thread.
+  P* p = m != nullptr && !m->in_blocking.load(std::memory_order_relaxed) ? m->p : nullptr;
   if (p == nullptr) {
     // A plain thread: announce the call first, so that shutdown (which
     // waits for external_go to drain) cannot free the runtime under it.
@@ -139,7 +140,7 @@ G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
 void newproc_abort(G* g) {
   g->invoke = g->destroy = nullptr;
   M* m = getm();
-  P* p = m != nullptr ? m->p : nullptr;
+  P* p = m != nullptr && !m->in_blocking.load(std::memory_order_relaxed) ? m->p : nullptr;
   if (p != nullptr) {
     p->gfree.push_back(g);
     return;
@@ -156,7 +157,7 @@ void newproc_start(G* g) {
   GStatus from = g->status.load(std::memory_order_relaxed);
   set_status(g, from, GStatus::kRunnable);
   M* m = getm();
-  if (m != nullptr && m->p != nullptr) {
+  if (m != nullptr && m->p != nullptr && !m->in_blocking.load(std::memory_order_relaxed)) {
     P* p = m->p;
     p->created.store(p->created.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     GQueue overflow;

@@ -14,6 +14,7 @@
 // same safety on a direct switch.
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <time.h>
 
 #include <unistd.h>
@@ -542,7 +543,9 @@ void park(bool (*unlock)(G*, void*), void* arg, WaitReason reason) {
 void ready(G* g) {
   set_status(g, GStatus::kWaiting, GStatus::kRunnable);
   M* m = getm();
-  if (m != nullptr && m->p != nullptr) {
+  // Inside blocking() the P may already belong to another M: use the
+  // global queue, as a plain thread does.
+  if (m != nullptr && m->p != nullptr && !m->in_blocking.load(std::memory_order_relaxed)) {
     runqput(m->p, g, true);
   } else {
     std::lock_guard<std::mutex> lock(sched.lock);
@@ -581,6 +584,9 @@ void gosched() {
              (sched.hooks.netpoll_waiters != nullptr && sched.hooks.netpoll_waiters() > 0)) {
     // Let g0 run timers and poll; it comes straight back if nothing is due.
     after = AfterSwitch::kRunqTail;
+  } else if (sched.stopping.load(std::memory_order_relaxed) ||
+             self->preempt.load(std::memory_order_relaxed)) {
+    after = AfterSwitch::kRunqTail;  // let g0 see the stop / the request
   } else {
     return;  // nothing else could run
   }
@@ -598,7 +604,8 @@ void preempt_park(G* g) {
 
 void preempt_check() {
   M* m = getm();
-  if (m == nullptr) return;
+  // Inside blocking()'s f the thread is outside the scheduler: never yield.
+  if (m == nullptr || m->in_blocking.load(std::memory_order_relaxed)) return;
   G* g = m->curg;
   if (g != nullptr && g->preempt.load(std::memory_order_relaxed) && m->locks.load(std::memory_order_relaxed) == 0) {
     preempt_park(g);
@@ -657,17 +664,21 @@ void minit(M* m) {
 
 void* mstart(void* arg) {
   M* m = static_cast<M*>(arg);
+  // Every M gets the signal mask of the thread that called run, whoever
+  // started it (sysmon blocks the preemption signal for itself).
+  pthread_sigmask(SIG_SETMASK, &sched.m_sigmask, nullptr);
   minit(m);
   if (m->nextp != nullptr) {
     acquirep(m, m->nextp);
     m->nextp = nullptr;
   }
   schedule_loop();
-  if (m->p != nullptr) {
+  if (m->p != nullptr && m->p->m == m) {
     std::lock_guard<std::mutex> lock(sched.lock);
     P* p = releasep(m);
     p->link = nullptr;
   }
+  m->p = nullptr;
   m_signal_stack_free(m);
   setm(nullptr);
   return nullptr;

@@ -6,7 +6,9 @@
 // look for work, M0 joins them, and everything (Gs, stacks, Ps, Ms) is freed.
 // Goroutines still runnable or parked are abandoned, as in Go; closures of
 // goroutines that never started are destroyed.
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -141,6 +143,7 @@ int run_main(void (*body)(void*, int*), void* arg, const Config& cfg_in) {
   cfg.procs = resolve_procs(cfg.procs);
   if (cfg.time_slice <= absl::ZeroDuration()) cfg.time_slice = absl::Milliseconds(10);
   reset_sched(cfg);
+  pthread_sigmask(SIG_SETMASK, nullptr, &sched.m_sigmask);
   sched.stacks.init(cfg.stack_size);
   install_fatal_signal_handlers();
   if (sched.hooks.netpoll_init != nullptr) sched.hooks.netpoll_init();
@@ -174,6 +177,9 @@ int run_main(void (*body)(void*, int*), void* arg, const Config& cfg_in) {
   MainCtx ctx{body, arg};
   void* storage;
   G* main_g = newproc_alloc(&main_invoke, &main_destroy, &storage);
+  // Allocated before this thread is an M, so it counted as a plain
+  // thread's go(); it is queued directly below instead.
+  sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
   *static_cast<MainCtx**>(storage) = &ctx;
   set_status(main_g, GStatus::kIdle, GStatus::kRunnable);
   p0->created.store(1);

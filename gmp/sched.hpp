@@ -23,6 +23,8 @@
 // decrementing nmspinning, so work submitted concurrently is never stranded.
 #pragma once
 
+#include <signal.h>
+
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -98,6 +100,8 @@ struct Sched {
   std::atomic<bool> sysmon_wait{false};
   void (*sysmon_wake)() = nullptr;
 
+  // Signal mask for every M (that of the thread that called run).
+  sigset_t m_sigmask;
   StackPool stacks;
   Config cfg;
   int64_t time_slice_ns = 0;

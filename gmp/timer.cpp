@@ -131,7 +131,9 @@ int64_t timers_first(P* p) {
   return th ? th->timer0.load(std::memory_order_acquire) : 0;
 }
 
-void timer_add(Timer* t, int64_t when, int64_t period) {
+namespace {
+
+void add_locked(Timer* t, int64_t when, int64_t period) {
   if (when <= 0) when = 1;  // 0 means "no timer" in timer0
   P* p = current_p();
   TimerHeap* th = heap_of(p);
@@ -152,7 +154,7 @@ void timer_add(Timer* t, int64_t when, int64_t period) {
   if (first) wake_poller(when);
 }
 
-bool timer_stop(Timer* t) {
+bool stop_locked(Timer* t) {
   for (;;) {
     P* p = __atomic_load_n(&t->p, __ATOMIC_ACQUIRE);
     if (p == nullptr) return false;
@@ -179,12 +181,11 @@ bool timer_stop(Timer* t) {
   }
 }
 
-bool timer_reset(Timer* t, int64_t when, int64_t period) {
+bool reset_locked(Timer* t, int64_t when, int64_t period) {
   for (;;) {
     P* p = __atomic_load_n(&t->p, __ATOMIC_ACQUIRE);
     if (p == nullptr) {
-      // Idle: a plain add. (A concurrent add would be misuse.)
-      timer_add(t, when, period);
+      add_locked(t, when, period);
       return false;
     }
     TimerHeap* th = heap_of(p);
@@ -212,6 +213,28 @@ bool timer_reset(Timer* t, int64_t when, int64_t period) {
     if (first) wake_poller(when);
     return was_queued;
   }
+}
+
+}  // namespace
+
+void timer_add(Timer* t, int64_t when, int64_t period) {
+  lock_word(&t->mu);
+  add_locked(t, when, period);
+  unlock_word(&t->mu);
+}
+
+bool timer_stop(Timer* t) {
+  lock_word(&t->mu);
+  bool r = stop_locked(t);
+  unlock_word(&t->mu);
+  return r;
+}
+
+bool timer_reset(Timer* t, int64_t when, int64_t period) {
+  lock_word(&t->mu);
+  bool r = reset_locked(t, when, period);
+  unlock_word(&t->mu);
+  return r;
 }
 
 bool timer_active(Timer* t) { return __atomic_load_n(&t->p, __ATOMIC_ACQUIRE) != nullptr; }

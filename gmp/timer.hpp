@@ -47,6 +47,9 @@ struct Timer {
   // -1 when it leaves it for good (may be null).
   void (*ref)(Timer* t, int delta) = nullptr;
 
+  // Serialises timer_add/stop/reset on this timer (Go allows them
+  // concurrently); taken before a heap lock, never by the runner.
+  std::atomic<uint32_t> mu{0};
   // Owned by the timer lock of `p`.
   P* p = nullptr;
   int32_t index = -1;
