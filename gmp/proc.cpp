@@ -365,12 +365,18 @@ void ensure_stack(P* p, G* g) {
   make_context(g);
 }
 
-// g (runnable, just taken from a queue) becomes m's running goroutine.
-void make_current(M* m, G* g) {
+// g (runnable, just taken from a queue) becomes m's running goroutine. A G
+// taken from runnext inherits the current time slice (Go's inheritTime):
+// otherwise a pair handing off to each other through runnext would start a
+// fresh slice at every hand-off, never be preempted, and starve the rest of
+// the P's queue.
+void make_current(M* m, G* g, bool inherit = false) {
   set_status(g, GStatus::kRunnable, GStatus::kRunning);
   P* p = m->p;
-  p->schedtick++;
-  p->schedtick_seen.store(p->schedtick, std::memory_order_relaxed);
+  if (!inherit) {
+    p->schedtick++;
+    p->schedtick_seen.store(p->schedtick, std::memory_order_relaxed);
+  }
   ensure_stack(p, g);
   g->m = m;
   g->preempt.store(false, std::memory_order_relaxed);
@@ -386,9 +392,10 @@ G* next_local(M* m) {
   // Timers due on this P are run by g0 (it is one load when there are none).
   int64_t first = timers_first(p);
   if (first != 0 && first <= nanotime()) return nullptr;
-  G* g = p->runq.get(sched.nprocs == 1);
+  bool inherit = false;
+  G* g = p->runq.get(sched.nprocs == 1, &inherit);
   if (g == nullptr) return nullptr;
-  make_current(m, g);
+  make_current(m, g, inherit);
   return g;
 }
 

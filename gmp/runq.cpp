@@ -43,11 +43,13 @@ bool Runq::put(G* g, bool next, GQueue* overflow, bool exclusive) {
   }
 }
 
-G* Runq::get(bool exclusive) {
+G* Runq::get(bool exclusive, bool* from_next) {
+  if (from_next != nullptr) *from_next = false;
   G* next = runnext_.load(std::memory_order_relaxed);
   if (exclusive) {
     if (next != nullptr) {
       runnext_.store(nullptr, std::memory_order_relaxed);
+      if (from_next != nullptr) *from_next = true;
       return next;
     }
     uint32_t h = head_.load(std::memory_order_relaxed);
@@ -58,6 +60,7 @@ G* Runq::get(bool exclusive) {
   }
   if (next != nullptr &&
       runnext_.compare_exchange_strong(next, nullptr, std::memory_order_acq_rel)) {
+    if (from_next != nullptr) *from_next = true;
     return next;
   }
   for (;;) {

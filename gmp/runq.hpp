@@ -43,7 +43,8 @@ class Runq {
   // Owner only. runnext first, then the head of the ring. `exclusive`:
   // the caller knows no thief can exist (the runtime has a single P), so
   // plain stores replace the CASes.
-  G* get(bool exclusive = false);
+  // *from_next (if given) tells whether the G came from runnext.
+  G* get(bool exclusive = false, bool* from_next = nullptr);
 
   // Any thread. Moves about half of this queue to `dst` (owned by the
   // caller) and returns one G to run, or null. Takes runnext too when
