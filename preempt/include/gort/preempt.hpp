@@ -21,8 +21,13 @@
 // `thread_local` variables are per *thread*, not per goroutine: a goroutine
 // that caches a thread_local's address (the compiler may do it for you)
 // may write to another thread's variable after a preemption. Use
-// GoroutineLocal<T> for per-goroutine state. errno is saved and restored
-// per goroutine at every switch; it is safe.
+// GoroutineLocal<T> for per-goroutine state. The runtime saves and restores
+// errno per goroutine at every switch, but the compiler may keep errno's
+// *address* (__errno_location() is declared const) across a call that
+// parks: read errno right after the call that set it, before any gort call.
+// Never hold a std::mutex (an OS lock) across a park, or in code that may be
+// preempted on a single P: the next goroutine on that P would block its
+// thread on it.
 //
 // Example:
 //
