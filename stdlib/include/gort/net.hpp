@@ -250,9 +250,10 @@ class PacketConn {
 };
 
 // Listens on a stream network: "tcp", "tcp4", "tcp6" ("host:port"; an
-// empty host listens on every address, dual-stack for "tcp") or "unix" (a
-// path). TCP listeners set SO_REUSEADDR; the backlog is SOMAXCONN. Parks
-// only to resolve a host name.
+// empty host, 0.0.0.0 or [::] listens on every address, and for "tcp" on
+// one dual-stack socket that reports "[::]:port", as in Go; a host name
+// listens on its first IPv4 address) or "unix" (a path). TCP listeners set
+// SO_REUSEADDR; the backlog is SOMAXCONN. Parks only to resolve a name.
 absl::StatusOr<Listener> listen(std::string_view network, std::string_view address);
 
 // Opens a datagram socket bound to address: "udp", "udp4", "udp6".
