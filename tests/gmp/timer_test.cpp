@@ -1,0 +1,337 @@
+// tests/gmp/timer_test.cpp — runtime timers (gmp/timer.cpp): per-P heaps
+// run by the scheduler. Deadline order, never early, stop/reset results,
+// periodic timers, stop/reset racing with the firing (no double fire, no
+// lost fire: every arming ends in exactly one of fired / stopped / replaced),
+// timers of idle Ps, and an earlier timer breaking a long blocking poll.
+//
+// Timer objects outlive gort::run (a run abandons queued timers and touches
+// them at tear-down). Callbacks run in scheduler context: they only count,
+// record and ready goroutines (Event::set).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "gmp/sched.hpp"
+#include "gmp/timer.hpp"
+#include "gort/preempt.hpp"
+#include "gort/time.hpp"
+#include "tests/testing.hpp"
+
+namespace gort::test {
+namespace {
+
+using internal::nanotime;
+using namespace std::chrono_literals;
+
+constexpr int64_t kMs = 1000 * 1000;
+
+// A timer whose callback counts, remembers when it ran and sets an Event.
+struct Probe {
+  internal::Timer t;
+  std::atomic<int> fired{0};
+  std::atomic<int> early{0};      // ran before its `when`
+  std::atomic<int> concurrent{0}; // ran while already running
+  std::atomic<bool> in_f{false};
+  std::atomic<int64_t> fired_at{0};
+  std::atomic<int> order{-1};
+  std::atomic<int>* order_counter = nullptr;
+  Event ev;
+  Countdown* cd = nullptr;
+
+  Probe() {
+    t.arg = this;
+    t.f = [](internal::Timer* t, int64_t now) {
+      auto* self = static_cast<Probe*>(t->arg);
+      if (self->in_f.exchange(true)) self->concurrent++;
+      int64_t when = t->when;  // the callback runs before any re-arm
+      if (now < when || nanotime() < when) self->early++;
+      self->fired_at = nanotime();
+      if (self->order_counter != nullptr) self->order = self->order_counter->fetch_add(1);
+      self->fired++;
+      self->in_f = false;
+      self->ev.set();
+      if (self->cd != nullptr) self->cd->done();
+    };
+  }
+};
+
+class Timer : public ProcsTest {};
+INSTANTIATE_TEST_SUITE_P(Procs, Timer, ::testing::Values(1, 2, 4), procs_name);
+
+// On one P a single M runs the heap: callbacks come strictly in deadline
+// order. The timers are added inside NoPreempt so none runs before the last
+// one is in.
+TEST(TimerOneP, FiresInDeadlineOrder) {
+  constexpr int kTimers = 300;
+  std::vector<std::unique_ptr<Probe>> probes;
+  for (int i = 0; i < kTimers; i++) probes.push_back(std::make_unique<Probe>());
+  std::atomic<int> order{0};
+  std::vector<int64_t> whens(kTimers);
+  run_checked(1, [&] {
+    Countdown cd(kTimers);
+    std::vector<int> idx(kTimers);
+    std::iota(idx.begin(), idx.end(), 0);
+    std::shuffle(idx.begin(), idx.end(), std::mt19937(42));
+    {
+      gort::NoPreempt np;
+      int64_t base = nanotime() + 20 * kMs;
+      for (int i : idx) {
+        Probe& p = *probes[static_cast<size_t>(i)];
+        p.order_counter = &order;
+        p.cd = &cd;
+        whens[static_cast<size_t>(i)] = base + int64_t{i} * 50 * 1000;  // 50 µs apart
+        internal::timer_add(&p.t, whens[static_cast<size_t>(i)], 0);
+      }
+    }
+    cd.wait();
+  });
+  for (int i = 0; i < kTimers; i++) {
+    const Probe& p = *probes[static_cast<size_t>(i)];
+    EXPECT_EQ(p.fired.load(), 1) << "timer " << i;
+    EXPECT_EQ(p.order.load(), i) << "timer " << i << " fired out of deadline order";
+    EXPECT_EQ(p.early.load(), 0) << "timer " << i;
+  }
+}
+
+TEST_P(Timer, EveryTimerFiresOnceAndNeverEarly) {
+  constexpr int kTimers = 500;
+  std::vector<std::unique_ptr<Probe>> probes;
+  for (int i = 0; i < kTimers; i++) probes.push_back(std::make_unique<Probe>());
+  run_test([&] {
+    Countdown cd(kTimers);
+    std::mt19937 rng(7);
+    // From several goroutines, so they land in several Ps' heaps.
+    Countdown adders(4);
+    for (int a = 0; a < 4; a++) {
+      gort::go([&, a] {
+        for (int i = a; i < kTimers; i += 4) {
+          Probe& p = *probes[static_cast<size_t>(i)];
+          p.cd = &cd;
+          internal::timer_add(&p.t, nanotime() + int64_t{i % 50} * 200 * 1000, 0);
+          if (i % 16 == 0) gort::yield();
+        }
+        adders.done();
+      });
+    }
+    adders.wait();
+    cd.wait();
+  });
+  int early = 0, wrong = 0, overlap = 0;
+  for (auto& p : probes) {
+    early += p->early.load();
+    overlap += p->concurrent.load();
+    if (p->fired.load() != 1) wrong++;
+    EXPECT_FALSE(internal::timer_active(&p->t));
+  }
+  EXPECT_EQ(wrong, 0) << "timers that did not fire exactly once";
+  EXPECT_EQ(early, 0) << "callbacks that ran before their deadline";
+  EXPECT_EQ(overlap, 0);
+}
+
+TEST_P(Timer, StopAndResetResults) {
+  auto a = std::make_unique<Probe>();
+  auto b = std::make_unique<Probe>();
+  auto c = std::make_unique<Probe>();
+  run_test([&] {
+    // Stopping an idle (never added) timer.
+    EXPECT_FALSE(internal::timer_stop(&a->t));
+    // Stopping a pending one: true, and it never fires.
+    internal::timer_add(&a->t, nanotime() + 10 * kMs, 0);
+    EXPECT_TRUE(internal::timer_active(&a->t));
+    EXPECT_TRUE(internal::timer_stop(&a->t));
+    EXPECT_FALSE(internal::timer_active(&a->t));
+    EXPECT_FALSE(internal::timer_stop(&a->t)) << "a second stop must report nothing stopped";
+    // After firing: false.
+    internal::timer_add(&b->t, nanotime() + 1 * kMs, 0);
+    b->ev.wait();
+    EXPECT_TRUE(eventually([&] { return !internal::timer_active(&b->t); }));
+    EXPECT_FALSE(internal::timer_stop(&b->t));
+    // Reset of an expired timer re-arms it (reports it was not pending).
+    b->ev.reset();
+    EXPECT_FALSE(internal::timer_reset(&b->t, nanotime() + 1 * kMs, 0));
+    b->ev.wait();
+    EXPECT_EQ(b->fired.load(), 2);
+    // Reset of a pending timer: true; it fires once, at the new time.
+    int64_t t0 = nanotime();
+    internal::timer_add(&c->t, t0 + 2000 * kMs, 0);
+    int64_t new_when = nanotime() + 5 * kMs;
+    EXPECT_TRUE(internal::timer_reset(&c->t, new_when, 0));
+    c->ev.wait();
+    EXPECT_GE(c->fired_at.load(), new_when);
+    EXPECT_LT(c->fired_at.load() - t0, 1000 * kMs) << "the reset did not move the timer earlier";
+    // Past the stopped timer's deadline (and then some): still nothing.
+    gort::sleep(absl::Milliseconds(15));
+    EXPECT_EQ(a->fired.load(), 0) << "a stopped timer fired";
+    EXPECT_TRUE(eventually([&] { return !internal::timer_active(&c->t); }));
+    EXPECT_EQ(c->fired.load(), 1) << "a reset timer fired for its old and its new deadline";
+  });
+}
+
+TEST_P(Timer, PeriodicTimerFiresUntilStopped) {
+  auto p = std::make_unique<Probe>();
+  run_test([&] {
+    int64_t start = nanotime();
+    internal::timer_add(&p->t, start + 1 * kMs, 1 * kMs);
+    EXPECT_TRUE(eventually([&] { return p->fired.load() >= 5; }));
+    // Never faster than its period: the 5th tick is due at start + 5 ms.
+    EXPECT_GE(nanotime() - start, 5 * kMs);
+    internal::timer_stop(&p->t);  // true if queued, false if running now
+    EXPECT_TRUE(eventually([&] { return !internal::timer_active(&p->t); }))
+        << "a stopped periodic timer re-armed itself";
+    int n = p->fired.load();
+    gort::sleep(absl::Milliseconds(20));
+    EXPECT_EQ(p->fired.load(), n) << "a stopped periodic timer kept firing";
+    EXPECT_EQ(p->early.load(), 0);
+    EXPECT_EQ(p->concurrent.load(), 0);
+  });
+}
+
+// Each timer is owned by one goroutine, which re-arms, stops and resets it
+// at random while the scheduler fires it. Every arming (add or reset) must
+// end in exactly one of: fired, stopped (stop returned true) or replaced
+// (reset returned true).
+TEST_P(Timer, StopAndResetRacingWithFiring) {
+  constexpr int kTimers = 16;
+  constexpr int kOps = 3000;
+  std::vector<std::unique_ptr<Probe>> probes;
+  for (int i = 0; i < kTimers; i++) probes.push_back(std::make_unique<Probe>());
+  std::vector<int64_t> arms(kTimers), stops(kTimers), replaced(kTimers);
+  run_test([&] {
+    Countdown cd(kTimers);
+    for (int i = 0; i < kTimers; i++) {
+      gort::go([&, i] {
+        Probe& p = *probes[static_cast<size_t>(i)];
+        uint64_t rng = 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(i + 1);
+        for (int k = 0; k < kOps; k++) {
+          rng ^= rng << 13;
+          rng ^= rng >> 7;
+          rng ^= rng << 17;
+          int64_t delay = static_cast<int64_t>(rng % 100) * 1000;  // 0-100 µs
+          switch ((rng >> 20) % 5) {
+            case 0:
+            case 1:
+              arms[static_cast<size_t>(i)]++;
+              if (internal::timer_reset(&p.t, nanotime() + delay, 0)) replaced[static_cast<size_t>(i)]++;
+              break;
+            case 2:
+              if (internal::timer_stop(&p.t)) stops[static_cast<size_t>(i)]++;
+              break;
+            case 3:
+              gort::yield();
+              break;
+            case 4: {
+              auto end = nanotime() + delay / 4;
+              while (nanotime() < end) {
+              }
+              break;
+            }
+          }
+        }
+        cd.done();
+      });
+    }
+    cd.wait();
+    // Let the last armings fire.
+    EXPECT_TRUE(eventually([&] {
+      for (auto& p : probes) {
+        if (internal::timer_active(&p->t)) return false;
+      }
+      return true;
+    }));
+  });
+  int64_t total_fired = 0, total_stops = 0, total_replaced = 0;
+  for (int i = 0; i < kTimers; i++) {
+    const Probe& p = *probes[static_cast<size_t>(i)];
+    size_t u = static_cast<size_t>(i);
+    total_fired += p.fired.load();
+    total_stops += stops[u];
+    total_replaced += replaced[u];
+    EXPECT_EQ(p.fired.load() + stops[u] + replaced[u], arms[u])
+        << "timer " << i << ": " << arms[u] << " armings, " << p.fired.load() << " fired, " << stops[u]
+        << " stopped, " << replaced[u] << " replaced";
+    EXPECT_EQ(p.early.load(), 0) << "timer " << i;
+    EXPECT_EQ(p.concurrent.load(), 0) << "timer " << i;
+  }
+  // Each outcome happened often enough for the races to matter.
+  EXPECT_GT(total_fired, 100);
+  EXPECT_GT(total_stops, 100);
+  EXPECT_GT(total_replaced, 100);
+}
+
+// Timers live in the heap of the P that added them. Here they are added on
+// every P, then every goroutine parks: each P's M may go idle, and the
+// timers must still fire (served by the M that waits in the poller or by
+// another P's M).
+TEST(TimerIdleP, TimersOfIdlePsStillFire) {
+  for (int procs : {2, 4}) {
+    constexpr int kGoroutines = 16;
+    std::vector<std::unique_ptr<Probe>> probes;
+    for (int i = 0; i < kGoroutines; i++) probes.push_back(std::make_unique<Probe>());
+    std::set<int> ps;
+    std::mutex ps_mu;
+    run_checked(procs, [&] {
+      Countdown cd(kGoroutines);
+      for (int i = 0; i < kGoroutines; i++) {
+        gort::go([&, i] {
+          // Busy for a moment, so that all Ps get used.
+          auto end = nanotime() + 5 * kMs;
+          while (nanotime() < end) {
+          }
+          Probe& p = *probes[static_cast<size_t>(i)];
+          internal::timer_add(&p.t, nanotime() + 30 * kMs, 0);
+          internal::P* on = __atomic_load_n(&p.t.p, __ATOMIC_ACQUIRE);
+          {
+            std::lock_guard<std::mutex> lock(ps_mu);
+            if (on != nullptr) ps.insert(on->id);
+          }
+          p.ev.wait();  // everybody parks
+          cd.done();
+        });
+      }
+      cd.wait();
+    });
+    for (auto& p : probes) EXPECT_EQ(p->fired.load(), 1) << procs << " P";
+    EXPECT_GE(ps.size(), 2u) << procs << " P: the timers all went to one P; the test proved less";
+  }
+}
+
+// The only M blocks in the poller until a 10 s timer. A 10 ms timer added
+// from a plain thread must break that wait.
+TEST(TimerPoll, EarlierTimerFromAPlainThreadBreaksALongPoll) {
+  for (int procs : {1, 2}) {
+    auto long_timer = std::make_unique<Probe>();
+    auto short_timer = std::make_unique<Probe>();
+    std::atomic<int64_t> added_at{0};
+    std::atomic<bool> poller_was_blocked{false};
+    run_checked(procs, [&] {
+      internal::timer_add(&long_timer->t, nanotime() + 10000 * kMs, 0);
+      std::thread adder([&] {
+        // Wait until an M sleeps in the poller with the 10 s timeout.
+        poller_was_blocked = eventually([] {
+          int64_t until = internal::sched.poll_until.load();
+          return until != 0 && until - nanotime() > 5000 * kMs;
+        });
+        added_at = nanotime();
+        internal::timer_add(&short_timer->t, added_at.load() + 10 * kMs, 0);
+      });
+      short_timer->ev.wait();
+      adder.join();
+      EXPECT_TRUE(internal::timer_stop(&long_timer->t)) << "the 10 s timer is gone";
+    });
+    EXPECT_TRUE(poller_was_blocked.load()) << procs << " P: no M blocked in the poller";
+    EXPECT_EQ(short_timer->fired.load(), 1);
+    EXPECT_EQ(long_timer->fired.load(), 0);
+    // Generous: the point is "not after the 10 s timeout".
+    EXPECT_LT(short_timer->fired_at.load() - added_at.load(), 5000 * kMs)
+        << procs << " P: the earlier timer waited for the poll's old timeout";
+  }
+}
+
+}  // namespace
+}  // namespace gort::test
