@@ -1,6 +1,7 @@
 // gmp/fatal.cpp — see fatal.hpp.
 #include "gmp/fatal.hpp"
 
+#include <execinfo.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -73,6 +74,12 @@ void fatal(const char* msg) {
     write_stderr("\n");
     print_goroutine_header(g->id, "running");
   }
+  // Go prints the stacks on a throw; we have no unwinder of goroutine
+  // stacks, but the native frames of the failing thread say where.
+  write_stderr("\nruntime stack:\n");
+  void* frames[48];
+  int n = backtrace(frames, 48);
+  backtrace_symbols_fd(frames, n, 2);
   _exit(2);
 }
 

@@ -144,7 +144,7 @@ void add_locked(Timer* t, int64_t when, int64_t period) {
   }
   t->when = when;
   t->period = period;
-  t->p = p;
+  __atomic_store_n(&t->p, p, __ATOMIC_RELEASE);
   t->state = Timer::kQueued;
   t->seq++;
   if (t->ref) t->ref(t, +1);
@@ -160,24 +160,17 @@ bool stop_locked(Timer* t) {
     if (p == nullptr) return false;
     TimerHeap* th = heap_of(p);
     lock_word(&th->lock);
-    if (t->p != p) {  // moved while we were locking
+    if (t->p != p) {  // moved or expired while we were locking
       unlock_word(&th->lock);
       continue;
     }
-    bool was_queued = t->state == Timer::kQueued;
-    if (was_queued) {
-      heap_remove(th, t);
-      t->state = Timer::kIdle;
-      t->p = nullptr;
-    } else if (t->state == Timer::kRunning) {
-      // The runner sees the new seq and `when == 0` and does not re-arm.
-      t->when = 0;
-      t->period = 0;
-    }
+    heap_remove(th, t);
+    t->state = Timer::kIdle;
     t->seq++;
+    __atomic_store_n(&t->p, nullptr, __ATOMIC_RELEASE);
     unlock_word(&th->lock);
-    if (was_queued && t->ref) t->ref(t, -1);
-    return was_queued;
+    if (t->ref) t->ref(t, -1);
+    return true;
   }
 }
 
@@ -195,23 +188,15 @@ bool reset_locked(Timer* t, int64_t when, int64_t period) {
       continue;
     }
     if (when <= 0) when = 1;
-    bool was_queued = t->state == Timer::kQueued;
     t->seq++;
-    if (was_queued) {
-      t->when = when;
-      t->period = period;
-      heap_remove(th, t);
-      heap_push(th, t);
-    } else {
-      // Running: the runner re-queues it with the new settings when f
-      // returns (it sees the changed seq).
-      t->when = when;
-      t->period = period;
-    }
-    bool first = !th->heap.empty() && th->heap[0] == t;
+    t->when = when;
+    t->period = period;
+    heap_remove(th, t);
+    heap_push(th, t);
+    bool first = th->heap[0] == t;
     unlock_word(&th->lock);
     if (first) wake_poller(when);
-    return was_queued;
+    return true;
   }
 }
 
@@ -222,6 +207,8 @@ void timer_add(Timer* t, int64_t when, int64_t period) {
   add_locked(t, when, period);
   unlock_word(&t->mu);
 }
+
+void timer_add_unshared(Timer* t, int64_t when) { add_locked(t, when, 0); }
 
 bool timer_stop(Timer* t) {
   lock_word(&t->mu);
@@ -248,42 +235,35 @@ int64_t timers_run(P* p, int64_t now) {
   lock_word(&th->lock);
   while (!th->heap.empty() && th->heap[0]->when <= now) {
     Timer* t = th->heap[0];
-    heap_remove(th, t);
-    t->state = Timer::kRunning;
-    uint32_t seq = t->seq;
-    unlock_word(&th->lock);
-    t->f(t, now);
-    lock_word(&th->lock);
-    bool changed = t->seq != seq;  // stopped or reset while f ran
-    if (t->state == Timer::kRunning) {
-      bool rearm = false;
-      if (changed) {
-        rearm = t->when != 0;  // reset (new when/period) vs stop (when = 0)
-      } else if (t->period > 0) {
-        // Periodic: next tick, skipping the ticks we are late for.
-        int64_t next = t->when + t->period;
-        if (next <= now) next += t->period * ((now - next) / t->period + 1);
-        t->when = next;
-        rearm = true;
-      }
-      if (rearm) {
-        t->state = Timer::kQueued;
-        heap_push(th, t);
-        if (th->heap[0] == t) {
-          // A poller that looked while t was out of the heap may sleep
-          // past it.
-          unlock_word(&th->lock);
-          wake_poller(t->when);
-          lock_word(&th->lock);
-        }
-        continue;
-      }
+    auto* f = t->f;
+    auto* ref = t->ref;
+    bool wake = false;
+    t->seq++;
+    if (t->period > 0) {
+      // Periodic: next tick (skipping the ticks we are late for), queued
+      // before f runs; f runs under an extra reference of its own, since a
+      // stop during f drops the heap's.
+      int64_t next = t->when + t->period;
+      if (next <= now) next += t->period * ((now - next) / t->period + 1);
+      t->when = next;
+      heap_remove(th, t);
+      heap_push(th, t);
+      if (ref) ref(t, +1);
+      // A poller that computed its sleep from the old heap top may sleep
+      // past the new one.
+      wake = th->heap[0] == t;
+    } else {
+      // One-shot: idle before f runs; the heap's reference is held for f.
+      heap_remove(th, t);
       t->state = Timer::kIdle;
-      t->p = nullptr;
-      unlock_word(&th->lock);
-      if (t->ref) t->ref(t, -1);
-      lock_word(&th->lock);
+      __atomic_store_n(&t->p, nullptr, __ATOMIC_RELEASE);
     }
+    int64_t next_when = t->when;
+    unlock_word(&th->lock);
+    if (wake) wake_poller(next_when);
+    f(t, now);  // from here on t may be freed, re-armed or running elsewhere
+    if (ref) ref(t, -1);
+    lock_word(&th->lock);
   }
   int64_t next = th->heap.empty() ? -1 : th->heap[0]->when;
   unlock_word(&th->lock);

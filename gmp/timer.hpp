@@ -14,19 +14,25 @@
 //
 // Timer states (under the owning P's timer lock):
 //
-//   | state     | meaning                                   |
-//   |-----------|-------------------------------------------|
-//   | kIdle     | not in any heap                           |
-//   | kQueued   | in p's heap at index `index`              |
-//   | kRunning  | popped by a runner, f not finished yet    |
+//   | state     | meaning                   |
+//   |-----------|---------------------------|
+//   | kIdle     | not in any heap           |
+//   | kQueued   | in p's heap at `index`    |
 //
-//   kIdle -> kQueued (add), kQueued -> kIdle (stop), kQueued -> kRunning
-//   (expired), kRunning -> kQueued (periodic re-add, or reset while
-//   running), kRunning -> kIdle (done).
+//   kIdle -> kQueued (add, reset), kQueued -> kIdle (stop, or a one-shot
+//   expiring), kQueued -> kQueued (reset, a periodic timer re-armed).
 //
-// Lifetime: whoever owns a Timer must keep it alive while it is queued or
-// running: stop() it (and, if stop reports it is running, wait for that)
-// before freeing it. The stdlib types do this with reference counts.
+// As in Go, a runner settles the timer's state *before* calling f and never
+// touches the timer after f returns: a one-shot timer is already idle while
+// f runs (stop returns false, reset re-arms it), a periodic one already
+// queued at its next tick. That is what lets f free or reuse the memory of
+// the timer (sleep's timer lives on the sleeper's stack, and f readies the
+// sleeper).
+//
+// Lifetime: whoever owns a Timer keeps it alive while it is queued and while
+// f may run. The stdlib types do this with the `ref` hook: the runner holds
+// the heap's reference across f (one-shot) or takes an extra one for the
+// call (periodic), so ref must count.
 #pragma once
 
 #include <atomic>
@@ -37,14 +43,15 @@ namespace gort::internal {
 struct P;
 
 struct Timer {
-  enum State : uint8_t { kIdle, kQueued, kRunning };
+  enum State : uint8_t { kIdle, kQueued };
 
   int64_t when = 0;    // nanotime
   int64_t period = 0;  // 0: one-shot
   void (*f)(Timer* t, int64_t now) = nullptr;
   void* arg = nullptr;
-  // Reference counting hook: called with +1 when the timer enters a heap and
-  // -1 when it leaves it for good (may be null).
+  // Reference counting hook (may be null): +1 when the timer enters a heap
+  // and around a periodic call of f, -1 when those end. Must count (calls
+  // can overlap), and may free the timer on the last -1.
   void (*ref)(Timer* t, int delta) = nullptr;
 
   // Serialises timer_add/stop/reset on this timer (Go allows them
@@ -54,19 +61,24 @@ struct Timer {
   P* p = nullptr;
   int32_t index = -1;
   State state = kIdle;
-  // Bumped on every add/stop so a runner can tell a stale pop.
+  // Bumped on every add/stop/reset/expiry (tests and debugging use it).
   uint32_t seq = 0;
 };
 
 // Adds t (kIdle) to the current P's heap, firing at `when`. From a plain
 // thread, it goes to P 0's heap.
 void timer_add(Timer* t, int64_t when, int64_t period);
+// Like timer_add, for a timer nobody else can stop or reset (sleep's): skips
+// t->mu, so nothing touches t once it is in the heap, where it may fire and
+// be freed at once.
+void timer_add_unshared(Timer* t, int64_t when);
 // Removes t from its heap. Returns true if it was queued (so f will not run
-// for this arming), false if it was idle or already running.
+// for this arming), false if it was idle or has already expired (its f may
+// be running now).
 bool timer_stop(Timer* t);
 // Stops t and re-adds it at `when`. Returns what timer_stop returned.
 bool timer_reset(Timer* t, int64_t when, int64_t period);
-// True if t's callback is running or t is queued.
+// True if t is queued (its f may still be running when this is false).
 bool timer_active(Timer* t);
 
 // Scheduler side.

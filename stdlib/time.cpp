@@ -38,19 +38,28 @@ struct Timer::State {
   internal::Timer t;
   Chan<absl::Time> c;
   std::function<void()> f;
-  // Held while the runtime timer is queued or running: the timer keeps its
-  // state alive even when no handle is left.
+  // Held while the runtime holds references (the timer is queued, or its
+  // f is running): the timer keeps its state alive when no handle is left.
+  // The runtime's references overlap (a reset while f runs), so they are
+  // counted; `self` is set while the count is non-zero.
   std::shared_ptr<State> self;
   std::weak_ptr<State> weak;
+  std::atomic<uint32_t> ref_mu{0};
+  int refs = 0;
 
   static void ref(internal::Timer* t, int delta) {
     auto* s = static_cast<State*>(t->arg);
-    if (delta > 0) {
+    std::shared_ptr<State> drop;
+    internal::lock_word(&s->ref_mu);
+    s->refs += delta;
+    if (delta > 0 && s->refs == 1) {
+      // A handle or an earlier reference is alive: lock() cannot fail.
       s->self = s->weak.lock();
-    } else {
-      std::shared_ptr<State> drop = std::move(s->self);  // may free s
+    } else if (s->refs == 0) {
+      drop = std::move(s->self);
     }
-  }
+    internal::unlock_word(&s->ref_mu);
+  }  // `drop` may free s, after its lock is released
 
   static void send_time(internal::Timer* t, int64_t) {
     auto* s = static_cast<State*>(t->arg);
@@ -90,7 +99,7 @@ void sleep(absl::Duration d) {
   internal::park(
       [](internal::G*, void* arg) {
         auto* t = static_cast<internal::Timer*>(arg);
-        internal::timer_add(t, t->when, 0);
+        internal::timer_add_unshared(t, t->when);
         return true;
       },
       &t, internal::WaitReason::kSleep);
