@@ -3,33 +3,31 @@
 // Each section prints a header, does something Go programs do, checks its
 // own result and says how long it took. The program exits with status 1 if
 // a check fails. Run it with `./bootstrap demo`, or `build/samples/demo/demo`;
-// GORT_MAXPROCS=N sets the number of processors (Ps).
+// GORT_MAXPROCS=N sets the number of processors (Ps) of sections 1 and 2.
 //
 // Sections:
 //   1. 100,000 goroutines: spawn, compute, report back (gort::go, WaitGroup)
+//   2. a channel pipeline: the concurrent prime sieve (sieve.cpp)
+//   3. preemption: an infinite loop with no calls on one P, with preemption
+//      on and off, each in a child process (preemption.cpp)
+//   4. an echo server and 1,000 concurrent blocking-style clients on 2 Ps
+//      (echo.cpp)
+//
+// Sections 1-2 share one runtime; section 3 runs between runtimes (its
+// children have their own), and section 4 starts a fresh one with 2 Ps:
+// gort::run may be called again once it has returned.
 #include <gort/gort.hpp>
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
+#include "demo.hpp"
+
+namespace demo {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-void header(int n, const char* title) {
-  std::printf("\n== %d. %s ==\n", n, title);
-}
-
-bool check(bool ok, const char* what) {
-  std::printf("  %s: %s\n", what, ok ? "ok" : "WRONG");
-  return ok;
-}
 
 void print_stats() {
   gort::RuntimeStats st = gort::runtime_stats();
@@ -51,6 +49,8 @@ int collatz_steps(uint64_t n) {
   }
   return steps;
 }
+
+}  // namespace
 
 // 1. Spawn many goroutines, each computes something small and reports back.
 bool many_goroutines() {
@@ -84,15 +84,25 @@ bool many_goroutines() {
   return check(total.load() == expected, "every goroutine reported back");
 }
 
-}  // namespace
+}  // namespace demo
 
-int main() {
-  return gort::run([] {
-    std::printf("gort demo: Go's concurrency model in C++20\n");
-    std::printf("%d processors (Ps); set GORT_MAXPROCS to change it\n", gort::procs());
-    bool ok = true;
-    ok &= many_goroutines();
-    std::printf("\n%s\n", ok ? "demo: all sections ok" : "demo: SOME SECTIONS FAILED");
-    return ok ? 0 : 1;
-  });
+int main(int argc, char** argv) {
+  if (argc == 4 && std::strcmp(argv[1], demo::kChildFlag) == 0) {
+    return demo::preemption_child(std::strcmp(argv[2], "on") == 0, std::strtol(argv[3], nullptr, 10));
+  }
+  auto start = demo::Clock::now();
+  std::printf("gort demo: Go's concurrency model in C++20\n");
+  bool ok = gort::run([] {
+              std::printf("%d processors (Ps); set GORT_MAXPROCS to change it\n", gort::procs());
+              bool ok = demo::many_goroutines();
+              ok &= demo::prime_sieve();
+              return ok ? 0 : 1;
+            }) == 0;
+  ok &= demo::preemption(argv[0]);
+  gort::Config two_ps;
+  two_ps.procs = 2;
+  ok &= gort::run([] { return demo::echo_server() ? 0 : 1; }, two_ps) == 0;
+  std::printf("\n%s (%.1f s)\n", ok ? "demo: all sections ok" : "demo: SOME SECTIONS FAILED",
+              demo::ms_since(start) / 1000.0);
+  return ok ? 0 : 1;
 }
