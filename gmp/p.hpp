@@ -30,6 +30,10 @@ struct alignas(64) P {
   // move for a whole time slice means one G has run that long).
   std::atomic<uint32_t> schedtick_seen{0};
   uint32_t schedtick = 0;
+  // The G this P last preempted onto the global queue (find_runnable's
+  // fairness check passes over it once). Compared, never dereferenced: a
+  // stale match only defers one fairness check. Only this P's M touches it.
+  const G* preempted = nullptr;
   // Incremented at every entersyscall (blocking()).
   std::atomic<uint32_t> syscalltick{0};
 

@@ -248,7 +248,15 @@ top:
   }
   if (p->schedtick % 61 == 0 && sched.runqsize.load(std::memory_order_relaxed) > 0) {
     std::lock_guard<std::mutex> lock(sched.lock);
-    if (G* g = globrunqget_locked(p, 1)) return g;
+    // The fairness check is for Gs that have waited, not for the one this P
+    // has just preempted after a whole slice: taking that one back would
+    // make what the P readied meanwhile (a G whose timer fired) wait a
+    // second slice. Pass over it once; 61 ticks later it is taken.
+    if (sched.runq.head != nullptr && sched.runq.head == p->preempted && !p->runq.empty()) {
+      p->preempted = nullptr;
+    } else if (G* g = globrunqget_locked(p, 1)) {
+      return g;
+    }
   }
   if (G* g = p->runq.get(sched.nprocs == 1)) return g;
   if (sched.runqsize.load(std::memory_order_relaxed) > 0) {
@@ -605,6 +613,7 @@ void gls_destroy(G* g);
 
 void preempt_park(G* g) {
   g->preempt.store(false, std::memory_order_relaxed);
+  getm()->p->preempted = g;
   set_status(g, GStatus::kRunning, GStatus::kRunnable);
   gschedule(g, AfterSwitch::kGlobal);
 }

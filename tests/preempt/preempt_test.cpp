@@ -122,6 +122,49 @@ TEST_P(PreemptSlice, SleeperKeepsTickingBesideASpinner) {
                GetParam(), kTicks, static_cast<long long>(elapsed_us.load()), preempts.load());
 }
 
+// A sleeper readied by its timer while a spinner is preempted must run
+// before the spinner gets its P back, also on the scheduler's fairness ticks
+// (every 61st schedule takes the global queue first, and the preempted
+// spinner waits there). It used to lose those ticks: the spinner ran a second
+// slice, which set the p99 wake-up lateness of bench/preempt_bench at two
+// slices. Counted, not timed: with a 1 ms slice and 1 ms sleeps the timer
+// is due at every preemption, so each preemption of the spinner should give
+// exactly one tick (plus the first, which starts the sleeper).
+TEST(Preempt, TimerReadiedGoroutineRunsBeforeThePreemptedOneOnFairnessTicks) {
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
+  constexpr int kTicks = 600;
+  std::atomic<bool> spinning{true};
+  std::atomic<int> ticks{0};
+  std::atomic<uint32_t> preempts{0};
+  Watchdog dog(30s, [&] { spinning.store(false); });
+  run_cfg(preempt_cfg(1, absl::Milliseconds(1)), [&] {
+    Countdown cd(2);
+    gort::go([&] {
+      gort::go([&] {
+        for (int i = 0; i < kTicks && spinning.load(); i++) {
+          gort::sleep(absl::Milliseconds(1));
+          ticks++;
+        }
+        spinning = false;
+        cd.done();
+      });
+      spin_while(spinning);
+      preempts = self_async_preempts();
+      cd.done();
+    });
+    cd.wait();
+  });
+  dog.disarm();
+  EXPECT_FALSE(dog.fired());
+  EXPECT_EQ(ticks.load(), kTicks);
+  // 600 ticks pass about 10 fairness ticks; a little slack for a preemption
+  // that a loaded machine turns into a spare one (the sleeper itself
+  // preempted after its thread was descheduled).
+  EXPECT_LE(preempts.load(), static_cast<uint32_t>(kTicks + 4))
+      << "the spinner got its P back before the sleeper its timer had readied";
+  std::fprintf(stderr, "[info] %d ticks, %u preemptions of the spinner\n", ticks.load(), preempts.load());
+}
+
 // ---- preempted goroutines resume intact, on other threads ----
 
 // An integer chain the spinners compute between looks at their M.
