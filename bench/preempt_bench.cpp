@@ -1,0 +1,178 @@
+// bench/preempt_bench.cpp — preemption against Go's: how late a sleeping
+// goroutine wakes while call-free loops hog the Ps, and what the monitor
+// thread costs a CPU-bound program. Twin: bench/go/preempt_bench/main.go.
+//
+// Every case is a whole-process workload (see bench_util.hpp).
+//
+//   latency/procs:1     one spinner goroutine runs a loop with no calls
+//                       (`while (!stop) x++`); the main goroutine sleeps 1 ms
+//                       200 times. lateness = time asleep - 1 ms; reports
+//                       lateness_p50_us, lateness_p99_us, lateness_max_us.
+//                       Default time slice (10 ms, Go's forcePreemptNS).
+//   latency_slice1ms/procs:1  the same with Config::time_slice = 1 ms. Go has
+//                       no such knob: its twin runs the default workload, so
+//                       the row shows what a shorter slice buys.
+//   latency/procs:2     2 Ps, 2 spinners, the same measurement.
+//   sysmon_overhead/procs:2  2 goroutines each run a fixed multiply-xorshift
+//                       hash chain (~0.5 s), no spinners, nothing to switch
+//                       to; ns/iter (per chain step, per goroutine) with
+//                       preemption on. gort also reports overhead_pct: the
+//                       same chains with Config::preempt = false, run
+//                       alternately in the same process (so machine load
+//                       affects both alike); and overhead_vs_threads_pct: the
+//                       chains on two plain std::threads, no runtime at all.
+//                       Target: overhead_pct <= 1.
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <gort/gort.hpp>
+
+#include "bench_util.hpp"
+
+namespace {
+
+using gortbench::Stopwatch;
+
+constexpr int64_t kSleeps = 200;
+constexpr int64_t kChainSteps = 300'000'000;  // ~0.5 s per goroutine here
+constexpr int kOverheadRounds = 3;
+
+// The spinners' loop: a relaxed load and a relaxed store, no call, so only an
+// asynchronous preemption takes the P away.
+void spin(const std::atomic<bool>* stop, std::atomic<uint64_t>* counter) {
+  while (!stop->load(std::memory_order_relaxed)) {
+    counter->store(counter->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+}
+
+double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+void latency(benchmark::State& state, int procs, absl::Duration slice) {
+  const int64_t n = gortbench::scaled(kSleeps);
+  std::vector<double> late_us;
+  late_us.reserve(static_cast<size_t>(n));
+  double seconds = 0;
+  gort::Config cfg;
+  cfg.procs = procs;
+  cfg.time_slice = slice;
+  gort::run(
+      [&] {
+        std::atomic<bool> stop{false};
+        std::atomic<uint64_t> counter{0};
+        gort::WaitGroup wg;
+        for (int i = 0; i < procs; i++) {
+          wg.add(1);
+          gort::go([&] {
+            spin(&stop, &counter);
+            wg.done();
+          });
+        }
+        Stopwatch total;
+        for (int64_t i = 0; i < n; i++) {
+          Stopwatch sw;
+          gort::sleep(absl::Milliseconds(1));
+          late_us.push_back(sw.seconds() * 1e6 - 1000.0);
+        }
+        seconds = total.seconds();
+        stop.store(true, std::memory_order_relaxed);
+        wg.wait();
+      },
+      cfg);
+  state.SetIterationTime(seconds);
+  state.counters["lateness_p50_us"] = percentile(late_us, 0.50);
+  state.counters["lateness_p99_us"] = percentile(late_us, 0.99);
+  state.counters["lateness_max_us"] = percentile(late_us, 1.0);
+}
+
+// One step of the chain; the Go twin computes the same function.
+inline uint64_t chain(uint64_t x, int64_t steps) {
+  for (int64_t i = 0; i < steps; i++) {
+    x = x * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+    x ^= x >> 29;
+  }
+  return x;
+}
+
+std::atomic<uint64_t> g_sink{0};
+
+// Seconds for `procs` goroutines to run one chain each, in a fresh runtime.
+double chains_in_gort(int procs, int64_t steps, bool preempt) {
+  double seconds = 0;
+  gort::Config cfg;
+  cfg.procs = procs;
+  cfg.preempt = preempt;
+  gort::run(
+      [&] {
+        gort::WaitGroup wg;
+        Stopwatch sw;
+        for (int i = 0; i < procs; i++) {
+          wg.add(1);
+          gort::go([&wg, steps, i] {
+            g_sink.fetch_add(chain(static_cast<uint64_t>(i) + 1, steps), std::memory_order_relaxed);
+            wg.done();
+          });
+        }
+        wg.wait();
+        seconds = sw.seconds();
+      },
+      cfg);
+  return seconds;
+}
+
+double chains_in_threads(int procs, int64_t steps) {
+  Stopwatch sw;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < procs; i++) {
+    threads.emplace_back([steps, i] {
+      g_sink.fetch_add(chain(static_cast<uint64_t>(i) + 1, steps), std::memory_order_relaxed);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return sw.seconds();
+}
+
+double median(std::vector<double> v) { return percentile(std::move(v), 0.5); }
+
+void sysmon_overhead(benchmark::State& state, int procs) {
+  const int64_t steps = gortbench::scaled(kChainSteps);
+  std::vector<double> on, off, threads;
+  // Interleaved so that a burst of load on the machine hits every variant.
+  for (int r = 0; r < kOverheadRounds; r++) {
+    on.push_back(chains_in_gort(procs, steps, true));
+    off.push_back(chains_in_gort(procs, steps, false));
+    threads.push_back(chains_in_threads(procs, steps));
+  }
+  double t_on = median(on);
+  state.SetIterationTime(t_on);
+  state.counters["ns/iter"] = t_on * 1e9 / static_cast<double>(steps);
+  state.counters["overhead_pct"] = (t_on / median(off) - 1.0) * 100.0;
+  state.counters["overhead_vs_threads_pct"] = (t_on / median(threads) - 1.0) * 100.0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gortbench::register_once("latency", 1, [](benchmark::State& s, int p) {
+    latency(s, p, absl::Milliseconds(10));
+  });
+  gortbench::register_once("latency_slice1ms", 1, [](benchmark::State& s, int p) {
+    latency(s, p, absl::Milliseconds(1));
+  });
+  gortbench::register_once("latency", 2, [](benchmark::State& s, int p) {
+    latency(s, p, absl::Milliseconds(10));
+  });
+  gortbench::register_once("sysmon_overhead", 2, sysmon_overhead);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
