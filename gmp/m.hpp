@@ -58,8 +58,9 @@ struct M {
   // Inside gort::blocking(), and the P it held when it entered.
   std::atomic<bool> in_blocking{false};
   P* blocking_p = nullptr;
-  // Asynchronous preemption requests: sysmon bumps this and sends it with
-  // the signal; the handler acts only on the current one.
+  // Asynchronous preemption requests: sysmon bumps this for each new request
+  // (its retries resend the same number) and sends it with the signal; the
+  // handler acts only on the current one.
   std::atomic<uint32_t> preempt_gen{0};
 
   // Per-M alternate signal stack (for the stack-overflow handler).

@@ -143,10 +143,19 @@ bool preempt_one(P* p) {
   if (m == nullptr) return false;
   G* g = m->curg;
   if (g == nullptr || g->is_g0) return false;
-  g->preempt.store(true, std::memory_order_release);
+  // Already set: sysmon asked this run of g before (make_current clears it),
+  // and this is a retry.
+  bool retry = g->preempt.exchange(true, std::memory_order_acq_rel);
   if (!sched.cfg.preempt || !g_supported) return true;  // cooperative only
   if (m->in_blocking.load(std::memory_order_acquire)) return true;  // never signal those
-  uint32_t gen = (m->preempt_gen.fetch_add(1, std::memory_order_acq_rel) + 1) & 0xFFFFFF;
+  // A retry keeps the request number. SIGURG is not queued: while the first
+  // signal is still pending (its thread descheduled on a busy machine), a
+  // retry's signal is discarded and the first one is delivered later with
+  // its own number; had the retry taken a new number, the handler would drop
+  // that signal as stale and the preemption would wait for a retry that
+  // happens to be delivered within one retry interval.
+  uint32_t gen = retry ? m->preempt_gen.load(std::memory_order_acquire) & 0xFFFFFF
+                       : (m->preempt_gen.fetch_add(1, std::memory_order_acq_rel) + 1) & 0xFFFFFF;
   sigval v;
   v.sival_int = static_cast<int>((0xA5u << 24) | gen);
   pthread_sigqueue(m->tid, g_sig, v);

@@ -165,6 +165,55 @@ TEST(Preempt, TimerReadiedGoroutineRunsBeforeThePreemptedOneOnFairnessTicks) {
   std::fprintf(stderr, "[info] %d ticks, %u preemptions of the spinner\n", ticks.load(), preempts.load());
 }
 
+#if defined(__x86_64__)
+// Unblocks the preemption signal with a raw syscall instruction, so that a
+// pending signal is delivered at a PC in this executable (a safe point),
+// not inside libc's pthread_sigmask.
+__attribute__((noinline)) void unblock_signal_here(int sig) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  register long sigsetsize asm("r10") = _NSIG / 8;
+  long ret = SYS_rt_sigprocmask;
+  asm volatile("syscall"
+               : "+a"(ret)
+               : "D"(SIG_UNBLOCK), "S"(&set), "d"(nullptr), "r"(sigsetsize)
+               : "rcx", "r11", "memory");
+}
+#endif
+
+// A preemption signal that reaches its thread late (the thread was not
+// running: here, it blocked the signal) must still preempt. SIGURG is not
+// queued, so what is delivered is sysmon's *first* signal; its retries used
+// to carry new request numbers, and the handler dropped the first signal as
+// stale, leaving the goroutine to run until a retry happened to arrive
+// within one retry interval (on a busy machine: many intervals).
+TEST(Preempt, LateSignalStillPreemptsAfterSysmonRetried) {
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
+#if defined(__x86_64__)
+  std::atomic<uint32_t> before{0};
+  std::atomic<uint32_t> after{0};
+  run_cfg(preempt_cfg(1, absl::Milliseconds(1)), [&] {
+    Countdown cd(1);
+    gort::go([&] {
+      sigset_t set;
+      sigemptyset(&set);
+      sigaddset(&set, internal::preempt_signal());
+      pthread_sigmask(SIG_BLOCK, &set, nullptr);
+      // Well past the 1 ms slice: sysmon asks, then retries every ~100 µs.
+      spin_for(30ms);
+      before = self_async_preempts();
+      unblock_signal_here(internal::preempt_signal());
+      after = self_async_preempts();
+      cd.done();
+    });
+    cd.wait();
+  });
+  EXPECT_EQ(after.load(), before.load() + 1)
+      << "the pending preemption signal was delivered at a safe point but did not preempt";
+#endif
+}
+
 // ---- preempted goroutines resume intact, on other threads ----
 
 // An integer chain the spinners compute between looks at their M.
