@@ -588,6 +588,35 @@ TEST(PreemptSignal, SignalNumberFromEnvironment) {
 
 // ---- sysmon's idle cost ----
 
+// A CPU-bound goroutine is preempted every slice; sysmon should then wake
+// about every slice/10 (1 ms), not fall back to its 20 µs tick after each
+// preemption as it used to (some 8,000 wake-ups a second, each taking the
+// core from a goroutine on a small machine). Counted as the process's
+// voluntary context switches: sysmon's sleeps, nearly nothing else here.
+TEST(Sysmon, CpuBoundProgramKeepsSysmonNearOneWakeUpPerTenthOfASlice) {
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
+  auto child = [] {
+    rusage r0{}, r1{};
+    std::atomic<bool> spinning{true};
+    gort::run(
+        [&] {
+          gort::go([&] { spin_while(spinning); });
+          gort::sleep(absl::Milliseconds(50));  // let start-up settle
+          getrusage(RUSAGE_SELF, &r0);
+          gort::sleep(absl::Seconds(1));
+          getrusage(RUSAGE_SELF, &r1);
+          spinning = false;
+        },
+        preempt_cfg(1));
+    int64_t voluntary = r1.ru_nvcsw - r0.ru_nvcsw;
+    std::fprintf(stderr, "[info] 1 P, one spinner for 1 s: %lld voluntary context switches\n",
+                 static_cast<long long>(voluntary));
+    // About 1,000 expected (one per ms); the 20 µs tick gave 5,000 and more.
+    EXPECT_LT(voluntary, 2500);
+  };
+  GORT_EXPECT_SUBPROCESS_OK(60, reporting(child));
+}
+
 TEST(Sysmon, IdleProgramCostsNearlyNoCpu) {
   auto child = [] {
     for (int procs : {1, 4}) {
