@@ -27,7 +27,10 @@ struct P;
 // and the FP state size. Called by sysmon_start.
 void preempt_init();
 int preempt_signal();
-// Asks the G running on p to yield. Returns true if a request was made.
+// Asks the G running on p to yield: sets its cooperative flag and, when
+// asynchronous preemption is on, signals its M. Returns true if a signal
+// was sent (only then is an early retry worth it: the signal may land at an
+// unsafe point; the flag stays set until the G's next gort call).
 bool preempt_one(P* p);
 // Whether async preemption is possible in this process (x86-64, not TSan,
 // gort not linked into the main executable).

@@ -146,8 +146,8 @@ bool preempt_one(P* p) {
   // Already set: sysmon asked this run of g before (make_current clears it),
   // and this is a retry.
   bool retry = g->preempt.exchange(true, std::memory_order_acq_rel);
-  if (!sched.cfg.preempt || !g_supported) return true;  // cooperative only
-  if (m->in_blocking.load(std::memory_order_acquire)) return true;  // never signal those
+  if (!sched.cfg.preempt || !g_supported) return false;  // cooperative only
+  if (m->in_blocking.load(std::memory_order_acquire)) return false;  // never signal those
   // A retry keeps the request number. SIGURG is not queued: while the first
   // signal is still pending (its thread descheduled on a busy machine), a
   // retry's signal is discarded and the first one is delivered later with

@@ -110,14 +110,22 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
         pd.schedtick = t;
         pd.schedwhen = now;
       } else if (pd.schedwhen + slice <= now) {
-        // Not counted as activity (as in Go's retake): CPU-bound goroutines
-        // are preempted every slice, and resetting the back-off each time
-        // kept sysmon at its 20 µs tick for good — some 8,000 wake-ups a
-        // second, a fifth of a CPU, each one taking a core from a goroutine.
-        // The slice deadline below still wakes it in time for the next look.
-        preempt_one(p);
-        // Retry at the next round if it could not be preempted now.
-        pd.schedwhen = now - slice + std::min<int64_t>(slice / 10 + 1, kMinDelayNs * 5);
+        // Not counted in n (as in Go's retake): CPU-bound goroutines are
+        // preempted every slice, and resetting the back-off each time kept
+        // sysmon at its 20 µs tick for good — some 6,000-8,000 wake-ups a
+        // second, a fifth of a CPU, each one taking a core from a
+        // goroutine. The slice deadline still wakes it for the next look.
+        //
+        // A signal may land at an unsafe point: look again shortly. A
+        // cooperative request (preemption off, or an M in blocking()) stays
+        // set until the G's next gort call; asking again before another
+        // slice would only cost wake-ups (every 100 µs, for as long as a
+        // call-free loop runs).
+        if (preempt_one(p)) {
+          pd.schedwhen = now - slice + std::min<int64_t>(slice / 10 + 1, kMinDelayNs * 5);
+        } else {
+          pd.schedwhen = now;
+        }
       }
       *next_deadline = std::min(*next_deadline, pd.schedwhen + slice);
     } else if (st == PStatus::kBlocking) {

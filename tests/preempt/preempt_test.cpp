@@ -590,28 +590,43 @@ TEST(PreemptSignal, SignalNumberFromEnvironment) {
 
 // A CPU-bound goroutine is preempted every slice; sysmon should then wake
 // about every slice/10 (1 ms), not fall back to its 20 µs tick after each
-// preemption as it used to (some 8,000 wake-ups a second, each taking the
-// core from a goroutine on a small machine). Counted as the process's
+// preemption as it used to (some 6,000 wake-ups a second, each taking the
+// core from a goroutine on a small machine). With preemption off it used to
+// be worse: it re-asked the spinner every 100 µs. Counted as the process's
 // voluntary context switches: sysmon's sleeps, nearly nothing else here.
-TEST(Sysmon, CpuBoundProgramKeepsSysmonNearOneWakeUpPerTenthOfASlice) {
-  SKIP_WITHOUT_ASYNC_PREEMPTION();
-  auto child = [] {
+// Parameter: Config::preempt.
+class SysmonCpuBound : public ::testing::TestWithParam<bool> {};
+INSTANTIATE_TEST_SUITE_P(Preempt, SysmonCpuBound, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "on" : "off";
+                         });
+
+TEST_P(SysmonCpuBound, WakesAboutOncePerTenthOfASlice) {
+  if (GetParam()) SKIP_WITHOUT_ASYNC_PREEMPTION();
+  const bool preempt = GetParam();
+  auto child = [preempt] {
     rusage r0{}, r1{};
     std::atomic<bool> spinning{true};
+    std::atomic<bool> measured{false};
     gort::run(
         [&] {
+          // Two Ps: with preemption off the spinner keeps its P, and the
+          // sleeping main goroutine needs the other.
           gort::go([&] { spin_while(spinning); });
           gort::sleep(absl::Milliseconds(50));  // let start-up settle
           getrusage(RUSAGE_SELF, &r0);
           gort::sleep(absl::Seconds(1));
           getrusage(RUSAGE_SELF, &r1);
+          measured = true;
           spinning = false;
         },
-        preempt_cfg(1));
+        preempt_cfg(2, absl::Milliseconds(10), preempt));
+    ASSERT_TRUE(measured.load());
     int64_t voluntary = r1.ru_nvcsw - r0.ru_nvcsw;
-    std::fprintf(stderr, "[info] 1 P, one spinner for 1 s: %lld voluntary context switches\n",
-                 static_cast<long long>(voluntary));
-    // About 1,000 expected (one per ms); the 20 µs tick gave 5,000 and more.
+    std::fprintf(stderr, "[info] preempt %s, one spinner for 1 s: %lld voluntary context switches\n",
+                 preempt ? "on" : "off", static_cast<long long>(voluntary));
+    // About 1,000 expected (one per ms); the 20 µs tick gave 5,000 and more,
+    // the 100 µs re-asking 10,000.
     EXPECT_LT(voluntary, 2500);
   };
   GORT_EXPECT_SUBPROCESS_OK(60, reporting(child));
