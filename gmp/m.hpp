@@ -62,6 +62,11 @@ struct M {
   // (its retries resend the same number) and sends it with the signal; the
   // handler acts only on the current one.
   std::atomic<uint32_t> preempt_gen{0};
+  // Preemption signals sent to this M, and that count as the handler last
+  // saw it: while they differ a signal is still pending (SIGURG is not
+  // queued), and sending another would only cost a system call.
+  std::atomic<uint32_t> preempt_sent{0};
+  std::atomic<uint32_t> preempt_seen{0};
 
   // Per-M alternate signal stack (for the stack-overflow handler).
   void* sigstack = nullptr;

@@ -27,11 +27,17 @@ struct P;
 // and the FP state size. Called by sysmon_start.
 void preempt_init();
 int preempt_signal();
+// What preempt_one did, which says when sysmon should look again.
+enum class PreemptRequest {
+  kNone,       // only the cooperative flag (preemption off, no G, an M in
+               // blocking()): it stays set until the G's next gort call
+  kSignalled,  // a signal went out; it may land at an unsafe point
+  kPending,    // this request's signal has not been delivered yet (the
+               // thread is not running): nothing was sent
+};
 // Asks the G running on p to yield: sets its cooperative flag and, when
-// asynchronous preemption is on, signals its M. Returns true if a signal
-// was sent (only then is an early retry worth it: the signal may land at an
-// unsafe point; the flag stays set until the G's next gort call).
-bool preempt_one(P* p);
+// asynchronous preemption is on, signals its M.
+PreemptRequest preempt_one(P* p);
 // Whether async preemption is possible in this process (x86-64, not TSan,
 // gort not linked into the main executable).
 bool async_preempt_supported();

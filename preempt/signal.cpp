@@ -76,8 +76,12 @@ void on_signal(int sig, siginfo_t* info, void* ucv) {
     errno = saved_errno;
     return;
   }
-#if defined(__x86_64__)
   M* m = getm();
+  // Delivering one signal consumes every pending one (they are not queued).
+  if (m != nullptr) {
+    m->preempt_seen.store(m->preempt_sent.load(std::memory_order_acquire), std::memory_order_release);
+  }
+#if defined(__x86_64__)
   G* g = m != nullptr ? m->curg : nullptr;
   uint32_t gen = static_cast<uint32_t>(info->si_value.sival_int) & 0xFFFFFF;
   if (g == nullptr || g->is_g0 || (m->preempt_gen.load(std::memory_order_relaxed) & 0xFFFFFF) != gen ||
@@ -138,16 +142,21 @@ void preempt_init() {
   });
 }
 
-bool preempt_one(P* p) {
+PreemptRequest preempt_one(P* p) {
   M* m = p->m;
-  if (m == nullptr) return false;
+  if (m == nullptr) return PreemptRequest::kNone;
   G* g = m->curg;
-  if (g == nullptr || g->is_g0) return false;
+  if (g == nullptr || g->is_g0) return PreemptRequest::kNone;
   // Already set: sysmon asked this run of g before (make_current clears it),
   // and this is a retry.
   bool retry = g->preempt.exchange(true, std::memory_order_acq_rel);
-  if (!sched.cfg.preempt || !g_supported) return false;  // cooperative only
-  if (m->in_blocking.load(std::memory_order_acquire)) return false;  // never signal those
+  if (!sched.cfg.preempt || !g_supported) return PreemptRequest::kNone;  // cooperative only
+  // Never signal those.
+  if (m->in_blocking.load(std::memory_order_acquire)) return PreemptRequest::kNone;
+  if (retry && m->preempt_seen.load(std::memory_order_acquire) !=
+                   m->preempt_sent.load(std::memory_order_acquire)) {
+    return PreemptRequest::kPending;
+  }
   // A retry keeps the request number. SIGURG is not queued: while the first
   // signal is still pending (its thread descheduled on a busy machine), a
   // retry's signal is discarded and the first one is delivered later with
@@ -158,8 +167,9 @@ bool preempt_one(P* p) {
                        : (m->preempt_gen.fetch_add(1, std::memory_order_acq_rel) + 1) & 0xFFFFFF;
   sigval v;
   v.sival_int = static_cast<int>((0xA5u << 24) | gen);
+  m->preempt_sent.fetch_add(1, std::memory_order_acq_rel);
   pthread_sigqueue(m->tid, g_sig, v);
-  return true;
+  return PreemptRequest::kSignalled;
 }
 
 }  // namespace gort::internal

@@ -116,15 +116,23 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
         // second, a fifth of a CPU, each one taking a core from a
         // goroutine. The slice deadline still wakes it for the next look.
         //
-        // A signal may land at an unsafe point: look again shortly. A
+        // A signal may land at an unsafe point: look again shortly. One
+        // not yet delivered (its thread is not running, on a busy machine)
+        // needs no resending: look again in a tenth of a slice. A
         // cooperative request (preemption off, or an M in blocking()) stays
         // set until the G's next gort call; asking again before another
         // slice would only cost wake-ups (every 100 µs, for as long as a
         // call-free loop runs).
-        if (preempt_one(p)) {
-          pd.schedwhen = now - slice + std::min<int64_t>(slice / 10 + 1, kMinDelayNs * 5);
-        } else {
-          pd.schedwhen = now;
+        switch (preempt_one(p)) {
+          case PreemptRequest::kSignalled:
+            pd.schedwhen = now - slice + std::min<int64_t>(slice / 10 + 1, kMinDelayNs * 5);
+            break;
+          case PreemptRequest::kPending:
+            pd.schedwhen = now - slice + std::max<int64_t>(slice / 10, kMinDelayNs * 5);
+            break;
+          case PreemptRequest::kNone:
+            pd.schedwhen = now;
+            break;
         }
       }
       *next_deadline = std::min(*next_deadline, pd.schedwhen + slice);
