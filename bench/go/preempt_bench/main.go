@@ -21,8 +21,8 @@ import (
 
 const (
 	sleeps         = 200
-	chainSteps     = 300_000_000
-	overheadRounds = 3
+	chainSteps     = 240_000_000
+	overheadRounds = 5
 )
 
 var sink atomic.Uint64
