@@ -93,7 +93,8 @@ int main(int argc, char** argv) {
   auto start = demo::Clock::now();
   std::printf("gort demo: Go's concurrency model in C++20\n");
   bool ok = gort::run([] {
-              std::printf("%d processors (Ps); set GORT_MAXPROCS to change it\n", gort::procs());
+              std::printf("%d processor%s (Ps); set GORT_MAXPROCS to change it\n", gort::procs(),
+                          gort::procs() == 1 ? "" : "s");
               bool ok = demo::many_goroutines();
               ok &= demo::prime_sieve();
               return ok ? 0 : 1;
