@@ -12,15 +12,17 @@
 //                       back, 200,000 round trips in all (2,000 per client).
 //                       msgs/s = round trips / elapsed (dials excluded).
 //                       Run with 1 and 2 Ps.
-//   idle_conns/procs:1  10,000 connections dialled one after another and
-//                       accepted by the same echo server, whose goroutines
-//                       then sit parked in read. bytes/conn = (RSS once all
-//                       server goroutines have started − RSS before the first
-//                       dial) / N; both ends of each connection are in this
-//                       process. Needs 2N + 64 descriptors: RLIMIT_NOFILE is
-//                       raised (to 2N + 64 if the hard limit is lower and the
-//                       process may raise it, else to the hard limit); the
-//                       case fails with a message if that is not enough.
+//   idle_conns/procs:1  a client process (forked before the runtime starts;
+//                       plain blocking sockets) opens 10,000 connections to
+//                       the echo server, which accepts them and whose
+//                       goroutines then sit parked in read. bytes/conn =
+//                       (RSS once all server goroutines have started − RSS
+//                       before the first connection) / N, for the server
+//                       process only. The soft RLIMIT_NOFILE is raised to the
+//                       hard limit; the case fails with a message if N + 64
+//                       descriptors do not fit. (Both ends in one process
+//                       would need 2N: more than this machine's hard limit
+//                       of 20,000.)
 //   timers/procs:2      100,000 goroutines, each sleeping 1–50 ms (the
 //                       durations come from splitmix64 seeded with 1, the
 //                       same sequence on both sides), all joined.
@@ -30,13 +32,22 @@
 //   timer_ops/procs:1   100,000 × {new_timer(1 h); stop()}.
 //                       ns/timer_op = elapsed / N. (Not "ns/op": bench/compare
 //                       reserves that name for Google Benchmark's own time.)
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -192,31 +203,81 @@ void tcp_echo(benchmark::State& state, int procs) {
   state.counters["msgs/s"] = static_cast<double>(done_total) / seconds;
 }
 
-// Raises RLIMIT_NOFILE so that `need` descriptors fit; returns the limit now
-// in effect.
-rlim_t raise_nofile(rlim_t need) {
+// Raises the soft RLIMIT_NOFILE to the hard limit; returns the limit now in
+// effect.
+rlim_t raise_nofile() {
   rlimit rl{};
   getrlimit(RLIMIT_NOFILE, &rl);
-  if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need) {
-    // Root (CAP_SYS_RESOURCE) may raise the hard limit too.
-    rlimit more{need, need};
-    if (setrlimit(RLIMIT_NOFILE, &more) == 0) return need;
-  }
   rl.rlim_cur = rl.rlim_max;
   setrlimit(RLIMIT_NOFILE, &rl);
   getrlimit(RLIMIT_NOFILE, &rl);
   return rl.rlim_cur;
 }
 
+// Writes all of s to fd (a pipe); false on error.
+bool write_all(int fd, std::string_view s) {
+  while (!s.empty()) {
+    ssize_t n = ::write(fd, s.data(), s.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    s.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// The client process of idle_conns: reads "<port> <n>\n" from `in`, opens n
+// connections to 127.0.0.1:<port> with plain blocking sockets, writes "ok\n"
+// (or "error: ...\n") to `out`, then holds them until `in` reaches end of
+// file. Runs in a child forked before the runtime started.
+[[noreturn]] void idle_client(int in, int out) {
+  std::string line;
+  char ch;
+  while (::read(in, &ch, 1) == 1 && ch != '\n') line += ch;
+  int port = 0;
+  long long n = 0;
+  if (std::sscanf(line.c_str(), "%d %lld", &port, &n) != 2) _exit(1);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string err;
+  for (long long i = 0; i < n && err.empty(); i++) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+      err = "error: client socket/connect #" + std::to_string(i) + ": " + std::strerror(errno) + "\n";
+    }
+  }
+  write_all(out, err.empty() ? "ok\n" : err);
+  while (::read(in, &ch, 1) > 0) {
+  }
+  _exit(0);  // the kernel closes the connections
+}
+
 void idle_conns(benchmark::State& state, int procs) {
   const int64_t n = gortbench::scaled(kIdleConns);
-  const rlim_t need = static_cast<rlim_t>(2 * n + 64);
-  const rlim_t have = raise_nofile(need);
+  // This process holds the server ends only; the client process the others.
+  const rlim_t need = static_cast<rlim_t>(n + 64);
+  const rlim_t have = raise_nofile();
   if (have != RLIM_INFINITY && have < need) {
     std::fprintf(stderr, "idle_conns: needs %llu descriptors, RLIMIT_NOFILE allows %llu\n",
                  static_cast<unsigned long long>(need), static_cast<unsigned long long>(have));
     return state.SkipWithError("idle_conns: RLIMIT_NOFILE too low (see stderr)");
   }
+  // Fork before the runtime starts: its threads would not survive a fork.
+  int to_child[2], from_child[2];
+  if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0) {
+    return state.SkipWithError("idle_conns: pipe failed");
+  }
+  pid_t pid = ::fork();
+  if (pid < 0) return state.SkipWithError("idle_conns: fork failed");
+  if (pid == 0) {
+    ::close(to_child[1]);
+    ::close(from_child[0]);
+    idle_client(to_child[0], from_child[1]);
+  }
+  ::close(to_child[0]);
+  ::close(from_child[1]);
+
   double seconds = 0;
   int64_t delta = 0;
   Failure fail;
@@ -224,27 +285,34 @@ void idle_conns(benchmark::State& state, int procs) {
       [&] {
         EchoServer srv;
         if (auto s = srv.start(); !s.ok()) return fail.set("listen: " + status_text(s));
-        std::vector<gort::net::Conn> conns;
-        conns.reserve(static_cast<size_t>(n));
+        const std::string port = srv.addr().substr(srv.addr().rfind(':') + 1);
         const int64_t before = gortbench::rss_bytes();
         Stopwatch sw;
-        for (int64_t i = 0; i < n; i++) {
-          auto c = gort::net::dial("tcp", srv.addr());
-          if (!c.ok()) {
-            fail.set("dial #" + std::to_string(i) + ": " + status_text(c.status()));
-            break;
+        if (!write_all(to_child[1], port + " " + std::to_string(n) + "\n")) {
+          fail.set("cannot talk to the client process");
+        } else {
+          // The pipe is not on the poller: wait for the client's report with
+          // this thread's P handed to the accept loop.
+          std::string report = gort::blocking([&] {
+            std::string r;
+            char ch;
+            while (::read(from_child[0], &ch, 1) == 1 && ch != '\n') r += ch;
+            return r;
+          });
+          if (report != "ok") {
+            fail.set(report.empty() ? "the client process died" : report);
+          } else {
+            srv.wait_started(n);
+            delta = gortbench::rss_bytes() - before;
           }
-          conns.push_back(std::move(*c));
-        }
-        if (!fail.failed()) {
-          srv.wait_started(n);
-          delta = gortbench::rss_bytes() - before;
         }
         seconds = sw.seconds();
-        conns.clear();
+        ::close(to_child[1]);  // the client exits; its connections close
+        gort::blocking([&] { ::waitpid(pid, nullptr, 0); });
         srv.stop();
       },
       gort::Config{.procs = procs});
+  ::close(from_child[0]);
   if (fail.failed()) return state.SkipWithError(("idle_conns: " + fail.message()).c_str());
   state.SetIterationTime(seconds);
   state.counters["bytes/conn"] = static_cast<double>(delta) / static_cast<double>(n);

@@ -5,10 +5,13 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -156,44 +159,80 @@ func tcpEcho(r *harness.Result) {
 	r.Report("msgs/s", float64(perClient*echoClients)/d.Seconds())
 }
 
-// raiseNofile raises RLIMIT_NOFILE so that need descriptors fit and returns
-// the limit now in effect.
-func raiseNofile(need uint64) uint64 {
+// raiseNofile raises the soft RLIMIT_NOFILE to the hard limit (Go 1.19 does
+// it at start-up too) and returns the limit now in effect.
+func raiseNofile() uint64 {
 	var rl syscall.Rlimit
 	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl)
-	if rl.Max < need {
-		// Root (CAP_SYS_RESOURCE) may raise the hard limit too.
-		if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: need, Max: need}) == nil {
-			return need
-		}
-	}
 	rl.Cur = rl.Max
 	syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl)
 	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl)
 	return rl.Cur
 }
 
-func idle(r *harness.Result) {
-	n := harness.Scaled(idleConns)
-	need := uint64(2*n + 64)
-	if have := raiseNofile(need); have < need {
-		fail("idle_conns: needs %d descriptors, RLIMIT_NOFILE allows %d", need, have)
+// idleClientEnv, when set to "<addr> <n>", makes this program the client
+// process of idle_conns instead of running cases.
+const idleClientEnv = "GORTBENCH_IDLE_CLIENT"
+
+// idleClient opens n connections to addr, prints "ok" (or the error) on
+// stdout, then holds them until stdin reaches end of file.
+func idleClient(spec string) {
+	raiseNofile()
+	var addr string
+	var n int
+	if _, err := fmt.Sscanf(spec, "%s %d", &addr, &n); err != nil {
+		fmt.Printf("error: bad %s: %v\n", idleClientEnv, err)
+		os.Exit(1)
 	}
-	srv := startEchoServer()
 	conns := make([]net.Conn, 0, n)
-	before := harness.RSSBytes()
 	for i := 0; i < n; i++ {
-		c, err := net.Dial("tcp", srv.addr())
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
-			fail("idle_conns: dial #%d: %v", i, err)
+			fmt.Printf("error: client dial #%d: %v\n", i, err)
+			os.Exit(1)
 		}
 		conns = append(conns, c)
 	}
+	fmt.Println("ok")
+	io.Copy(io.Discard, os.Stdin)
+	os.Exit(0) // the kernel closes the connections
+}
+
+func idle(r *harness.Result) {
+	n := harness.Scaled(idleConns)
+	// This process holds the server ends only; the client process the others.
+	need := uint64(n + 64)
+	if have := raiseNofile(); have < need {
+		fail("idle_conns: needs %d descriptors, RLIMIT_NOFILE allows %d", need, have)
+	}
+	srv := startEchoServer()
+	before := harness.RSSBytes()
+	self, err := os.Executable()
+	if err != nil {
+		fail("idle_conns: %v", err)
+	}
+	client := exec.Command(self)
+	client.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d", idleClientEnv, srv.addr(), n))
+	client.Stderr = os.Stderr
+	toClient, err := client.StdinPipe()
+	if err != nil {
+		fail("idle_conns: %v", err)
+	}
+	fromClient, err := client.StdoutPipe()
+	if err != nil {
+		fail("idle_conns: %v", err)
+	}
+	if err := client.Start(); err != nil {
+		fail("idle_conns: starting the client process: %v", err)
+	}
+	report, _ := bufio.NewReader(fromClient).ReadString('\n')
+	if strings.TrimSpace(report) != "ok" {
+		fail("idle_conns: client process: %q", report)
+	}
 	srv.waitStarted(int64(n))
 	delta := harness.RSSBytes() - before
-	for _, c := range conns {
-		c.Close()
-	}
+	toClient.Close()
+	client.Wait()
 	srv.stop()
 	r.Report("bytes/conn", float64(delta)/float64(n))
 	r.Report("peak_rss_MiB", harness.MiB(harness.PeakRSSBytes()))
@@ -252,6 +291,9 @@ func timerOpsCase(r *harness.Result) {
 }
 
 func main() {
+	if spec := os.Getenv(idleClientEnv); spec != "" {
+		idleClient(spec)
+	}
 	harness.Main([]harness.Case{
 		{Workload: "tcp_echo", Procs: 1, Run: tcpEcho},
 		{Workload: "tcp_echo", Procs: 2, Run: tcpEcho},
