@@ -130,7 +130,7 @@ bool wait_on(ChanCore* c, WaitQ* q, void* elem, WaitReason reason) {
 
 void chan_send(ChanCore* c, void* elem) {
   preempt_check();
-  if (c == nullptr) block_forever(WaitReason::kNilChan);
+  if (c == nullptr) block_forever(WaitReason::kChanSendNilChan);
   lock_word(&c->lock);
   if (c->closed) {
     unlock_word(&c->lock);
@@ -154,7 +154,7 @@ void chan_send(ChanCore* c, void* elem) {
 
 bool chan_recv(ChanCore* c, void* out) {
   preempt_check();
-  if (c == nullptr) block_forever(WaitReason::kChanRecv);
+  if (c == nullptr) block_forever(WaitReason::kChanRecvNilChan);
   lock_word(&c->lock);
   if (Waiter* s = c->sendq.dequeue()) {
     recv_from_sender(c, s, out);
