@@ -74,7 +74,7 @@ void chan_retain(ChanCore* c) { c->refs.fetch_add(1, std::memory_order_relaxed);
 void chan_release(ChanCore* c) {
   if (c->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   size_t n = c->count.load(std::memory_order_relaxed);
-  for (size_t i = 0, x = c->recvx; i < n; i++, x = (x + 1) % c->cap) c->et->destroy(c->slot(x));
+  for (size_t i = 0, x = c->recvx; i < n; i++, x = (x + 1) % c->cap) elem_destroy(c->et, c->slot(x));
   size_t align = core_align(c->et);
   c->~ChanCore();
   ::operator delete(static_cast<void*>(c), std::align_val_t(align));
@@ -82,28 +82,28 @@ void chan_release(ChanCore* c) {
 
 void recv_from_buffer(ChanCore* c, void* out) {
   char* s = c->slot(c->recvx);
-  c->et->move_to(out, s);
-  c->et->destroy(s);
+  elem_move(c->et, out, s);
+  elem_destroy(c->et, s);
   if (++c->recvx == c->cap) c->recvx = 0;
   c->count.store(c->count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
 }
 
 void send_to_buffer(ChanCore* c, void* elem) {
-  c->et->move_to(c->slot(c->sendx), elem);
+  elem_move(c->et, c->slot(c->sendx), elem);
   if (++c->sendx == c->cap) c->sendx = 0;
   c->count.store(c->count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
 void recv_from_sender(ChanCore* c, Waiter* s, void* out) {
   if (c->cap == 0) {
-    c->et->move_to(out, s->elem);
+    elem_move(c->et, out, s->elem);
   } else {
     // The buffer is full: take its head, and put the sender's value in the
     // slot that frees (the tail, since the buffer is full).
     char* slot = c->slot(c->recvx);
-    c->et->move_to(out, slot);
-    c->et->destroy(slot);
-    c->et->move_to(slot, s->elem);
+    elem_move(c->et, out, slot);
+    elem_destroy(c->et, slot);
+    elem_move(c->et, slot, s->elem);
     if (++c->recvx == c->cap) c->recvx = 0;
     c->sendx = c->recvx;
   }
@@ -138,7 +138,7 @@ void chan_send(ChanCore* c, void* elem) {
   }
   if (Waiter* r = c->recvq.dequeue()) {
     // Straight into the receiver's slot; it runs next on this P.
-    c->et->move_to(r->elem, elem);
+    elem_move(c->et, r->elem, elem);
     r->success = true;
     unlock_word(&c->lock);
     wake(r);

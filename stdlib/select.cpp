@@ -108,7 +108,7 @@ int selectgo(SelectCase* cases, int n, bool block) {
         throw panic_error("send on closed channel");
       }
       if (Waiter* r = c->recvq.dequeue()) {
-        c->et->move_to(r->elem, sc.elem);
+        elem_move(c->et, r->elem, sc.elem);
         r->success = true;
         unlock_all(ls);
         wake(r);
