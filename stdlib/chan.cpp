@@ -12,8 +12,13 @@ namespace {
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
+// The core starts a cache line and the buffer starts the next one(s): the
+// lock, indices and queues travel between cores as one line, and a slot
+// being written never shares a line with them.
+constexpr size_t kCacheLine = 64;
+
 size_t core_align(const ElemType* et) {
-  return et->align > alignof(ChanCore) ? et->align : alignof(ChanCore);
+  return et->align > kCacheLine ? et->align : kCacheLine;
 }
 
 bool never_unlock(G*, void*) { return true; }
