@@ -89,7 +89,8 @@ const char* wait_reason_string(WaitReason r) {
     case WaitReason::kChanRecv: return "chan receive";
     case WaitReason::kSelect: return "select";
     case WaitReason::kSelectNoCases: return "select (no cases)";
-    case WaitReason::kNilChan: return "chan send (nil chan)";
+    case WaitReason::kChanSendNilChan: return "chan send (nil chan)";
+    case WaitReason::kChanRecvNilChan: return "chan receive (nil chan)";
     case WaitReason::kSyncMutex: return "sync.Mutex.Lock";
     case WaitReason::kSyncRWMutex: return "sync.RWMutex.Lock";
     case WaitReason::kSyncWaitGroup: return "sync.WaitGroup.Wait";

@@ -796,7 +796,11 @@ void entersyscall() {
   sched.nblocking.fetch_add(1, std::memory_order_relaxed);
   p->syscalltick.store(p->syscalltick.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   m->in_blocking.store(true, std::memory_order_release);
-  // From here sysmon may take p (kBlocking -> kIdle) and hand it off.
+  // From here p belongs to nobody: sysmon may take it (kBlocking -> kIdle)
+  // and hand it off, and any M leaving blocking() may take it
+  // (kBlocking -> kRunning), ours or not (see exitsyscall). m->p stays set
+  // only as a hint for which timer heap to use.
+  p->m = nullptr;
   p->status.store(PStatus::kBlocking, std::memory_order_release);
 }
 
@@ -810,7 +814,12 @@ void exitsyscall() {
   sched.nblocking.fetch_sub(1, std::memory_order_relaxed);
   PStatus expected = PStatus::kBlocking;
   if (oldp->status.compare_exchange_strong(expected, PStatus::kRunning, std::memory_order_acq_rel)) {
-    return;  // fast path: nobody took our P
+    // Fast path: our P is free. It may have been retaken and handed off
+    // meanwhile, and be in blocking() again under another M: taking it is
+    // then a retake like sysmon's (as in Go), and that M finds it gone.
+    oldp->m = m;
+    m->p = oldp;
+    return;
   }
   // sysmon handed our P to another M.
   m->p = nullptr;

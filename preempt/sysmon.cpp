@@ -151,7 +151,7 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
       }
       PStatus expected = PStatus::kBlocking;
       if (p->status.compare_exchange_strong(expected, PStatus::kIdle, std::memory_order_acq_rel)) {
-        p->m = nullptr;
+        // p->m is already null (entersyscall cleared it).
         n++;
         handoffp(p);
       }

@@ -12,8 +12,13 @@ namespace {
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
+// The core starts a cache line and the buffer starts the next one(s): the
+// lock, indices and queues travel between cores as one line, and a slot
+// being written never shares a line with them.
+constexpr size_t kCacheLine = 64;
+
 size_t core_align(const ElemType* et) {
-  return et->align > alignof(ChanCore) ? et->align : alignof(ChanCore);
+  return et->align > kCacheLine ? et->align : kCacheLine;
 }
 
 bool never_unlock(G*, void*) { return true; }
@@ -74,7 +79,7 @@ void chan_retain(ChanCore* c) { c->refs.fetch_add(1, std::memory_order_relaxed);
 void chan_release(ChanCore* c) {
   if (c->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   size_t n = c->count.load(std::memory_order_relaxed);
-  for (size_t i = 0, x = c->recvx; i < n; i++, x = (x + 1) % c->cap) c->et->destroy(c->slot(x));
+  for (size_t i = 0, x = c->recvx; i < n; i++, x = (x + 1) % c->cap) elem_destroy(c->et, c->slot(x));
   size_t align = core_align(c->et);
   c->~ChanCore();
   ::operator delete(static_cast<void*>(c), std::align_val_t(align));
@@ -82,28 +87,28 @@ void chan_release(ChanCore* c) {
 
 void recv_from_buffer(ChanCore* c, void* out) {
   char* s = c->slot(c->recvx);
-  c->et->move_to(out, s);
-  c->et->destroy(s);
+  elem_move(c->et, out, s);
+  elem_destroy(c->et, s);
   if (++c->recvx == c->cap) c->recvx = 0;
   c->count.store(c->count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
 }
 
 void send_to_buffer(ChanCore* c, void* elem) {
-  c->et->move_to(c->slot(c->sendx), elem);
+  elem_move(c->et, c->slot(c->sendx), elem);
   if (++c->sendx == c->cap) c->sendx = 0;
   c->count.store(c->count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
 void recv_from_sender(ChanCore* c, Waiter* s, void* out) {
   if (c->cap == 0) {
-    c->et->move_to(out, s->elem);
+    elem_move(c->et, out, s->elem);
   } else {
     // The buffer is full: take its head, and put the sender's value in the
     // slot that frees (the tail, since the buffer is full).
     char* slot = c->slot(c->recvx);
-    c->et->move_to(out, slot);
-    c->et->destroy(slot);
-    c->et->move_to(slot, s->elem);
+    elem_move(c->et, out, slot);
+    elem_destroy(c->et, slot);
+    elem_move(c->et, slot, s->elem);
     if (++c->recvx == c->cap) c->recvx = 0;
     c->sendx = c->recvx;
   }
@@ -130,7 +135,7 @@ bool wait_on(ChanCore* c, WaitQ* q, void* elem, WaitReason reason) {
 
 void chan_send(ChanCore* c, void* elem) {
   preempt_check();
-  if (c == nullptr) block_forever(WaitReason::kNilChan);
+  if (c == nullptr) block_forever(WaitReason::kChanSendNilChan);
   lock_word(&c->lock);
   if (c->closed) {
     unlock_word(&c->lock);
@@ -138,7 +143,7 @@ void chan_send(ChanCore* c, void* elem) {
   }
   if (Waiter* r = c->recvq.dequeue()) {
     // Straight into the receiver's slot; it runs next on this P.
-    c->et->move_to(r->elem, elem);
+    elem_move(c->et, r->elem, elem);
     r->success = true;
     unlock_word(&c->lock);
     wake(r);
@@ -154,7 +159,7 @@ void chan_send(ChanCore* c, void* elem) {
 
 bool chan_recv(ChanCore* c, void* out) {
   preempt_check();
-  if (c == nullptr) block_forever(WaitReason::kChanRecv);
+  if (c == nullptr) block_forever(WaitReason::kChanRecvNilChan);
   lock_word(&c->lock);
   if (Waiter* s = c->sendq.dequeue()) {
     recv_from_sender(c, s, out);

@@ -22,6 +22,8 @@
 #include "gmp/note.hpp"
 #include "gort/detail/chan_core.hpp"
 
+#include <cstring>
+
 namespace gort::internal {
 
 struct Waiter {
@@ -105,5 +107,27 @@ void send_to_buffer(ChanCore* c, void* elem);
 // Blocks the caller until woken: parks a goroutine (unlock runs after the
 // switch) or sleeps a plain thread on w->note (unlock runs first).
 void block_waiter(Waiter* w, bool (*unlock)(G*, void*), void* arg, WaitReason reason);
+
+// Moves an element (dst is uninitialised). Trivial types are copied here,
+// with a fixed-size copy for the common sizes, instead of through the
+// type's function pointer.
+inline void elem_move(const ElemType* et, void* dst, void* src) {
+  if (et->trivial) {
+    switch (et->size) {
+      case 0: return;
+      case 1: std::memcpy(dst, src, 1); return;
+      case 2: std::memcpy(dst, src, 2); return;
+      case 4: std::memcpy(dst, src, 4); return;
+      case 8: std::memcpy(dst, src, 8); return;
+      case 16: std::memcpy(dst, src, 16); return;
+      default: std::memcpy(dst, src, et->size); return;
+    }
+  }
+  et->move_to(dst, src);
+}
+
+inline void elem_destroy(const ElemType* et, void* p) {
+  if (!et->trivial) et->destroy(p);
+}
 
 }  // namespace gort::internal

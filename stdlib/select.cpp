@@ -11,6 +11,8 @@
 //    that flips `done` wins and records its Waiter in g->param.
 // 5. Woken: relock, unlink the losing Waiters still queued, unlock.
 #include <algorithm>
+#include <new>
+#include <type_traits>
 #include <vector>
 
 #include "gmp/fatal.hpp"
@@ -50,13 +52,16 @@ int selectgo(SelectCase* cases, int n, bool block) {
   preempt_check();
   int inline_poll[kInline];
   ChanCore* inline_locks[kInline];
-  Waiter inline_waiters[kInline];
+  // Raw storage: the Waiters are only built if the select has to block, so
+  // a select that finds a ready case does not pay for zeroing them.
+  static_assert(std::is_trivially_destructible_v<Waiter>);
+  alignas(Waiter) unsigned char inline_waiters[kInline * sizeof(Waiter)];
   std::vector<int> heap_poll;
   std::vector<ChanCore*> heap_locks;
   std::vector<Waiter> heap_waiters;
   int* poll = inline_poll;
   ChanCore** locks = inline_locks;
-  Waiter* waiters = inline_waiters;
+  Waiter* waiters = reinterpret_cast<Waiter*>(inline_waiters);
   if (n > kInline) {
     heap_poll.resize(static_cast<size_t>(n));
     heap_locks.resize(static_cast<size_t>(n));
@@ -103,7 +108,7 @@ int selectgo(SelectCase* cases, int n, bool block) {
         throw panic_error("send on closed channel");
       }
       if (Waiter* r = c->recvq.dequeue()) {
-        c->et->move_to(r->elem, sc.elem);
+        elem_move(c->et, r->elem, sc.elem);
         r->success = true;
         unlock_all(ls);
         wake(r);
@@ -147,8 +152,7 @@ int selectgo(SelectCase* cases, int n, bool block) {
   Waiter* winner = nullptr;
   for (int k = 0; k < npoll; k++) {
     int i = poll[k];
-    Waiter& w = waiters[k];
-    w = Waiter{};
+    Waiter& w = *new (&waiters[k]) Waiter{};
     w.g = self;
     w.note = &note;
     w.elem = cases[i].elem;

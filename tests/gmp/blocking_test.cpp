@@ -298,10 +298,10 @@ TEST(BlockingOneP, PendingPreemptRequestIsNotHonouredInsideF) {
 // Many goroutines on 2 Ps calling blocking() with short and long durations
 // while others compute and talk over channels: every call completes, every
 // count is right, and after each call the goroutine owns the P it runs on.
-// DISABLED at stop 6: fails with "fatal error: releasep: invalid P state" (a P
-// retaken from blocking() is released by the wrong M); open bug, see the
-// closing note of stop 6.
-TEST(BlockingStress, DISABLED_HandoffAndReacquireRaces) {
+// It also covers the ABA case that once broke releasep: a P retaken from one
+// blocking() call, handed off, and in blocking() again under another M when
+// the first call returns.
+TEST(BlockingStress, HandoffAndReacquireRaces) {
   auto child = [] {
     constexpr int kCallers = 48;
     constexpr int kCalls = 25;

@@ -406,8 +406,8 @@ TEST_P(Chan, NilChannelSendAndRecvBlockForever) {
           (void)nil.recv();
           returned++;
         });
-        EXPECT_TRUE(s.wait(WaitReason::kNilChan));
-        EXPECT_TRUE(r.wait(WaitReason::kChanRecv));
+        EXPECT_TRUE(s.wait(WaitReason::kChanSendNilChan));
+        EXPECT_TRUE(r.wait(WaitReason::kChanRecvNilChan));
         // Other work keeps running; the blocked pair never returns.
         auto ch = gort::make_chan<int>();
         Countdown cd(1);
@@ -417,8 +417,8 @@ TEST_P(Chan, NilChannelSendAndRecvBlockForever) {
         });
         for (int i = 0; i < 1000; i++) EXPECT_EQ(ch.recv(), std::optional<int>(i));
         cd.wait();
-        EXPECT_TRUE(s.now(WaitReason::kNilChan));
-        EXPECT_TRUE(r.now(WaitReason::kChanRecv));
+        EXPECT_TRUE(s.now(WaitReason::kChanSendNilChan));
+        EXPECT_TRUE(r.now(WaitReason::kChanRecvNilChan));
         EXPECT_EQ(returned.load(), 0);
         // main and the two blocked goroutines (the sender above exits).
         int64_t n = 0;
@@ -880,7 +880,8 @@ TEST(ChanDeathTest, NilChannelRecvWithNothingElseRunningDeadlocks) {
               },
               procs_cfg(procs));
         },
-        ::testing::ExitedWithCode(2), "fatal error: all goroutines are asleep - deadlock!")
+        ::testing::ExitedWithCode(2),
+        "fatal error: all goroutines are asleep - deadlock!(.|\n)*goroutine 1 \\[chan receive \\(nil chan\\)\\]:")
         << "procs=" << procs;
   }
 }
@@ -895,7 +896,8 @@ TEST(ChanDeathTest, NilChannelSendWithNothingElseRunningDeadlocks) {
             },
             procs_cfg(2));
       },
-      ::testing::ExitedWithCode(2), "fatal error: all goroutines are asleep - deadlock!");
+      ::testing::ExitedWithCode(2),
+      "fatal error: all goroutines are asleep - deadlock!(.|\n)*goroutine 1 \\[chan send \\(nil chan\\)\\]:");
 }
 
 // Every goroutine blocked on channels that nobody else can reach.

@@ -1,12 +1,16 @@
 // tests/stdlib/semaphore_test.cpp — gort::Semaphore (stdlib/semaphore.cpp):
 // weighted acquire/release, capacity under stress, FIFO fairness,
-// try_acquire, the over-release panic, impossible requests, plain threads.
+// try_acquire, the over-release panic, impossible requests, plain threads,
+// and acquire(ctx, n) (x/sync's Acquire): cancellation before and while
+// queued, a cancelled head letting the next through, grants racing with
+// cancellation.
 #include <chrono>
 #include <cstdint>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "gort/context.hpp"
 #include "tests/stdlib/helpers.hpp"
 
 namespace gort_stdlib_test {
@@ -285,6 +289,163 @@ TEST_P(Semaphore, PlainThreadsAndGoroutines) {
     t2.join();
     EXPECT_EQ(over.load(), 0);
     EXPECT_TRUE(sem.try_acquire(2));
+  });
+}
+
+TEST_P(Semaphore, CtxAcquireTakesFreeUnitsAndWaitsForReleases) {
+  run_test([] {
+    gort::Semaphore sem(3);
+    auto [ctx, cancel] = gort::with_cancel(gort::background());
+    EXPECT_TRUE(sem.acquire(ctx, 2).ok());
+    EXPECT_TRUE(sem.acquire(ctx).ok());
+    EXPECT_FALSE(sem.try_acquire(1));
+    Parked p;
+    std::atomic<bool> got{false};
+    Countdown cd(1);
+    gort::go([&, ctx = ctx] {
+      p.mark();
+      EXPECT_TRUE(sem.acquire(ctx, 2).ok());
+      got = true;
+      cd.done();
+    });
+    EXPECT_TRUE(p.wait(WaitReason::kSelect));
+    sem.release(1);
+    EXPECT_FALSE(got.load()) << "granted 2 units with 1 free";
+    sem.release(1);
+    cd.wait();
+    EXPECT_TRUE(got.load());
+    EXPECT_FALSE(sem.try_acquire(2)) << "the 2 units were not taken";
+    sem.release(3);
+    EXPECT_TRUE(sem.try_acquire(3));
+    cancel();
+  });
+}
+
+TEST_P(Semaphore, CtxAlreadyDoneFailsEvenWithFreeUnits) {
+  run_test([] {
+    gort::Semaphore sem(2);
+    auto [ctx, cancel] = gort::with_cancel(gort::background());
+    cancel();
+    absl::Status s = sem.acquire(ctx, 1);
+    EXPECT_EQ(s, ctx.err());
+    EXPECT_EQ(s.message(), "context canceled");
+    EXPECT_TRUE(sem.try_acquire(2)) << "a failed acquire kept units";
+    EXPECT_THROW((void)sem.acquire(gort::background(), -1), gort::panic_error);
+  });
+}
+
+TEST_P(Semaphore, CtxTimeoutWhileQueuedHoldsNothing) {
+  run_test([] {
+    gort::Semaphore sem(2);
+    sem.acquire(2);
+    auto [ctx, cancel] = gort::with_timeout(gort::background(), absl::Milliseconds(20));
+    absl::Status s = sem.acquire(ctx, 1);
+    EXPECT_EQ(s, ctx.err());
+    EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+    sem.release(2);
+    EXPECT_TRUE(sem.try_acquire(2)) << "the timed-out waiter kept units or stayed queued";
+    cancel();
+  });
+}
+
+// A cancelled waiter at the head lets the smaller requests queued behind it
+// through at once (they were only waiting because of FIFO order).
+TEST_P(Semaphore, CancelledHeadLetsTheNextThrough) {
+  run_test([] {
+    gort::Semaphore sem(3);
+    sem.acquire(2);  // one unit free
+    auto [ctx, cancel] = gort::with_cancel(gort::background());
+    Parked big, small;
+    std::atomic<int> small_got{0};
+    absl::Status big_status;
+    Countdown cd(2);
+    gort::go([&, ctx = ctx] {
+      big.mark();
+      big_status = sem.acquire(ctx, 3);
+      cd.done();
+    });
+    EXPECT_TRUE(big.wait(WaitReason::kSelect));
+    gort::go([&] {
+      small.mark();
+      sem.acquire(1);
+      small_got = 1;
+      cd.done();
+    });
+    EXPECT_TRUE(small.wait(WaitReason::kSemacquire)) << "the small request overtook the queued large one";
+    cancel();
+    cd.wait();
+    EXPECT_EQ(small_got.load(), 1);
+    EXPECT_EQ(big_status, absl::CancelledError("context canceled"));
+    EXPECT_FALSE(sem.try_acquire(1));
+    sem.release(3);
+    EXPECT_TRUE(sem.try_acquire(3));
+  });
+}
+
+TEST_P(Semaphore, CtxImpossibleRequestWaitsForCtxWithoutBlockingOthers) {
+  run_test([] {
+    gort::Semaphore sem(2);
+    auto [ctx, cancel] = gort::with_cancel(gort::background());
+    Parked p;
+    absl::Status st;
+    Countdown cd(1);
+    gort::go([&, ctx = ctx] {
+      p.mark();
+      st = sem.acquire(ctx, 3);
+      cd.done();
+    });
+    EXPECT_TRUE(p.wait(WaitReason::kChanRecv));
+    sem.acquire(2);  // not held up by the doomed request
+    sem.release(2);
+    cancel();
+    cd.wait();
+    EXPECT_EQ(st, ctx.err());
+    EXPECT_TRUE(sem.try_acquire(2));
+  });
+}
+
+// Grants racing with cancellations and timeouts on several Ps: the capacity
+// is never exceeded, every success is released, and at the end every unit
+// is back (no grant is lost to a waiter that left).
+TEST_P(Semaphore, CtxStressGrantsRacingWithCancellation) {
+  run_test([] {
+    constexpr int kWorkers = 24;
+    constexpr int kRounds = 300;
+    constexpr int64_t kSize = 5;
+    gort::Semaphore sem(kSize);
+    std::atomic<int64_t> in_use{0}, over{0}, ok{0}, failed{0};
+    Countdown cd(kWorkers);
+    for (int w = 0; w < kWorkers; w++) {
+      gort::go([&, w] {
+        uint64_t rng = 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(w + 1);
+        for (int r = 0; r < kRounds; r++) {
+          rng ^= rng << 13;
+          rng ^= rng >> 7;
+          rng ^= rng << 17;
+          int64_t n = static_cast<int64_t>(rng % 3) + 1;
+          auto [ctx, cancel] = gort::with_timeout(gort::background(), absl::Microseconds(rng % 300));
+          if (rng % 7 == 0) cancel();
+          absl::Status s = sem.acquire(ctx, n);
+          if (s.ok()) {
+            if (in_use.fetch_add(n) + n > kSize) over++;
+            if (rng % 2) gort::yield();
+            in_use.fetch_sub(n);
+            sem.release(n);
+            ok++;
+          } else {
+            EXPECT_EQ(s, ctx.err());
+            failed++;
+          }
+          cancel();
+        }
+        cd.done();
+      });
+    }
+    cd.wait();
+    EXPECT_EQ(over.load(), 0);
+    EXPECT_GT(ok.load(), 0);
+    EXPECT_GT(failed.load(), 0);
+    EXPECT_TRUE(sem.try_acquire(kSize)) << "units were lost";
   });
 }
 

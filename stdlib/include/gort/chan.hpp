@@ -57,7 +57,9 @@ void destroy_elem(void* p) {
   static_cast<T*>(p)->~T();
 }
 template <class T>
-inline constexpr ElemType kElemType = {sizeof(T), alignof(T), &move_to<T>, &destroy_elem<T>};
+inline constexpr ElemType kElemType = {
+    sizeof(T), alignof(T), &move_to<T>, &destroy_elem<T>,
+    std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>};
 
 // Uninitialised storage for one T.
 template <class T>

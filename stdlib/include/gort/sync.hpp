@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "gort/detail/sema.hpp"
 #include "gort/runtime.hpp"
 
@@ -179,9 +180,16 @@ class Cond {
   internal::NotifyList notify_;
 };
 
+class Context;  // gort/context.hpp
+
 // A weighted semaphore (golang.org/x/sync/semaphore): holds up to `n` units.
 // Waiters are served FIFO: a large request at the head is not overtaken by
 // small ones that would fit, so it cannot starve. acquire parks the caller.
+//
+//   gort::Semaphore slots(4);
+//   if (absl::Status s = slots.acquire(ctx, 1); !s.ok()) return s;  // ctx.err()
+//   ... use one of 4 slots ...
+//   slots.release(1);
 class Semaphore {
  public:
   explicit Semaphore(int64_t n);
@@ -190,6 +198,13 @@ class Semaphore {
   ~Semaphore();
 
   void acquire(int64_t n = 1);
+  // As x/sync's Acquire(ctx, n): waits for n units or for ctx to be done,
+  // whichever comes first. Returns OK with the units held, or ctx.err()
+  // holding nothing. A ctx already done fails even if the units are free;
+  // a request larger than the semaphore waits for ctx (it can never be
+  // granted) without blocking the requests behind it. A waiter that leaves
+  // the head of the queue lets the ones behind it through.
+  absl::Status acquire(const Context& ctx, int64_t n = 1);
   bool try_acquire(int64_t n = 1);
   // Panics `semaphore: released more than held`.
   void release(int64_t n = 1);

@@ -20,6 +20,9 @@ struct ElemType {
   // Move-constructs *dst (uninitialised storage) from *src; must not throw.
   void (*move_to)(void* dst, void* src);
   void (*destroy)(void* p);
+  // Trivially copyable and destructible: the channel copies the bytes
+  // itself and skips destroy (no indirect calls on the hot path).
+  bool trivial;
 };
 
 ChanCore* chan_make(const ElemType* type, size_t cap);

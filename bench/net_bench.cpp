@@ -1,0 +1,389 @@
+// bench/net_bench.cpp — the netpoller and the timers against Go's: TCP
+// round trips, the memory an idle connection costs, and mass sleeping.
+// Twin: bench/go/net_bench/main.go. All traffic stays on 127.0.0.1.
+//
+// Every case is a whole-process workload (see bench_util.hpp). The server and
+// its clients live in the same process, so the P count covers both sides of
+// every connection.
+//
+//   tcp_echo/procs:N    an echo server (a goroutine per connection, 4 KiB read
+//                       buffer) and 100 client connections, each a goroutine
+//                       that writes a 64-byte message and reads the 64 bytes
+//                       back, 200,000 round trips in all (2,000 per client).
+//                       msgs/s = round trips / elapsed (dials excluded).
+//                       Run with 1 and 2 Ps.
+//   idle_conns/procs:1  a client process (forked before the runtime starts;
+//                       plain blocking sockets) opens 10,000 connections to
+//                       the echo server, which accepts them and whose
+//                       goroutines then sit parked in read. bytes/conn =
+//                       (RSS once all server goroutines have started − RSS
+//                       before the first connection) / N, for the server
+//                       process only. The soft RLIMIT_NOFILE is raised to the
+//                       hard limit; the case fails with a message if N + 64
+//                       descriptors do not fit. (Both ends in one process
+//                       would need 2N: more than this machine's hard limit
+//                       of 20,000.)
+//   timers/procs:2      100,000 goroutines, each sleeping 1–50 ms (the
+//                       durations come from splitmix64 seeded with 1, the
+//                       same sequence on both sides), all joined.
+//                       ns/timer = elapsed / N (the ~50 ms of the longest
+//                       sleep included), late_ms = elapsed − the longest
+//                       sleep: how long spawning and firing took beyond it.
+//   timer_ops/procs:1   100,000 × {new_timer(1 h); stop()}.
+//                       ns/timer_op = elapsed / N. (Not "ns/op": bench/compare
+//                       reserves that name for Google Benchmark's own time.)
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <gort/gort.hpp>
+
+#include "bench_util.hpp"
+
+namespace {
+
+using gortbench::Stopwatch;
+
+constexpr int64_t kEchoRoundTrips = 200'000;
+constexpr int kEchoClients = 100;
+constexpr size_t kEchoMessage = 64;
+constexpr size_t kServerBuffer = 4096;
+constexpr int64_t kIdleConns = 10'000;
+constexpr int64_t kSleepers = 100'000;
+constexpr int kMaxSleepMs = 50;
+constexpr int64_t kTimerOps = 100'000;
+
+// The first error of a case; later ones are dropped. Goroutines of a failed
+// case stop early and the case reports the error instead of numbers.
+class Failure {
+ public:
+  void set(std::string msg) {
+    bool expected = false;
+    if (set_.compare_exchange_strong(expected, true)) msg_ = std::move(msg);
+  }
+  bool failed() const { return set_.load(); }
+  // Only after every goroutine that may call set() has been joined.
+  const std::string& message() const { return msg_; }
+
+ private:
+  std::atomic<bool> set_{false};
+  std::string msg_;
+};
+
+std::string status_text(const absl::Status& s) { return std::string(s.message()); }
+
+// Echoes everything it reads until end of stream or an error.
+void echo(gort::net::Conn c) {
+  char buf[kServerBuffer];
+  for (;;) {
+    auto n = c.read(absl::MakeSpan(buf));
+    if (!n.ok() || *n == 0) return;
+    if (!c.write(absl::MakeConstSpan(buf, *n)).ok()) return;
+  }
+}
+
+// A listener on 127.0.0.1:<free port> whose accept loop serves every
+// connection with `echo` in its own goroutine. stop() closes the listener
+// and waits for the accept loop and every connection goroutine.
+class EchoServer {
+ public:
+  absl::Status start() {
+    auto ln = gort::net::listen("tcp", "127.0.0.1:0");
+    if (!ln.ok()) return ln.status();
+    ln_ = std::move(*ln);
+    addr_ = ln_.addr();
+    all_.add(1);
+    gort::go([this] {
+      for (;;) {
+        auto c = ln_.accept();
+        if (!c.ok()) break;  // closed by stop()
+        all_.add(1);
+        gort::go([this](gort::net::Conn conn) {
+          started_.fetch_add(1);
+          echo(std::move(conn));
+          all_.done();
+        }, std::move(*c));
+      }
+      all_.done();
+    });
+    return absl::OkStatus();
+  }
+  const std::string& addr() const { return addr_; }
+  // Waits until `n` connections have been accepted and their goroutines
+  // are about to read. Polled: a WaitGroup could not be waited on before
+  // the accept loop has seen every connection.
+  void wait_started(int64_t n) {
+    while (started_.load() < n) gort::sleep(absl::Milliseconds(1));
+  }
+  // Closes the listener, then waits for every goroutine; the clients must
+  // have closed their ends first.
+  void stop() {
+    (void)ln_.close();
+    all_.wait();
+  }
+
+ private:
+  gort::net::Listener ln_;
+  std::string addr_;
+  gort::WaitGroup all_;
+  std::atomic<int64_t> started_{0};
+};
+
+void tcp_echo(benchmark::State& state, int procs) {
+  const int64_t total = gortbench::scaled(kEchoRoundTrips);
+  const int64_t per_client = std::max<int64_t>(1, total / kEchoClients);
+  const int64_t done_total = per_client * kEchoClients;
+  double seconds = 0;
+  Failure fail;
+  gort::run(
+      [&] {
+        EchoServer srv;
+        if (auto s = srv.start(); !s.ok()) return fail.set("listen: " + status_text(s));
+        std::vector<gort::net::Conn> conns;
+        for (int i = 0; i < kEchoClients; i++) {
+          auto c = gort::net::dial("tcp", srv.addr());
+          if (!c.ok()) {
+            fail.set(status_text(c.status()));
+            break;
+          }
+          conns.push_back(std::move(*c));
+        }
+        gort::WaitGroup wg;
+        Stopwatch sw;
+        if (!fail.failed()) {
+          for (auto& conn : conns) {
+            wg.add(1);
+            gort::go([&wg, &fail, &conn, per_client] {
+              char msg[kEchoMessage];
+              std::fill(std::begin(msg), std::end(msg), 'x');
+              char back[kEchoMessage];
+              for (int64_t i = 0; i < per_client && !fail.failed(); i++) {
+                if (auto w = conn.write(absl::MakeConstSpan(msg)); !w.ok()) {
+                  fail.set("client write: " + status_text(w.status()));
+                  break;
+                }
+                for (size_t got = 0; got < kEchoMessage;) {
+                  auto n = conn.read(absl::MakeSpan(back + got, kEchoMessage - got));
+                  if (!n.ok() || *n == 0) {
+                    fail.set("client read: " + (n.ok() ? std::string("EOF") : status_text(n.status())));
+                    i = per_client;
+                    break;
+                  }
+                  got += *n;
+                }
+              }
+              wg.done();
+            });
+          }
+          wg.wait();
+        }
+        seconds = sw.seconds();
+        conns.clear();  // closes the clients' ends: the server goroutines read EOF
+        srv.stop();
+      },
+      gort::Config{.procs = procs});
+  if (fail.failed()) return state.SkipWithError(("tcp_echo: " + fail.message()).c_str());
+  state.SetIterationTime(seconds);
+  state.counters["msgs/s"] = static_cast<double>(done_total) / seconds;
+}
+
+// Raises the soft RLIMIT_NOFILE to the hard limit; returns the limit now in
+// effect.
+rlim_t raise_nofile() {
+  rlimit rl{};
+  getrlimit(RLIMIT_NOFILE, &rl);
+  rl.rlim_cur = rl.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &rl);
+  getrlimit(RLIMIT_NOFILE, &rl);
+  return rl.rlim_cur;
+}
+
+// Writes all of s to fd (a pipe); false on error.
+bool write_all(int fd, std::string_view s) {
+  while (!s.empty()) {
+    ssize_t n = ::write(fd, s.data(), s.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    s.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// The client process of idle_conns: reads "<port> <n>\n" from `in`, opens n
+// connections to 127.0.0.1:<port> with plain blocking sockets, writes "ok\n"
+// (or "error: ...\n") to `out`, then holds them until `in` reaches end of
+// file. Runs in a child forked before the runtime started.
+[[noreturn]] void idle_client(int in, int out) {
+  std::string line;
+  char ch;
+  while (::read(in, &ch, 1) == 1 && ch != '\n') line += ch;
+  int port = 0;
+  long long n = 0;
+  if (std::sscanf(line.c_str(), "%d %lld", &port, &n) != 2) _exit(1);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string err;
+  for (long long i = 0; i < n && err.empty(); i++) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+      err = "error: client socket/connect #" + std::to_string(i) + ": " + std::strerror(errno) + "\n";
+    }
+  }
+  write_all(out, err.empty() ? "ok\n" : err);
+  while (::read(in, &ch, 1) > 0) {
+  }
+  _exit(0);  // the kernel closes the connections
+}
+
+void idle_conns(benchmark::State& state, int procs) {
+  const int64_t n = gortbench::scaled(kIdleConns);
+  // This process holds the server ends only; the client process the others.
+  const rlim_t need = static_cast<rlim_t>(n + 64);
+  const rlim_t have = raise_nofile();
+  if (have != RLIM_INFINITY && have < need) {
+    std::fprintf(stderr, "idle_conns: needs %llu descriptors, RLIMIT_NOFILE allows %llu\n",
+                 static_cast<unsigned long long>(need), static_cast<unsigned long long>(have));
+    return state.SkipWithError("idle_conns: RLIMIT_NOFILE too low (see stderr)");
+  }
+  // Fork before the runtime starts: its threads would not survive a fork.
+  int to_child[2], from_child[2];
+  if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0) {
+    return state.SkipWithError("idle_conns: pipe failed");
+  }
+  pid_t pid = ::fork();
+  if (pid < 0) return state.SkipWithError("idle_conns: fork failed");
+  if (pid == 0) {
+    ::close(to_child[1]);
+    ::close(from_child[0]);
+    idle_client(to_child[0], from_child[1]);
+  }
+  ::close(to_child[0]);
+  ::close(from_child[1]);
+
+  double seconds = 0;
+  int64_t delta = 0;
+  Failure fail;
+  gort::run(
+      [&] {
+        EchoServer srv;
+        if (auto s = srv.start(); !s.ok()) return fail.set("listen: " + status_text(s));
+        const std::string port = srv.addr().substr(srv.addr().rfind(':') + 1);
+        const int64_t before = gortbench::rss_bytes();
+        Stopwatch sw;
+        if (!write_all(to_child[1], port + " " + std::to_string(n) + "\n")) {
+          fail.set("cannot talk to the client process");
+        } else {
+          // The pipe is not on the poller: wait for the client's report with
+          // this thread's P handed to the accept loop.
+          std::string report = gort::blocking([&] {
+            std::string r;
+            char ch;
+            while (::read(from_child[0], &ch, 1) == 1 && ch != '\n') r += ch;
+            return r;
+          });
+          if (report != "ok") {
+            fail.set(report.empty() ? "the client process died" : report);
+          } else {
+            srv.wait_started(n);
+            delta = gortbench::rss_bytes() - before;
+          }
+        }
+        seconds = sw.seconds();
+        ::close(to_child[1]);  // the client exits; its connections close
+        gort::blocking([&] { ::waitpid(pid, nullptr, 0); });
+        srv.stop();
+      },
+      gort::Config{.procs = procs});
+  ::close(from_child[0]);
+  if (fail.failed()) return state.SkipWithError(("idle_conns: " + fail.message()).c_str());
+  state.SetIterationTime(seconds);
+  state.counters["bytes/conn"] = static_cast<double>(delta) / static_cast<double>(n);
+  state.counters["peak_rss_MiB"] = gortbench::mib(gortbench::peak_rss_bytes());
+}
+
+// splitmix64: the same sequence in the Go twin.
+uint64_t splitmix64(uint64_t* x) {
+  uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+void timers(benchmark::State& state, int procs) {
+  const int64_t n = gortbench::scaled(kSleepers);
+  std::vector<int> ms(static_cast<size_t>(n));
+  uint64_t seed = 1;
+  for (auto& m : ms) m = 1 + static_cast<int>(splitmix64(&seed) % kMaxSleepMs);
+  const int longest = *std::max_element(ms.begin(), ms.end());
+  double seconds = 0;
+  gort::run(
+      [&] {
+        gort::WaitGroup wg;
+        Stopwatch sw;
+        for (int m : ms) {
+          wg.add(1);
+          gort::go([&wg, m] {
+            gort::sleep(absl::Milliseconds(m));
+            wg.done();
+          });
+        }
+        wg.wait();
+        seconds = sw.seconds();
+      },
+      gort::Config{.procs = procs});
+  state.SetIterationTime(seconds);
+  state.counters["ns/timer"] = seconds * 1e9 / static_cast<double>(n);
+  state.counters["late_ms"] = seconds * 1e3 - longest;
+}
+
+void timer_ops(benchmark::State& state, int procs) {
+  const int64_t n = gortbench::scaled(kTimerOps);
+  double seconds = 0;
+  int64_t stopped = 0;
+  gort::run(
+      [&] {
+        Stopwatch sw;
+        for (int64_t i = 0; i < n; i++) {
+          gort::Timer t = gort::new_timer(absl::Hours(1));
+          stopped += t.stop();
+        }
+        seconds = sw.seconds();
+      },
+      gort::Config{.procs = procs});
+  if (stopped != n) return state.SkipWithError("timer_ops: stop() returned false for an armed timer");
+  state.SetIterationTime(seconds);
+  state.counters["ns/timer_op"] = seconds * 1e9 / static_cast<double>(n);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gortbench::register_once("tcp_echo", 1, tcp_echo);
+  gortbench::register_once("tcp_echo", 2, tcp_echo);
+  gortbench::register_once("idle_conns", 1, idle_conns);
+  gortbench::register_once("timers", 2, timers);
+  gortbench::register_once("timer_ops", 1, timer_ops);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
