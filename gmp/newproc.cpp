@@ -1,7 +1,30 @@
-// gmp/newproc.cpp — creating goroutines, their ids, and the G state table.
+// gmp/newproc.cpp — creating goroutines, their ids, the G state table, and
+// the life cycle of a G with its stack.
+//
+// A G is born on a stack (gnew), runs, dies, waits on a free list with its
+// stack (gfput), is reborn from there (gfget), and eventually either runs
+// again or is released with its stack (gfree_release) because the global
+// free list already holds StackPool::kWarmLimit dead Gs. Free lists:
+//
+//   | list          | bound                      | lock       |
+//   |---------------|----------------------------|------------|
+//   | P::gfree      | kGFreeLocalMax (spills 1/2) | none (P's) |
+//   | Sched::gfree  | StackPool::kWarmLimit      | Sched::lock|
+//
+// A released G's memory goes back to the pool (and perhaps to the kernel), so
+// nothing may hold a G pointer past its death: run queues and wait
+// structures drop a G before it runs to its end, sched.allg loses it at
+// release under Sched::lock (goroutine dumps walk allg under that lock), and
+// Ms drop it in after_switch(kExit). The one racy reader is sysmon's
+// preempt_one, which may set `preempt` on a G that has just exited; the
+// memory stays mapped (slabs are unmapped only at shutdown), so the worst it
+// can do is re-commit one released page, and gnew reconstructs the G anyway.
 #include <sched.h>
 
+#include <new>
+
 #include "gmp/fatal.hpp"
+#include "gmp/sanitizer.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/switch.hpp"
 #include "gmp/tls.hpp"
@@ -10,6 +33,8 @@ namespace gort::internal {
 namespace {
 
 constexpr int64_t kGoidBatch = 16;
+constexpr int kGFreeLocalMax = 64;
+constexpr int kGFreeBatch = 32;
 
 // Legal transitions; see the table at the top of g.hpp.
 bool legal(GStatus from, GStatus to) {
@@ -27,11 +52,75 @@ bool legal(GStatus from, GStatus to) {
   return false;
 }
 
+// A new G on a fresh stack: from p's cache (refilled from the pool a batch at
+// a time), or straight from the pool on a plain thread. The G is constructed
+// in the top kGSize bytes of the slot; the usable stack ends right below it.
+G* gnew(P* p) {
+  char* lo;
+  if (p != nullptr) {
+    if (p->nstacks == 0) {
+      sched.stacks.alloc(p->stacks, P::kStackCacheMax);
+      p->nstacks = P::kStackCacheMax;
+    }
+    lo = p->stacks[--p->nstacks];
+  } else {
+    sched.stacks.alloc(&lo, 1);
+  }
+  char* top = lo + sched.stacks.stack_size();
+  G* g = new (top - kGSize) G;
+  g->stack_lo = lo;
+  g->stack_hi = top - kGSize;
+  std::lock_guard<std::mutex> lock(sched.lock);
+  g->allg_index = sched.allg.size();
+  sched.allg.push_back(g);
+  return g;
+}
+
+// Sched::lock held. Takes g out of allg in O(1) (the last G fills its slot).
+void allg_remove_locked(G* g) {
+  G* last = sched.allg.back();
+  sched.allg[g->allg_index] = last;
+  last->allg_index = g->allg_index;
+  sched.allg.pop_back();
+}
+
+// Sched::lock held. Puts a dead G on the global free list, or, when that
+// already holds kWarmLimit, unlinks it from allg and queues it on *release
+// (to be released once the lock is dropped).
+void gfput_global_locked(G* g, GQueue* release) {
+  if (static_cast<size_t>(sched.ngfree) < StackPool::kWarmLimit) {
+    sched.gfree.push_back(g);
+    sched.ngfree++;
+    return;
+  }
+  allg_remove_locked(g);
+  release->push_back(g);
+}
+
+// Destroys Gs already unlinked from allg and gives their stacks back to the
+// pool (which returns the pages of those beyond its own warm limit).
+void gfree_release(GQueue* q) {
+  char* lows[kGFreeBatch];
+  size_t n = 0;
+  while (G* g = q->pop()) {
+    tsan_destroy_fiber(g->tsan_fiber);
+    // The pool hands out stacks free of ASan poison (gnew relies on it).
+    asan_unpoison(g->stack_lo, static_cast<size_t>(g->stack_hi - g->stack_lo));
+    lows[n++] = g->stack_lo;
+    g->~G();
+    if (n == kGFreeBatch) {
+      sched.stacks.free(lows, n);
+      n = 0;
+    }
+  }
+  if (n > 0) sched.stacks.free(lows, n);
+}
+
 G* gfget(P* p) {
   if (p != nullptr) {
     if (p->gfree.empty() && sched.ngfree > 0) {
       std::lock_guard<std::mutex> lock(sched.lock);
-      while (p->gfree.size < 32 && sched.ngfree > 0) {
+      while (p->gfree.size < kGFreeBatch && sched.ngfree > 0) {
         p->gfree.push_back(sched.gfree.pop());
         sched.ngfree--;
       }
@@ -55,6 +144,22 @@ int64_t next_goid(P* p) {
 }
 
 }  // namespace
+
+void gfput(P* p, G* g) {
+  g->m = nullptr;
+  // LIFO, as Go's gfput: the G that died last is reborn first, while its
+  // page (G and top frames) is still in the cache.
+  p->gfree.push_front(g);
+  if (p->gfree.size <= kGFreeLocalMax) return;
+  // The older half goes to the global list (or is released).
+  GQueue older = p->gfree.take_after(kGFreeLocalMax / 2);
+  GQueue release;
+  {
+    std::lock_guard<std::mutex> lock(sched.lock);
+    while (G* old = older.pop()) gfput_global_locked(old, &release);
+  }
+  gfree_release(&release);
+}
 
 void bad_status(G* g, GStatus from, GStatus to) {
   GStatus cur = g->status.load(std::memory_order_relaxed);
@@ -121,11 +226,13 @@ G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
     throw panic_error("gort::go: the runtime is not running (call it inside gort::run)");
   }
   G* g = gfget(p);
-  if (g == nullptr) {
-    g = new G;
-    g->status.store(GStatus::kIdle, std::memory_order_relaxed);
-    std::lock_guard<std::mutex> lock(sched.lock);
-    sched.allg.push_back(g);
+  if (g != nullptr) {
+    // Frames of the G's previous life may have left ASan's poison behind
+    // (it never unwound them). A fresh stack from the pool has none, and
+    // the G itself lies above stack_hi and is never poisoned.
+    asan_unpoison(g->stack_lo, static_cast<size_t>(g->stack_hi - g->stack_lo));
+  } else {
+    g = gnew(p);
   }
   g->invoke = invoke;
   g->destroy = destroy;
@@ -133,6 +240,9 @@ G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
   g->param = nullptr;
   g->id = next_goid(p);
   capture_fp_control(g);
+  // The first frame is laid out now, as Go's newproc does: the G already
+  // has its stack, and this touches the page the G is on anyway.
+  make_context(g);
   *storage = g->closure;
   return g;
 }
@@ -142,14 +252,15 @@ void newproc_abort(G* g) {
   M* m = getm();
   P* p = m != nullptr && !m->in_blocking.load(std::memory_order_relaxed) ? m->p : nullptr;
   if (p != nullptr) {
-    p->gfree.push_back(g);
+    gfput(p, g);
     return;
   }
+  GQueue release;
   {
     std::lock_guard<std::mutex> lock(sched.lock);
-    sched.gfree.push_back(g);
-    sched.ngfree++;
+    gfput_global_locked(g, &release);
   }
+  gfree_release(&release);
   sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
 }
 

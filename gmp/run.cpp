@@ -3,7 +3,8 @@
 // The thread that calls run becomes M0 and runs the scheduler loop on its
 // own stack. When the main goroutine returns, the runtime is marked
 // stopping: idle Ms are woken, every M leaves its scheduler loop at its next
-// look for work, M0 joins them, and everything (Gs, stacks, Ps, Ms) is freed.
+// look for work, M0 joins them, and everything (Gs, then the stacks they live
+// on, Ps, Ms) is freed.
 // Goroutines still runnable or parked are abandoned, as in Go; closures of
 // goroutines that never started are destroyed.
 #include <pthread.h>
@@ -115,12 +116,14 @@ void join_ms() {
 }
 
 void teardown() {
+  // Gs first: each lives at the top of its stack, which the pool unmaps
+  // below. (The Ms' g0s are members of their Ms, not on goroutine stacks.)
   for (G* g : sched.allg) {
     if (!g->started && g->status.load() == GStatus::kRunnable && g->destroy != nullptr) {
       g->destroy(g->closure);
     }
     tsan_destroy_fiber(g->tsan_fiber);
-    delete g;
+    g->~G();
   }
   sched.allg.clear();
   for (M* m : sched.allm) delete m;

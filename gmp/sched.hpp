@@ -7,11 +7,12 @@
 // Lock order (a lock may be taken while holding the ones above it, never
 // the reverse):
 //
-//   | lock                 | protects                                         |
-//   |----------------------|--------------------------------------------------|
+//   | lock                 | protects                                          |
+//   |----------------------|---------------------------------------------------|
 //   | channel / wait-queue | its own waiters (stdlib), released by park unlock |
-//   | Sched::lock          | idle Ms, idle Ps, global run queue, global free Gs|
-//   | StackPool::mu_       | free stack slots and slabs                       |
+//   | Sched::lock          | idle Ms, idle Ps, global run queue, global free   |
+//   |                      | Gs, allg                                          |
+//   | StackPool::mu_       | free stack slots and slabs                        |
 //
 // Nothing may be held across a switch except through park's unlock function,
 // which releases it on the next context once the parking G's context is saved.
@@ -78,7 +79,9 @@ struct Sched {
   std::vector<P*> allp;
   int32_t nprocs = 0;
   std::vector<M*> allm;
-  std::vector<G*> allg;  // under lock; every G ever allocated this run
+  // Under lock: every G that exists (running, parked, runnable, or dead on a
+  // free list with its stack); a released G leaves it (G::allg_index).
+  std::vector<G*> allg;
 
   std::atomic<bool> running{false};
   std::atomic<bool> stopping{false};
@@ -154,6 +157,10 @@ inline void releasem(M* m) {
 // Called by switch.cpp on the context that was switched to, once the
 // previous context `prev` is saved: carries out the M's pending AfterSwitch.
 void after_switch(G* prev);
+// Recycles a dead G with its stack (newproc.cpp). Called on the context
+// that follows g's last switch, so that g's stack is no longer in use: g
+// may be released (destroyed, its stack given back) before gfput returns.
+void gfput(P* p, G* g);
 // Body of every goroutine (runs the closure, then exits).
 [[noreturn]] void goroutine_main(G* self);
 
