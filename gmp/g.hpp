@@ -9,11 +9,11 @@
 // instead of costing a heap block of its own. A G and its stack are born
 // together (newproc_alloc), recycled together through the per-P and global
 // free lists (gfput/gfget, as Go recycles a dead g with its stack), and
-// released together once the global free list holds more than
-// StackPool::kWarmLimit of them: the G is taken out of sched.allg, destroyed,
-// and its stack goes back to the pool, which may return its pages to the
-// kernel. Nothing may keep a pointer to a dead G past its release (see
-// newproc.cpp for who holds G pointers).
+// released together when the scavenger finds more than StackPool::kWarmLimit
+// of them unused on the global free list: the G is taken out of sched.allg,
+// destroyed, and its stack goes back to the pool, which may return its pages
+// to the kernel. Nothing may keep a pointer to a dead G past its release
+// (see newproc.cpp for who holds G pointers).
 //
 // States, defined by who owns the G (as Go's runtime2.go does):
 //
@@ -100,8 +100,10 @@ struct alignas(64) G {
   // Asynchronous preemptions taken (for tests and dumps).
   uint32_t async_preempts = 0;
   int64_t id = 0;
-  // Position in sched.allg (under Sched::lock), for O(1) removal at release.
-  size_t allg_index = 0;
+  // Links of sched.allg (under Sched::lock). Intrusive, so that a G costs
+  // no memory outside the stack page it lives on, and leaves allg in O(1).
+  G* allg_prev = nullptr;
+  G* allg_next = nullptr;
   M* m = nullptr;           // the M running this G; null otherwise
   // Goroutine-local storage (GoroutineLocal), destroyed at exit.
   void* locals = nullptr;

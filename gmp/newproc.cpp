@@ -2,14 +2,21 @@
 // the life cycle of a G with its stack.
 //
 // A G is born on a stack (gnew), runs, dies, waits on a free list with its
-// stack (gfput), is reborn from there (gfget), and eventually either runs
-// again or is released with its stack (gfree_release) because the global
-// free list already holds StackPool::kWarmLimit dead Gs. Free lists:
+// stack (gfput), and is reborn from there (gfget). Free lists:
 //
-//   | list          | bound                      | lock       |
-//   |---------------|----------------------------|------------|
-//   | P::gfree      | kGFreeLocalMax (spills 1/2) | none (P's) |
-//   | Sched::gfree  | StackPool::kWarmLimit      | Sched::lock|
+//   | list          | bound                                  | lock        |
+//   |---------------|----------------------------------------|-------------|
+//   | P::gfree      | kGFreeLocalMax, LIFO (older half spills)| none (P's)  |
+//   | Sched::gfree  | none; scavenged towards kWarmLimit     | Sched::lock |
+//
+// The scavenger (gfree_scavenge, called by sysmon every round) releases the
+// dead Gs beyond StackPool::kWarmLimit that sat unused on the global list for
+// a whole period (it never held fewer), and all of the excess once every P
+// is idle: such a G leaves allg, is destroyed, and its stack goes back to the
+// pool. Releasing at exit instead would put a madvise on the exit path of
+// every goroutine of a spawn loop whose backlog goes up and down, and a page
+// fault on the spawn path (Go, likewise, frees the stacks of dead Gs only at
+// GC, never at exit).
 //
 // A released G's memory goes back to the pool (and perhaps to the kernel), so
 // nothing may hold a G pointer past its death: run queues and wait
@@ -21,6 +28,7 @@
 // can do is re-commit one released page, and gnew reconstructs the G anyway.
 #include <sched.h>
 
+#include <algorithm>
 #include <new>
 
 #include "gmp/fatal.hpp"
@@ -35,6 +43,11 @@ namespace {
 constexpr int64_t kGoidBatch = 16;
 constexpr int kGFreeLocalMax = 64;
 constexpr int kGFreeBatch = 32;
+// How long a dead G may sit unused on the global free list (beyond the warm
+// limit) before the scavenger releases it, and how many it releases at once
+// (the unlinking happens under Sched::lock).
+constexpr int64_t kScavengePeriodNs = 100 * 1000 * 1000;
+constexpr int32_t kScavengeBatch = 4096;
 
 // Legal transitions; see the table at the top of g.hpp.
 bool legal(GStatus from, GStatus to) {
@@ -71,30 +84,24 @@ G* gnew(P* p) {
   g->stack_lo = lo;
   g->stack_hi = top - kGSize;
   std::lock_guard<std::mutex> lock(sched.lock);
-  g->allg_index = sched.allg.size();
-  sched.allg.push_back(g);
+  g->allg_prev = sched.allg_tail;
+  if (sched.allg_tail != nullptr) sched.allg_tail->allg_next = g; else sched.allg = g;
+  sched.allg_tail = g;
+  sched.nallg++;
   return g;
 }
 
-// Sched::lock held. Takes g out of allg in O(1) (the last G fills its slot).
+// Sched::lock held.
 void allg_remove_locked(G* g) {
-  G* last = sched.allg.back();
-  sched.allg[g->allg_index] = last;
-  last->allg_index = g->allg_index;
-  sched.allg.pop_back();
+  if (g->allg_prev != nullptr) g->allg_prev->allg_next = g->allg_next; else sched.allg = g->allg_next;
+  if (g->allg_next != nullptr) g->allg_next->allg_prev = g->allg_prev; else sched.allg_tail = g->allg_prev;
+  sched.nallg--;
 }
 
-// Sched::lock held. Puts a dead G on the global free list, or, when that
-// already holds kWarmLimit, unlinks it from allg and queues it on *release
-// (to be released once the lock is dropped).
-void gfput_global_locked(G* g, GQueue* release) {
-  if (static_cast<size_t>(sched.ngfree) < StackPool::kWarmLimit) {
-    sched.gfree.push_back(g);
-    sched.ngfree++;
-    return;
-  }
-  allg_remove_locked(g);
-  release->push_back(g);
+// Sched::lock held.
+void gfput_global_locked(G* g) {
+  sched.gfree.push_back(g);
+  sched.ngfree.store(sched.ngfree.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
 // Destroys Gs already unlinked from allg and gives their stacks back to the
@@ -116,21 +123,30 @@ void gfree_release(GQueue* q) {
   if (n > 0) sched.stacks.free(lows, n);
 }
 
+// Sched::lock held.
+G* gfget_global_locked() {
+  G* g = sched.gfree.pop();
+  if (g == nullptr) return nullptr;
+  int32_t n = sched.ngfree.load(std::memory_order_relaxed) - 1;
+  sched.ngfree.store(n, std::memory_order_relaxed);
+  if (n < sched.ngfree_low) sched.ngfree_low = n;
+  return g;
+}
+
 G* gfget(P* p) {
   if (p != nullptr) {
-    if (p->gfree.empty() && sched.ngfree > 0) {
+    if (p->gfree.empty() && sched.ngfree.load(std::memory_order_relaxed) > 0) {
       std::lock_guard<std::mutex> lock(sched.lock);
-      while (p->gfree.size < kGFreeBatch && sched.ngfree > 0) {
-        p->gfree.push_back(sched.gfree.pop());
-        sched.ngfree--;
+      while (p->gfree.size < kGFreeBatch) {
+        G* g = gfget_global_locked();
+        if (g == nullptr) break;
+        p->gfree.push_back(g);
       }
     }
     return p->gfree.pop();
   }
   std::lock_guard<std::mutex> lock(sched.lock);
-  G* g = sched.gfree.pop();
-  if (g != nullptr) sched.ngfree--;
-  return g;
+  return gfget_global_locked();
 }
 
 int64_t next_goid(P* p) {
@@ -153,12 +169,45 @@ void gfput(P* p, G* g) {
   if (p->gfree.size <= kGFreeLocalMax) return;
   // The older half goes to the global list (or is released).
   GQueue older = p->gfree.take_after(kGFreeLocalMax / 2);
-  GQueue release;
-  {
-    std::lock_guard<std::mutex> lock(sched.lock);
-    while (G* old = older.pop()) gfput_global_locked(old, &release);
+  std::lock_guard<std::mutex> lock(sched.lock);
+  while (G* old = older.pop()) gfput_global_locked(old);
+}
+
+int gfree_scavenge(int64_t now, bool idle) {
+  constexpr int32_t kWarm = static_cast<int32_t>(StackPool::kWarmLimit);
+  if (sched.ngfree.load(std::memory_order_relaxed) <= kWarm && sched.gfree_debt == 0) return 0;
+  int released = 0;
+  for (;;) {
+    GQueue release;
+    {
+      std::lock_guard<std::mutex> lock(sched.lock);
+      int32_t nfree = sched.ngfree.load(std::memory_order_relaxed);
+      if (idle || now - sched.gfree_scavenged >= kScavengePeriodNs) {
+        // Gs that stayed on the list the whole period (it never held fewer
+        // than ngfree_low) were not needed: those beyond the warm limit go.
+        int32_t unused = idle ? nfree : sched.ngfree_low;
+        sched.gfree_debt = unused > kWarm ? unused - kWarm : 0;
+        sched.ngfree_low = nfree;
+        sched.gfree_scavenged = now;
+      }
+      int32_t n = std::min({sched.gfree_debt, nfree - kWarm, kScavengeBatch});
+      if (n <= 0) {
+        sched.gfree_debt = 0;
+        break;
+      }
+      sched.gfree_debt -= n;
+      for (int32_t i = 0; i < n; i++) {
+        G* g = gfget_global_locked();
+        allg_remove_locked(g);
+        release.push_back(g);
+      }
+      released += n;
+    }
+    gfree_release(&release);
+    // Outside idleness, one batch per call: the caller comes back soon.
+    if (!idle) break;
   }
-  gfree_release(&release);
+  return released;
 }
 
 void bad_status(G* g, GStatus from, GStatus to) {
@@ -255,12 +304,10 @@ void newproc_abort(G* g) {
     gfput(p, g);
     return;
   }
-  GQueue release;
   {
     std::lock_guard<std::mutex> lock(sched.lock);
-    gfput_global_locked(g, &release);
+    gfput_global_locked(g);
   }
-  gfree_release(&release);
   sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
 }
 
@@ -273,10 +320,25 @@ void newproc_start(G* g) {
     p->created.store(p->created.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     GQueue overflow;
     if (!p->runq.put(g, true, &overflow)) {
-      std::lock_guard<std::mutex> lock(sched.lock);
-      int32_t n = overflow.size;
-      sched.runq.push_back_all(&overflow);
-      sched.runqsize.fetch_add(n, std::memory_order_release);
+      {
+        std::lock_guard<std::mutex> lock(sched.lock);
+        int32_t n = overflow.size;
+        sched.runq.push_back_all(&overflow);
+        sched.runqsize.fetch_add(n, std::memory_order_release);
+      }
+      wakep();
+      // Back-pressure: this goroutine spawns faster than its goroutines
+      // run. Every unstarted goroutine holds a stack page (its G lives
+      // there), so it yields as if preempted here: to the tail of the
+      // global queue, behind the backlog it made, which this P and the
+      // others drain first. Otherwise a spawn loop piles up tens of
+      // thousands of pages between two time slices (more when another P's
+      // thread is descheduled by the OS).
+      G* self = m->curg;
+      if (self != nullptr && self->nopreempt == 0 && m->locks.load(std::memory_order_relaxed) == 0) {
+        preempt_park(self);
+      }
+      return;
     }
     wakep();
     return;
@@ -332,7 +394,7 @@ RuntimeStats runtime_stats() {
     std::lock_guard<std::mutex> lock(sched.lock);
     st.threads = sched.mcount;
     st.idle_threads = sched.nmidle;
-    st.goroutines_allocated = static_cast<int64_t>(sched.allg.size());
+    st.goroutines_allocated = sched.nallg;
   }
   st.stack_slabs = sched.stacks.slabs();
   st.stack_size = sched.stacks.stack_size();

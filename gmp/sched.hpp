@@ -68,7 +68,13 @@ struct Sched {
   GQueue runq;
   std::atomic<int32_t> runqsize{0};
   GQueue gfree;
-  int32_t ngfree = 0;
+  // Written under lock; read without it as a hint (gfget, the scavenger).
+  std::atomic<int32_t> ngfree{0};
+  // Scavenger state (under lock): the fewest Gs gfree held since the last
+  // period began, when that was, and how many Gs are still to be released.
+  int32_t ngfree_low = 0;
+  int64_t gfree_scavenged = 0;
+  int32_t gfree_debt = 0;
   // One M may block in netpoll at a time; it is not idle for checkdead.
   std::atomic<bool> netpoll_blocked{false};
   std::atomic<int64_t> last_poll{0};
@@ -80,8 +86,11 @@ struct Sched {
   int32_t nprocs = 0;
   std::vector<M*> allm;
   // Under lock: every G that exists (running, parked, runnable, or dead on a
-  // free list with its stack); a released G leaves it (G::allg_index).
-  std::vector<G*> allg;
+  // free list with its stack), linked through G::allg_prev/allg_next; a
+  // released G leaves it. Oldest first, as goroutine dumps list them.
+  G* allg = nullptr;
+  G* allg_tail = nullptr;
+  int64_t nallg = 0;
 
   std::atomic<bool> running{false};
   std::atomic<bool> stopping{false};
@@ -161,6 +170,10 @@ void after_switch(G* prev);
 // that follows g's last switch, so that g's stack is no longer in use: g
 // may be released (destroyed, its stack given back) before gfput returns.
 void gfput(P* p, G* g);
+// Releases dead Gs (with their stacks) beyond StackPool::kWarmLimit that the
+// global free list did not need for a while, a batch per call; all of them
+// when `idle` (every P is idle). Called by sysmon; returns how many went.
+int gfree_scavenge(int64_t now, bool idle);
 // Body of every goroutine (runs the closure, then exits).
 [[noreturn]] void goroutine_main(G* self);
 

@@ -64,7 +64,7 @@ struct Config {
   int procs = 0;
   // Address space reserved for each goroutine stack. Pages are committed only
   // when touched. Rounded up to a whole number of pages; at least 16 KiB.
-  // The goroutine's descriptor (256 bytes) lives at its top.
+  // The goroutine's descriptor (about 256 bytes) lives at its top.
   size_t stack_size = 256 * 1024;
   // A goroutine that runs longer than this without blocking is preempted
   // (Go's forcePreemptNS).
