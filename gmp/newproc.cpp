@@ -175,27 +175,35 @@ void gfput(P* p, G* g) {
 
 int gfree_scavenge(int64_t now, bool idle) {
   constexpr int32_t kWarm = static_cast<int32_t>(StackPool::kWarmLimit);
-  if (sched.ngfree.load(std::memory_order_relaxed) <= kWarm && sched.gfree_debt == 0) return 0;
+  constexpr auto kRelaxed = std::memory_order_relaxed;
+  // Hints, so that a sysmon round with nothing to do takes no lock: nothing
+  // beyond the warm limit, or no debt and the period not over yet.
+  if (sched.ngfree.load(kRelaxed) <= kWarm) return 0;
+  if (!idle && sched.gfree_debt.load(kRelaxed) == 0 &&
+      now - sched.gfree_scavenged.load(kRelaxed) < kScavengePeriodNs) {
+    return 0;
+  }
   int released = 0;
   for (;;) {
     GQueue release;
     {
       std::lock_guard<std::mutex> lock(sched.lock);
-      int32_t nfree = sched.ngfree.load(std::memory_order_relaxed);
-      if (idle || now - sched.gfree_scavenged >= kScavengePeriodNs) {
+      int32_t nfree = sched.ngfree.load(kRelaxed);
+      int32_t debt = sched.gfree_debt.load(kRelaxed);
+      if (idle || now - sched.gfree_scavenged.load(kRelaxed) >= kScavengePeriodNs) {
         // Gs that stayed on the list the whole period (it never held fewer
         // than ngfree_low) were not needed: those beyond the warm limit go.
         int32_t unused = idle ? nfree : sched.ngfree_low;
-        sched.gfree_debt = unused > kWarm ? unused - kWarm : 0;
+        debt = unused > kWarm ? unused - kWarm : 0;
         sched.ngfree_low = nfree;
-        sched.gfree_scavenged = now;
+        sched.gfree_scavenged.store(now, kRelaxed);
       }
-      int32_t n = std::min({sched.gfree_debt, nfree - kWarm, kScavengeBatch});
+      int32_t n = std::min({debt, nfree - kWarm, kScavengeBatch});
       if (n <= 0) {
-        sched.gfree_debt = 0;
+        sched.gfree_debt.store(0, kRelaxed);
         break;
       }
-      sched.gfree_debt -= n;
+      sched.gfree_debt.store(debt - n, kRelaxed);
       for (int32_t i = 0; i < n; i++) {
         G* g = gfget_global_locked();
         allg_remove_locked(g);

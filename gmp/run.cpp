@@ -81,8 +81,8 @@ void reset_sched(const Config& cfg) {
   sched.gfree = GQueue{};
   sched.ngfree.store(0);
   sched.ngfree_low = 0;
-  sched.gfree_scavenged = 0;
-  sched.gfree_debt = 0;
+  sched.gfree_scavenged.store(0);
+  sched.gfree_debt.store(0);
   sched.netpoll_blocked.store(false);
   sched.last_poll.store(0);
   sched.poll_until.store(0);

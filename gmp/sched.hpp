@@ -71,10 +71,11 @@ struct Sched {
   // Written under lock; read without it as a hint (gfget, the scavenger).
   std::atomic<int32_t> ngfree{0};
   // Scavenger state (under lock): the fewest Gs gfree held since the last
-  // period began, when that was, and how many Gs are still to be released.
+  // period began, when that was, and how many Gs are still to be released
+  // (the last two are also read without the lock, as hints).
   int32_t ngfree_low = 0;
-  int64_t gfree_scavenged = 0;
-  int32_t gfree_debt = 0;
+  std::atomic<int64_t> gfree_scavenged{0};
+  std::atomic<int32_t> gfree_debt{0};
   // One M may block in netpoll at a time; it is not idle for checkdead.
   std::atomic<bool> netpoll_blocked{false};
   std::atomic<int64_t> last_poll{0};

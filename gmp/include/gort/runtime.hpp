@@ -155,7 +155,10 @@ int run(F main, Config cfg = {}) {
 }
 
 // Starts a goroutine running `f(args...)`. `f` and `args` are decay-copied (or
-// moved) as by std::thread. Never parks the caller.
+// moved) as by std::thread. Never parks the caller; but a goroutine that
+// spawns faster than its goroutines run yields here now and then (when its
+// P's run queue overflows), as at a preemption point, so that unstarted
+// goroutines, each holding a stack page, do not pile up.
 template <class F, class... Args>
 void go(F&& f, Args&&... args) {
   using Tuple = std::tuple<std::decay_t<F>, std::decay_t<Args>...>;
