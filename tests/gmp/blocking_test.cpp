@@ -334,6 +334,10 @@ TEST(BlockingStress, HandoffAndReacquireRaces) {
       // Channel traffic beside the callers.
       auto ping = gort::make_chan<int>();
       auto pong = gort::make_chan<int>();
+      // Joined before ping and pong go out of scope (it uses them by
+      // reference until its last close).
+      gort::WaitGroup server;
+      server.add(1);
       gort::go([&] {
         for (;;) {
           auto v = ping.recv();
@@ -341,6 +345,7 @@ TEST(BlockingStress, HandoffAndReacquireRaces) {
           pong.send(*v + 1);
         }
         pong.close();
+        server.done();
       });
       std::atomic<bool> done{false};
       gort::WaitGroup pinger;
@@ -358,6 +363,7 @@ TEST(BlockingStress, HandoffAndReacquireRaces) {
       wg.wait();
       done = true;
       pinger.wait();
+      server.wait();
     });
     int64_t expect = 0;
     for (int c = 0; c < kCallers; c++) {
