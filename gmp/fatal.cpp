@@ -51,7 +51,7 @@ void print_goroutine_header(long long id, const char* state) {
 
 void dump_goroutines_locked(G* current) {
   int shown = 0;
-  for (G* g : sched.allg) {
+  for (G* g = sched.allg; g != nullptr; g = g->allg_next) {
     GStatus s = g->status.load(std::memory_order_relaxed);
     if (g == current || s == GStatus::kDead || s == GStatus::kIdle) continue;
     if (++shown > 64) {

@@ -1,5 +1,20 @@
 // gmp/g.hpp — the goroutine descriptor (G) and its state machine.
 //
+// Where a G lives: at the top of its own stack (an M's g0 excepted, which is
+// a member of its M). A stack slot from the StackPool is laid out
+//
+//   [guard | usable stack [stack_lo, stack_hi) ... | G]
+//
+// so a parked goroutine's descriptor shares the one page its frames touched
+// instead of costing a heap block of its own. A G and its stack are born
+// together (newproc_alloc), recycled together through the per-P and global
+// free lists (gfput/gfget, as Go recycles a dead g with its stack), and
+// released together when the scavenger finds more than StackPool::kWarmLimit
+// of them unused on the global free list: the G is taken out of sched.allg,
+// destroyed, and its stack goes back to the pool, which may return its pages
+// to the kernel. Nothing may keep a pointer to a dead G past its release
+// (see newproc.cpp for who holds G pointers).
+//
 // States, defined by who owns the G (as Go's runtime2.go does):
 //
 //   kIdle      just allocated, not yet published; owned by the allocator.
@@ -9,7 +24,8 @@
 //   kWaiting   parked: recorded in exactly one wait structure (a channel or
 //              semaphore queue, a timer, a poll descriptor) whose owner will
 //              ready it. Not on a run queue. Its context is saved.
-//   kDead      exited or on a free list; its stack is cached for reuse.
+//   kDead      exited and on a free list (per-P or global), still on its
+//              stack, ready to be reused or released with it.
 //
 // Legal transitions (set_status checks every one of them; any other is a
 // runtime bug and a fatal error):
@@ -69,8 +85,8 @@ const char* gstatus_string(GStatus s);
 struct alignas(64) G {
   // Saved fcontext while not running (Boost.Context's fcontext_t).
   void* ctx = nullptr;
-  // Usable stack [stack_lo, stack_hi); the guard region lies below stack_lo.
-  // Null until the G first runs (an unstarted goroutine needs no stack).
+  // Usable stack [stack_lo, stack_hi): the guard region lies below stack_lo
+  // and this G right at stack_hi. Fixed for the G's life; null for g0.
   char* stack_lo = nullptr;
   char* stack_hi = nullptr;
   std::atomic<GStatus> status{GStatus::kIdle};
@@ -85,6 +101,10 @@ struct alignas(64) G {
   // Asynchronous preemptions taken (for tests and dumps).
   uint32_t async_preempts = 0;
   int64_t id = 0;
+  // Links of sched.allg (under Sched::lock). Intrusive, so that a G costs
+  // no memory outside the stack page it lives on, and leaves allg in O(1).
+  G* allg_prev = nullptr;
+  G* allg_next = nullptr;
   M* m = nullptr;           // the M running this G; null otherwise
   // Goroutine-local storage (GoroutineLocal), destroyed at exit.
   void* locals = nullptr;
@@ -108,6 +128,11 @@ struct alignas(64) G {
   ClosureFn destroy = nullptr;
   alignas(16) unsigned char closure[kInlineClosureSize];
 };
+
+// Bytes at the top of a stack slot that hold its G (a multiple of 64, so
+// stack_hi keeps the G's alignment and the 16-byte frame alignment).
+inline constexpr size_t kGSize = sizeof(G);
+static_assert(kGSize % 64 == 0, "the G must keep stack_hi 64-byte aligned");
 
 [[noreturn]] void bad_status(G* g, GStatus from, GStatus to);
 
@@ -147,6 +172,25 @@ struct GQueue {
     tail = q->tail;
     size += q->size;
     *q = GQueue{};
+  }
+  // Keeps the first n Gs and returns the rest as a queue of their own.
+  GQueue take_after(int32_t n) {
+    GQueue rest;
+    if (n >= size) return rest;
+    if (n == 0) {
+      rest = *this;
+      *this = GQueue{};
+      return rest;
+    }
+    G* cut = head;
+    for (int32_t i = 1; i < n; i++) cut = cut->schedlink;
+    rest.head = cut->schedlink;
+    rest.tail = tail;
+    rest.size = size - n;
+    cut->schedlink = nullptr;
+    tail = cut;
+    size = n;
+    return rest;
   }
   G* pop() {
     G* g = head;

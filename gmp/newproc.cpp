@@ -1,7 +1,38 @@
-// gmp/newproc.cpp — creating goroutines, their ids, and the G state table.
+// gmp/newproc.cpp — creating goroutines, their ids, the G state table, and
+// the life cycle of a G with its stack.
+//
+// A G is born on a stack (gnew), runs, dies, waits on a free list with its
+// stack (gfput), and is reborn from there (gfget). Free lists:
+//
+//   | list          | bound                                  | lock        |
+//   |---------------|----------------------------------------|-------------|
+//   | P::gfree      | kGFreeLocalMax, LIFO (older half spills)| none (P's)  |
+//   | Sched::gfree  | none; scavenged towards kWarmLimit     | Sched::lock |
+//
+// The scavenger (gfree_scavenge, called by sysmon every round) releases the
+// dead Gs beyond StackPool::kWarmLimit that sat unused on the global list for
+// a whole period (it never held fewer), and all of the excess once every P
+// is idle: such a G leaves allg, is destroyed, and its stack goes back to the
+// pool. Releasing at exit instead would put a madvise on the exit path of
+// every goroutine of a spawn loop whose backlog goes up and down, and a page
+// fault on the spawn path (Go, likewise, frees the stacks of dead Gs only at
+// GC, never at exit).
+//
+// A released G's memory goes back to the pool (and perhaps to the kernel), so
+// nothing may hold a G pointer past its death: run queues and wait
+// structures drop a G before it runs to its end, sched.allg loses it at
+// release under Sched::lock (goroutine dumps walk allg under that lock), and
+// Ms drop it in after_switch(kExit). The one racy reader is sysmon's
+// preempt_one, which may set `preempt` on a G that has just exited; the
+// memory stays mapped (slabs are unmapped only at shutdown), so the worst it
+// can do is re-commit one released page, and gnew reconstructs the G anyway.
 #include <sched.h>
 
+#include <algorithm>
+#include <new>
+
 #include "gmp/fatal.hpp"
+#include "gmp/sanitizer.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/switch.hpp"
 #include "gmp/tls.hpp"
@@ -10,6 +41,13 @@ namespace gort::internal {
 namespace {
 
 constexpr int64_t kGoidBatch = 16;
+constexpr int kGFreeLocalMax = 64;
+constexpr int kGFreeBatch = 32;
+// How long a dead G may sit unused on the global free list (beyond the warm
+// limit) before the scavenger releases it, and how many it releases at once
+// (the unlinking happens under Sched::lock).
+constexpr int64_t kScavengePeriodNs = 100 * 1000 * 1000;
+constexpr int32_t kScavengeBatch = 4096;
 
 // Legal transitions; see the table at the top of g.hpp.
 bool legal(GStatus from, GStatus to) {
@@ -27,21 +65,88 @@ bool legal(GStatus from, GStatus to) {
   return false;
 }
 
+// A new G on a fresh stack: from p's cache (refilled from the pool a batch at
+// a time), or straight from the pool on a plain thread. The G is constructed
+// in the top kGSize bytes of the slot; the usable stack ends right below it.
+G* gnew(P* p) {
+  char* lo;
+  if (p != nullptr) {
+    if (p->nstacks == 0) {
+      sched.stacks.alloc(p->stacks, P::kStackCacheMax);
+      p->nstacks = P::kStackCacheMax;
+    }
+    lo = p->stacks[--p->nstacks];
+  } else {
+    sched.stacks.alloc(&lo, 1);
+  }
+  char* top = lo + sched.stacks.stack_size();
+  G* g = new (top - kGSize) G;
+  g->stack_lo = lo;
+  g->stack_hi = top - kGSize;
+  std::lock_guard<std::mutex> lock(sched.lock);
+  g->allg_prev = sched.allg_tail;
+  if (sched.allg_tail != nullptr) sched.allg_tail->allg_next = g; else sched.allg = g;
+  sched.allg_tail = g;
+  sched.nallg++;
+  return g;
+}
+
+// Sched::lock held.
+void allg_remove_locked(G* g) {
+  if (g->allg_prev != nullptr) g->allg_prev->allg_next = g->allg_next; else sched.allg = g->allg_next;
+  if (g->allg_next != nullptr) g->allg_next->allg_prev = g->allg_prev; else sched.allg_tail = g->allg_prev;
+  sched.nallg--;
+}
+
+// Sched::lock held.
+void gfput_global_locked(G* g) {
+  sched.gfree.push_back(g);
+  sched.ngfree.store(sched.ngfree.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+// Destroys Gs already unlinked from allg and gives their stacks back to the
+// pool (which returns the pages of those beyond its own warm limit).
+void gfree_release(GQueue* q) {
+  char* lows[kGFreeBatch];
+  size_t n = 0;
+  while (G* g = q->pop()) {
+    tsan_destroy_fiber(g->tsan_fiber);
+    // The pool hands out stacks free of ASan poison (gnew relies on it).
+    asan_unpoison(g->stack_lo, static_cast<size_t>(g->stack_hi - g->stack_lo));
+    lows[n++] = g->stack_lo;
+    g->~G();
+    if (n == kGFreeBatch) {
+      sched.stacks.free(lows, n);
+      n = 0;
+    }
+  }
+  if (n > 0) sched.stacks.free(lows, n);
+}
+
+// Sched::lock held.
+G* gfget_global_locked() {
+  G* g = sched.gfree.pop();
+  if (g == nullptr) return nullptr;
+  int32_t n = sched.ngfree.load(std::memory_order_relaxed) - 1;
+  sched.ngfree.store(n, std::memory_order_relaxed);
+  if (n < sched.ngfree_low) sched.ngfree_low = n;
+  return g;
+}
+
 G* gfget(P* p) {
   if (p != nullptr) {
-    if (p->gfree.empty() && sched.ngfree > 0) {
+    if (p->gfree.empty() && sched.ngfree.load(std::memory_order_relaxed) > 0) {
       std::lock_guard<std::mutex> lock(sched.lock);
-      while (p->gfree.size < 32 && sched.ngfree > 0) {
-        p->gfree.push_back(sched.gfree.pop());
-        sched.ngfree--;
+      while (p->gfree.size < kGFreeBatch) {
+        G* g = gfget_global_locked();
+        if (g == nullptr) break;
+        p->gfree.push_back(g);
       }
     }
     return p->gfree.pop();
   }
   std::lock_guard<std::mutex> lock(sched.lock);
-  G* g = sched.gfree.pop();
-  if (g != nullptr) sched.ngfree--;
-  return g;
+  return gfget_global_locked();
 }
 
 int64_t next_goid(P* p) {
@@ -55,6 +160,63 @@ int64_t next_goid(P* p) {
 }
 
 }  // namespace
+
+void gfput(P* p, G* g) {
+  g->m = nullptr;
+  // LIFO, as Go's gfput: the G that died last is reborn first, while its
+  // page (G and top frames) is still in the cache.
+  p->gfree.push_front(g);
+  if (p->gfree.size <= kGFreeLocalMax) return;
+  // The older half goes to the global list (or is released).
+  GQueue older = p->gfree.take_after(kGFreeLocalMax / 2);
+  std::lock_guard<std::mutex> lock(sched.lock);
+  while (G* old = older.pop()) gfput_global_locked(old);
+}
+
+int gfree_scavenge(int64_t now, bool idle) {
+  constexpr int32_t kWarm = static_cast<int32_t>(StackPool::kWarmLimit);
+  constexpr auto kRelaxed = std::memory_order_relaxed;
+  // Hints, so that a sysmon round with nothing to do takes no lock: nothing
+  // beyond the warm limit, or no debt and the period not over yet.
+  if (sched.ngfree.load(kRelaxed) <= kWarm) return 0;
+  if (!idle && sched.gfree_debt.load(kRelaxed) == 0 &&
+      now - sched.gfree_scavenged.load(kRelaxed) < kScavengePeriodNs) {
+    return 0;
+  }
+  int released = 0;
+  for (;;) {
+    GQueue release;
+    {
+      std::lock_guard<std::mutex> lock(sched.lock);
+      int32_t nfree = sched.ngfree.load(kRelaxed);
+      int32_t debt = sched.gfree_debt.load(kRelaxed);
+      if (idle || now - sched.gfree_scavenged.load(kRelaxed) >= kScavengePeriodNs) {
+        // Gs that stayed on the list the whole period (it never held fewer
+        // than ngfree_low) were not needed: those beyond the warm limit go.
+        int32_t unused = idle ? nfree : sched.ngfree_low;
+        debt = unused > kWarm ? unused - kWarm : 0;
+        sched.ngfree_low = nfree;
+        sched.gfree_scavenged.store(now, kRelaxed);
+      }
+      int32_t n = std::min({debt, nfree - kWarm, kScavengeBatch});
+      if (n <= 0) {
+        sched.gfree_debt.store(0, kRelaxed);
+        break;
+      }
+      sched.gfree_debt.store(debt - n, kRelaxed);
+      for (int32_t i = 0; i < n; i++) {
+        G* g = gfget_global_locked();
+        allg_remove_locked(g);
+        release.push_back(g);
+      }
+      released += n;
+    }
+    gfree_release(&release);
+    // Outside idleness, one batch per call: the caller comes back soon.
+    if (!idle) break;
+  }
+  return released;
+}
 
 void bad_status(G* g, GStatus from, GStatus to) {
   GStatus cur = g->status.load(std::memory_order_relaxed);
@@ -122,11 +284,13 @@ G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
     throw panic_error("gort::go: the runtime is not running (call it inside gort::run)");
   }
   G* g = gfget(p);
-  if (g == nullptr) {
-    g = new G;
-    g->status.store(GStatus::kIdle, std::memory_order_relaxed);
-    std::lock_guard<std::mutex> lock(sched.lock);
-    sched.allg.push_back(g);
+  if (g != nullptr) {
+    // Frames of the G's previous life may have left ASan's poison behind
+    // (it never unwound them). A fresh stack from the pool has none, and
+    // the G itself lies above stack_hi and is never poisoned.
+    asan_unpoison(g->stack_lo, static_cast<size_t>(g->stack_hi - g->stack_lo));
+  } else {
+    g = gnew(p);
   }
   g->invoke = invoke;
   g->destroy = destroy;
@@ -134,6 +298,9 @@ G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
   g->param = nullptr;
   g->id = next_goid(p);
   capture_fp_control(g);
+  // The first frame is laid out now, as Go's newproc does: the G already
+  // has its stack, and this touches the page the G is on anyway.
+  make_context(g);
   *storage = g->closure;
   return g;
 }
@@ -143,13 +310,12 @@ void newproc_abort(G* g) {
   M* m = getm();
   P* p = m != nullptr && !m->in_blocking.load(std::memory_order_relaxed) ? m->p : nullptr;
   if (p != nullptr) {
-    p->gfree.push_back(g);
+    gfput(p, g);
     return;
   }
   {
     std::lock_guard<std::mutex> lock(sched.lock);
-    sched.gfree.push_back(g);
-    sched.ngfree++;
+    gfput_global_locked(g);
   }
   sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
 }
@@ -163,10 +329,25 @@ void newproc_start(G* g) {
     p->created.store(p->created.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     GQueue overflow;
     if (!p->runq.put(g, true, &overflow)) {
-      std::lock_guard<std::mutex> lock(sched.lock);
-      int32_t n = overflow.size;
-      sched.runq.push_back_all(&overflow);
-      sched.runqsize.fetch_add(n, std::memory_order_release);
+      {
+        std::lock_guard<std::mutex> lock(sched.lock);
+        int32_t n = overflow.size;
+        sched.runq.push_back_all(&overflow);
+        sched.runqsize.fetch_add(n, std::memory_order_release);
+      }
+      wakep();
+      // Back-pressure: this goroutine spawns faster than its goroutines
+      // run. Every unstarted goroutine holds a stack page (its G lives
+      // there), so it yields as if preempted here: to the tail of the
+      // global queue, behind the backlog it made, which this P and the
+      // others drain first. Otherwise a spawn loop piles up tens of
+      // thousands of pages between two time slices (more when another P's
+      // thread is descheduled by the OS).
+      G* self = m->curg;
+      if (self != nullptr && self->nopreempt == 0 && m->locks.load(std::memory_order_relaxed) == 0) {
+        preempt_park(self);
+      }
+      return;
     }
     wakep();
     return;
@@ -222,7 +403,7 @@ RuntimeStats runtime_stats() {
     std::lock_guard<std::mutex> lock(sched.lock);
     st.threads = sched.mcount;
     st.idle_threads = sched.nmidle;
-    st.goroutines_allocated = static_cast<int64_t>(sched.allg.size());
+    st.goroutines_allocated = sched.nallg;
   }
   st.stack_slabs = sched.stacks.slabs();
   st.stack_size = sched.stacks.stack_size();

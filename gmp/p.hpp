@@ -1,8 +1,8 @@
 // gmp/p.hpp — a processor (P): the right to run Go code, and its local state.
 //
 // An M must hold a P to run goroutines. Each P owns a local run queue, a
-// cache of free Gs and of warm stacks, and a batch of goroutine ids, so the
-// hot paths (spawn, ready, exit) touch no shared state.
+// cache of free Gs (with their stacks) and of fresh stacks, and a batch of
+// goroutine ids, so the hot paths (spawn, ready, exit) touch no shared state.
 //
 // P states (owned by the field `status`):
 //   kIdle     on the idle list, no M; owned by whoever holds the sched lock.
@@ -39,9 +39,11 @@ struct alignas(64) P {
 
   Runq runq;
 
-  // Free Gs (dead, with or without stacks) and warm stacks.
+  // Free Gs (dead, each on its stack), and stacks taken from the pool in a
+  // batch for Gs to be born on (only ever refilled: a stack goes back to
+  // the pool only with its released G).
   GQueue gfree;
-  static constexpr int kStackCacheMax = 64;
+  static constexpr int kStackCacheMax = 32;
   char* stacks[kStackCacheMax];
   int nstacks = 0;
 

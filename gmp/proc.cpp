@@ -41,8 +41,6 @@ void stopm(M* m);
 
 namespace {
 
-constexpr int kGFreeLocalMax = 64;
-
 // ---- Ps and Ms (Sched::lock held where noted) ----
 
 void acquirep(M* m, P* p) {
@@ -360,19 +358,6 @@ top:
   goto top;
 }
 
-// Gives g a stack on first run.
-void ensure_stack(P* p, G* g) {
-  if (g->stack_lo != nullptr) return;
-  if (p->nstacks == 0) {
-    sched.stacks.alloc(p->stacks, P::kStackCacheMax / 2);
-    p->nstacks = P::kStackCacheMax / 2;
-  }
-  g->stack_lo = p->stacks[--p->nstacks];
-  g->stack_hi = g->stack_lo + sched.stacks.stack_size();
-  asan_unpoison(g->stack_lo, sched.stacks.stack_size());
-  make_context(g);
-}
-
 // g (runnable, just taken from a queue) becomes m's running goroutine. A G
 // taken from runnext inherits the current time slice (Go's inheritTime):
 // otherwise a pair handing off to each other through runnext would start a
@@ -385,7 +370,6 @@ void make_current(M* m, G* g, bool inherit = false) {
     p->schedtick++;
     p->schedtick_seen.store(p->schedtick, std::memory_order_relaxed);
   }
-  ensure_stack(p, g);
   g->m = m;
   g->preempt.store(false, std::memory_order_relaxed);
   m->curg = g;
@@ -424,28 +408,6 @@ void execute(M* m, G* g) {
   make_current(m, g);
   m->after = AfterSwitch::kNone;
   switch_to(&m->g0, g);
-}
-
-// Recycles a dead G (on the arriving context, so g's stack is not in use).
-void gfput(P* p, G* g) {
-  g->m = nullptr;
-  if (g->stack_lo != nullptr) {
-    if (p->nstacks == P::kStackCacheMax) {
-      sched.stacks.free(p->stacks + P::kStackCacheMax / 2, P::kStackCacheMax / 2);
-      p->nstacks = P::kStackCacheMax / 2;
-    }
-    p->stacks[p->nstacks++] = g->stack_lo;
-    g->stack_lo = g->stack_hi = nullptr;
-    g->ctx = nullptr;
-  }
-  p->gfree.push_back(g);
-  if (p->gfree.size > kGFreeLocalMax) {
-    std::lock_guard<std::mutex> lock(sched.lock);
-    while (p->gfree.size > kGFreeLocalMax / 2) {
-      sched.gfree.push_back(p->gfree.pop());
-      sched.ngfree++;
-    }
-  }
 }
 
 }  // namespace
@@ -538,6 +500,7 @@ void after_switch(G* prev) {
       }
       break;
     case AfterSwitch::kExit:
+      // prev's stack is no longer in use: it may be released with it.
       gfput(m->p, prev);
       break;
   }

@@ -3,7 +3,8 @@
 // The thread that calls run becomes M0 and runs the scheduler loop on its
 // own stack. When the main goroutine returns, the runtime is marked
 // stopping: idle Ms are woken, every M leaves its scheduler loop at its next
-// look for work, M0 joins them, and everything (Gs, stacks, Ps, Ms) is freed.
+// look for work, M0 joins them, and everything (Gs, then the stacks they live
+// on, Ps, Ms) is freed.
 // Goroutines still runnable or parked are abandoned, as in Go; closures of
 // goroutines that never started are destroyed.
 #include <pthread.h>
@@ -78,13 +79,17 @@ void reset_sched(const Config& cfg) {
   sched.runq = GQueue{};
   sched.runqsize.store(0);
   sched.gfree = GQueue{};
-  sched.ngfree = 0;
+  sched.ngfree.store(0);
+  sched.ngfree_low = 0;
+  sched.gfree_scavenged.store(0);
+  sched.gfree_debt.store(0);
   sched.netpoll_blocked.store(false);
   sched.last_poll.store(0);
   sched.poll_until.store(0);
   sched.allp.clear();
   sched.allm.clear();
-  sched.allg.clear();
+  sched.allg = sched.allg_tail = nullptr;
+  sched.nallg = 0;
   sched.stopping.store(false);
   sched.goidgen.store(0);
   sched.mnext.store(0);
@@ -115,14 +120,18 @@ void join_ms() {
 }
 
 void teardown() {
-  for (G* g : sched.allg) {
+  // Gs first: each lives at the top of its stack, which the pool unmaps
+  // below. (The Ms' g0s are members of their Ms, not on goroutine stacks.)
+  for (G* g = sched.allg, *next; g != nullptr; g = next) {
+    next = g->allg_next;
     if (!g->started && g->status.load() == GStatus::kRunnable && g->destroy != nullptr) {
       g->destroy(g->closure);
     }
     tsan_destroy_fiber(g->tsan_fiber);
-    delete g;
+    g->~G();
   }
-  sched.allg.clear();
+  sched.allg = sched.allg_tail = nullptr;
+  sched.nallg = 0;
   for (M* m : sched.allm) delete m;
   sched.allm.clear();
   for (P* p : sched.allp) {

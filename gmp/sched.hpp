@@ -7,11 +7,12 @@
 // Lock order (a lock may be taken while holding the ones above it, never
 // the reverse):
 //
-//   | lock                 | protects                                         |
-//   |----------------------|--------------------------------------------------|
+//   | lock                 | protects                                          |
+//   |----------------------|---------------------------------------------------|
 //   | channel / wait-queue | its own waiters (stdlib), released by park unlock |
-//   | Sched::lock          | idle Ms, idle Ps, global run queue, global free Gs|
-//   | StackPool::mu_       | free stack slots and slabs                       |
+//   | Sched::lock          | idle Ms, idle Ps, global run queue, global free   |
+//   |                      | Gs, allg                                          |
+//   | StackPool::mu_       | free stack slots and slabs                        |
 //
 // Nothing may be held across a switch except through park's unlock function,
 // which releases it on the next context once the parking G's context is saved.
@@ -67,7 +68,14 @@ struct Sched {
   GQueue runq;
   std::atomic<int32_t> runqsize{0};
   GQueue gfree;
-  int32_t ngfree = 0;
+  // Written under lock; read without it as a hint (gfget, the scavenger).
+  std::atomic<int32_t> ngfree{0};
+  // Scavenger state (under lock): the fewest Gs gfree held since the last
+  // period began, when that was, and how many Gs are still to be released
+  // (the last two are also read without the lock, as hints).
+  int32_t ngfree_low = 0;
+  std::atomic<int64_t> gfree_scavenged{0};
+  std::atomic<int32_t> gfree_debt{0};
   // One M may block in netpoll at a time; it is not idle for checkdead.
   std::atomic<bool> netpoll_blocked{false};
   std::atomic<int64_t> last_poll{0};
@@ -78,7 +86,12 @@ struct Sched {
   std::vector<P*> allp;
   int32_t nprocs = 0;
   std::vector<M*> allm;
-  std::vector<G*> allg;  // under lock; every G ever allocated this run
+  // Under lock: every G that exists (running, parked, runnable, or dead on a
+  // free list with its stack), linked through G::allg_prev/allg_next; a
+  // released G leaves it. Oldest first, as goroutine dumps list them.
+  G* allg = nullptr;
+  G* allg_tail = nullptr;
+  int64_t nallg = 0;
 
   std::atomic<bool> running{false};
   std::atomic<bool> stopping{false};
@@ -154,6 +167,14 @@ inline void releasem(M* m) {
 // Called by switch.cpp on the context that was switched to, once the
 // previous context `prev` is saved: carries out the M's pending AfterSwitch.
 void after_switch(G* prev);
+// Recycles a dead G with its stack (newproc.cpp). Called on the context
+// that follows g's last switch, so that g's stack is no longer in use: g
+// may be released (destroyed, its stack given back) before gfput returns.
+void gfput(P* p, G* g);
+// Releases dead Gs (with their stacks) beyond StackPool::kWarmLimit that the
+// global free list did not need for a while, a batch per call; all of them
+// when `idle` (every P is idle). Called by sysmon; returns how many went.
+int gfree_scavenge(int64_t now, bool idle);
 // Body of every goroutine (runs the closure, then exits).
 [[noreturn]] void goroutine_main(G* self);
 

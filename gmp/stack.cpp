@@ -66,6 +66,10 @@ void StackPool::grow_locked() {
   char* base = static_cast<char*>(mem);
   slabs_.emplace_back(base, bytes);
   lsan_register_root(base, bytes);
+  // Stacks leave the pool free of ASan poison. A slab of an earlier run
+  // mapped here may have left some behind (ASan clears a region this large
+  // by remapping its shadow, so this is cheap).
+  asan_unpoison(base, bytes);
   // Hand out low addresses first: push in reverse so pop_back yields slot 0.
   for (size_t i = slots_per_slab_; i-- > 0;) {
     char* slot = base + i * slot_;

@@ -11,16 +11,20 @@
 // Slab layout, low to high addresses:
 //   [guard | stack 0][guard | stack 1] ... [guard | stack n-1]
 // A stack grows down from its top towards its guard; pages are committed
-// only when touched (MAP_NORESERVE).
+// only when touched (MAP_NORESERVE). The scheduler places each goroutine's
+// G in the top kGSize bytes of its stack (g.hpp): the pool itself knows
+// nothing of that and hands out and takes back whole slots.
 //
-// Recycling: the scheduler keeps a small cache of warm stacks per P and
-// refills or spills it in batches from this global pool. The pool keeps at
-// most kWarmLimit stacks warm; stacks freed beyond that are returned to the
-// kernel with MADV_DONTNEED, so a burst of a million goroutines does not pin
-// its memory forever. Address space is released only at shutdown.
+// Recycling: a stack normally stays with its G on the scheduler's free G
+// lists (g.hpp). The pool sees stacks only when a G is born on a fresh one
+// (per-P caches refill from it in batches) and when a dead G is released
+// together with its stack. The pool keeps at most kWarmLimit freed stacks
+// warm; stacks freed beyond that are returned to the kernel with
+// MADV_DONTNEED, so a burst of a million goroutines does not pin its memory
+// forever. Address space is released only at shutdown.
 //
 // Thread-safety: StackPool's methods take its lock; it is not on the hot
-// path (only batch refills and spills reach it).
+// path (only batch refills and releases reach it).
 #pragma once
 
 #include <cstddef>
@@ -44,8 +48,9 @@ class StackPool {
   // Which mechanism protects the guards: "madvise" or "mprotect".
   const char* guard_kind() const;
 
-  // Fills out[0..n) with the low ends of free stacks.
+  // Fills out[0..n) with the low ends of free stacks, free of ASan poison.
   void alloc(char** out, size_t n);
+  // Takes stacks back; the caller has cleared any ASan poison on them.
   void free(char* const* lows, size_t n);
 
   // Number of slabs (for tests and the demo).

@@ -8,7 +8,9 @@
 //     least one round when that P has work or no P is idle or spinning, and
 //     hands it to another M (Go's retake/handoffp);
 //   - polls the network if nobody has for 10 ms;
-//   - starts an M when timers are overdue and every P is idle.
+//   - starts an M when timers are overdue and every P is idle;
+//   - releases dead Gs (with their stacks) the program stopped needing
+//     (gfree_scavenge, newproc.cpp), all of the excess before a deep sleep.
 //
 // Sleep: 20 µs between rounds while something happens (a P retaken,
 // network work injected; a preemption does not count), doubling after 50
@@ -173,6 +175,9 @@ void sysmon_loop(Sysmon* s) {
     int64_t deadline;
     int acted = retake(s, now, &deadline);
     if (s->stop.load(std::memory_order_acquire)) return;
+    // Dead goroutines' stacks the program stopped needing (a round that
+    // released some counts as busy, so the rest follow quickly).
+    if (gfree_scavenge(now, false) > 0) acted++;
 
     // Poll the network if nobody has for a while.
     if (sched.hooks.netpoll != nullptr && sched.hooks.netpoll_waiters() > 0) {
@@ -206,6 +211,9 @@ void sysmon_loop(Sysmon* s) {
     }
     bool all_idle = sched.npidle.load(std::memory_order_acquire) == sched.nprocs &&
                     sched.nblocking.load(std::memory_order_acquire) == 0;
+    // Going to sleep until a P runs again: nothing will come back for the
+    // dead Gs beyond the warm limit meanwhile.
+    if (all_idle && idle > 50) gfree_scavenge(now, true);
     sleep_ns(s, sleep, all_idle && idle > 50);
     if (s->stop.load(std::memory_order_acquire)) return;
   }

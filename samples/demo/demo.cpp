@@ -33,7 +33,7 @@ void print_stats() {
   gort::RuntimeStats st = gort::runtime_stats();
   std::printf("  runtime: %d Ps, %d Ms (OS threads; %d idle now), %lld goroutine(s) alive\n",
               st.procs, st.threads, st.idle_threads, static_cast<long long>(st.goroutines));
-  std::printf("  memory:  %lld goroutine descriptors allocated (dead ones are reused),\n"
+  std::printf("  memory:  %lld goroutine descriptors with stacks (live + dead kept for reuse),\n"
               "           %zu stack slab(s) of %zu KiB stacks with %s guards\n",
               static_cast<long long>(st.goroutines_allocated), st.stack_slabs,
               st.stack_size / 1024, st.stack_guard);

@@ -2,6 +2,8 @@
 // Go's messages and exit status 2 (gmp/fatal.cpp, gmp/signals.cpp,
 // checkdead in gmp/proc.cpp).
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -111,6 +113,55 @@ TEST(DeathDeadlock, EveryGoroutineParked) {
       },
       ::testing::ExitedWithCode(2),
       "fatal error: all goroutines are asleep - deadlock!\n(.|\n)*goroutine 1 \\[test\\]:");
+}
+
+// After a burst whose dead Gs were partly released with their stacks
+// (released Gs leave allg), the deadlock report still lists exactly the
+// goroutines that are parked, and nothing released.
+TEST(DeathDeadlock, ReportAfterGoroutinesWereReleased) {
+  EXPECT_EXIT(
+      {
+        gort::run(
+            [] {
+              constexpr int kBurst = 5000;  // well past the warm limit
+              {
+                Gate gate;
+                Countdown cd(kBurst);
+                for (int i = 0; i < kBurst; i++) {
+                  gort::go([&] {
+                    gate.wait();
+                    cd.done();
+                  });
+                }
+                while (gate.waiting() < static_cast<size_t>(kBurst)) gort::yield();
+                gate.open();
+                cd.wait();
+              }
+              while (gort::num_goroutine() > 1) gort::yield();
+              // The scavenger releases the excess within a few 100 ms periods.
+              if (!eventually([] { return gort::runtime_stats().goroutines_allocated < kBurst; })) {
+                std::fprintf(stderr, "dead goroutines were not released\n");
+                std::exit(3);
+              }
+              Gate never;
+              for (int i = 0; i < 3; i++) gort::go([&] { never.wait(); });
+              never.wait();
+            },
+            procs_cfg(2));
+      },
+      ::testing::ExitedWithCode(2),
+      output_that(
+          [](const std::string& out) {
+            size_t n = 0;
+            for (size_t at = out.find("goroutine "); at != std::string::npos;
+                 at = out.find("goroutine ", at + 1)) {
+              n++;
+            }
+            return out.find("fatal error: all goroutines are asleep - deadlock!") != std::string::npos &&
+                   out.find("goroutine 1 [test]:") != std::string::npos && n == 4 &&
+                   out.find("[test]", out.rfind("goroutine ")) != std::string::npos;
+          },
+          "a deadlock report listing main and the 3 parked goroutines"));
 }
 
 // Not a deadlock: a goroutine keeps running while others are parked, then

@@ -1,9 +1,11 @@
 // tests/gmp/stack_test.cpp — goroutine stacks (gmp/stack.cpp): the slab
-// pool on its own, then recycling and guard mappings under the scheduler.
+// pool on its own, then the G at the top of each stack, recycling, release
+// and guard mappings under the scheduler.
 #include <sys/utsname.h>
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -12,10 +14,19 @@
 namespace gort::test {
 namespace {
 
+using internal::kGSize;
 using internal::kGuardSize;
 using internal::StackPool;
 
 size_t page() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+
+// Resident set size of this process, in bytes.
+size_t rss_bytes() {
+  std::ifstream in("/proc/self/statm");
+  size_t total = 0, resident = 0;
+  in >> total >> resident;
+  return resident * page();
+}
 
 // MADV_GUARD_INSTALL exists from Linux 6.13 on.
 bool kernel_has_guard_madvise() {
@@ -220,6 +231,143 @@ TEST_P(Stack, WavesOfGoroutinesKeepStackSlabsBounded) {
     // more slab per wave would be a leak.
     size_t slack = (64 * static_cast<size_t>(gort::procs())) / per_slab + 2;
     EXPECT_LE(after_all, after_first + slack);
+  });
+}
+
+// Each G lives at the top of its own stack: the usable stack ends right
+// below it, and a parked goroutine's G shares the page its top frames use.
+TEST_P(Stack, GLivesAtTheTopOfItsStack) {
+  run_test([] {
+    const size_t size = gort::runtime_stats().stack_size;
+    Countdown cd(16);
+    std::atomic<int> bad{0};
+    for (int i = 0; i < 16; i++) {
+      gort::go([&] {
+        G* g = internal::getg();
+        volatile char local = 0;
+        auto* at = const_cast<char*>(&local);
+        auto gaddr = reinterpret_cast<uintptr_t>(g);
+        bool ok = g->stack_hi == reinterpret_cast<char*>(g) &&
+                  g->stack_lo + size == reinterpret_cast<char*>(g) + kGSize &&
+                  gaddr % 64 == 0 &&
+                  gaddr / page() == (reinterpret_cast<uintptr_t>(g->stack_lo) + size - 1) / page() &&
+                  at >= g->stack_lo && at < g->stack_hi;
+        if (!ok) bad.fetch_add(1);
+        gort::yield();
+        // Still true after a switch (the goroutine may be on another M).
+        if (internal::getg() != g) bad.fetch_add(1);
+        cd.done();
+      });
+    }
+    cd.wait();
+    EXPECT_EQ(bad.load(), 0);
+    // The main goroutine too.
+    G* self = internal::getg();
+    EXPECT_EQ(self->stack_hi, reinterpret_cast<char*>(self));
+    EXPECT_EQ(self->stack_lo + size, reinterpret_cast<char*>(self) + kGSize);
+  });
+}
+
+// A dead G is reborn with the stack it died on. On one P the free list is
+// LIFO, so a spawn after each exit gets the very same G (and page) back.
+TEST(StackRecycle, RecycledGKeepsItsStack) {
+  run_checked(1, [] {
+    std::set<G*> gs;
+    std::set<char*> lows;
+    for (int i = 0; i < 100; i++) {
+      Countdown cd(1);
+      G* seen = nullptr;
+      char* lo = nullptr;
+      gort::go([&] {
+        seen = internal::getg();
+        lo = seen->stack_lo;
+        cd.done();
+      });
+      cd.wait();
+      gs.insert(seen);
+      lows.insert(lo);
+    }
+    EXPECT_EQ(gs.size(), 1u);
+    EXPECT_EQ(lows.size(), 1u);
+  });
+}
+
+// With several Ps, Gs move between free lists; wherever one is reborn, it
+// still has its own stack.
+TEST_P(Stack, RecycledGsKeepTheirStacksAcrossPs) {
+  run_test([] {
+    std::mutex mu;
+    std::map<G*, char*> stack_of;
+    int reborn = 0, moved = 0;
+    for (int wave = 0; wave < 10; wave++) {
+      Countdown cd(300);
+      for (int i = 0; i < 300; i++) {
+        gort::go([&] {
+          G* g = internal::getg();
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            auto [it, fresh] = stack_of.emplace(g, g->stack_lo);
+            if (!fresh) {
+              reborn++;
+              if (it->second != g->stack_lo) moved++;
+            }
+          }
+          cd.done();
+        });
+      }
+      cd.wait();
+    }
+    EXPECT_GT(reborn, 0);
+    EXPECT_EQ(moved, 0);
+  });
+}
+
+// A burst of goroutines that are all alive at once, then all exit: the dead
+// G+stack pairs beyond the warm limit are released by the scavenger within
+// a few of its periods (out of allg, stacks back to the pool and their pages
+// to the kernel), so both the number of pairs and the RSS fall back.
+TEST(StackRelease, BurstOfGoroutinesIsReleased) {
+#ifdef GORT_ASAN
+  // The property is the same for any burst well above kWarmLimit; ASan's
+  // shadow of 200,000 touched stacks would cost gigabytes.
+  constexpr int kGs = 20000;
+#else
+  constexpr int kGs = 200000;
+#endif
+  constexpr int kProcs = 2;
+  run_checked(kProcs, [] {
+    const size_t before = rss_bytes();
+    Gate gate;
+    Countdown cd(kGs);
+    for (int i = 0; i < kGs; i++) {
+      gort::go([&] {
+        gate.wait();
+        cd.done();
+      });
+    }
+    ASSERT_TRUE(eventually([&] { return gate.waiting() == kGs; }, std::chrono::seconds(60)));
+    const int64_t pairs_during = gort::runtime_stats().goroutines_allocated;
+    const size_t during = rss_bytes();
+    EXPECT_GE(pairs_during, kGs + 1);
+    gate.open();
+    cd.wait();
+    expect_goroutines_settle(1);
+    // Main, the global free list (kWarmLimit) and each P's (at most 64).
+    const int64_t bound = 1 + static_cast<int64_t>(StackPool::kWarmLimit) + 64 * kProcs;
+    int64_t pairs_after = 0;
+    eventually([&] { return (pairs_after = gort::runtime_stats().goroutines_allocated) <= bound; });
+    EXPECT_LE(pairs_after, bound) << pairs_during << " pairs during the burst";
+    const size_t after = rss_bytes();
+    RecordProperty("rss_during_MiB", static_cast<int>((during - before) >> 20));
+    RecordProperty("rss_after_MiB", static_cast<int>((after > before ? after - before : 0) >> 20));
+#ifndef GORT_ASAN
+    // Each parked goroutine held at least its top page; what stays is the
+    // warm caches (free Gs and the pool's warm stacks), a few MiB. (Under
+    // ASan the shadow of the released stacks stays resident.)
+    EXPECT_GE(during - before, size_t{kGs} * page() * 3 / 4);
+    EXPECT_LE(after > before ? after - before : 0, (during - before) / 8)
+        << "before " << before << " during " << during << " after " << after;
+#endif
   });
 }
 

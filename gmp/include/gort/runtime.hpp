@@ -64,6 +64,7 @@ struct Config {
   int procs = 0;
   // Address space reserved for each goroutine stack. Pages are committed only
   // when touched. Rounded up to a whole number of pages; at least 16 KiB.
+  // The goroutine's descriptor (about 256 bytes) lives at its top.
   size_t stack_size = 256 * 1024;
   // A goroutine that runs longer than this without blocking is preempted
   // (Go's forcePreemptNS).
@@ -154,7 +155,10 @@ int run(F main, Config cfg = {}) {
 }
 
 // Starts a goroutine running `f(args...)`. `f` and `args` are decay-copied (or
-// moved) as by std::thread. Never parks the caller.
+// moved) as by std::thread. Never parks the caller; but a goroutine that
+// spawns faster than its goroutines run yields here now and then (when its
+// P's run queue overflows), as at a preemption point, so that unstarted
+// goroutines, each holding a stack page, do not pile up.
 template <class F, class... Args>
 void go(F&& f, Args&&... args) {
   using Tuple = std::tuple<std::decay_t<F>, std::decay_t<Args>...>;
@@ -221,9 +225,12 @@ struct RuntimeStats {
   int threads = 0;           // Ms (OS threads) created by this run so far
   int idle_threads = 0;      // Ms sleeping for lack of work
   int64_t goroutines = 0;    // num_goroutine()
-  int64_t goroutines_allocated = 0;  // G descriptors ever allocated (recycled ones are reused)
+  // Goroutine descriptors (each with its stack) that exist: the live
+  // goroutines plus dead ones cached for reuse (at most ~1,024 beyond the
+  // per-P caches; the rest are released with their stacks).
+  int64_t goroutines_allocated = 0;
   size_t stack_slabs = 0;    // stack slabs mapped (each one mmap)
-  size_t stack_size = 0;     // usable bytes per goroutine stack
+  size_t stack_size = 0;     // bytes reserved per goroutine stack (its G at the top included)
   const char* stack_guard = "";  // "madvise" (MADV_GUARD_INSTALL) or "mprotect"
 };
 RuntimeStats runtime_stats();
