@@ -122,8 +122,11 @@ void join_ms() {
 void teardown() {
   // Gs first: each lives at the top of its stack, which the pool unmaps
   // below. (The Ms' g0s are members of their Ms, not on goroutine stacks.)
+  bool abandoned = false;
   for (G* g = sched.allg, *next; g != nullptr; g = next) {
     next = g->allg_next;
+    GStatus st = g->status.load();
+    if (g->started && st != GStatus::kDead && st != GStatus::kIdle) abandoned = true;
     if (!g->started && g->status.load() == GStatus::kRunnable && g->destroy != nullptr) {
       g->destroy(g->closure);
     }
@@ -139,7 +142,14 @@ void teardown() {
     delete p;
   }
   sched.allp.clear();
+#ifdef GORT_ASAN
+  // Under LeakSanitizer, heap owned through an abandoned goroutine's frames
+  // must stay reachable (SPEC: no leaks under ASan/LSan): keep its stacks.
+  sched.stacks.destroy(/*keep_mapped=*/abandoned);
+#else
+  (void)abandoned;
   sched.stacks.destroy();
+#endif
 }
 
 }  // namespace

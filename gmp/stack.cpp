@@ -65,7 +65,10 @@ void StackPool::grow_locked() {
   if (mem == MAP_FAILED) fatal("stack: out of address space for goroutine stacks (mmap failed)");
   char* base = static_cast<char*>(mem);
   slabs_.emplace_back(base, bytes);
-  lsan_register_root(base, bytes);
+  // LeakSanitizer scans goroutine stacks as roots. Each stack is registered
+  // on its own: a region spanning the slab would include the guards, and a
+  // leak check reading a guard page faults.
+  for (size_t i = 0; i < slots_per_slab_; i++) lsan_register_root(base + i * slot_ + kGuardSize, size_);
   // Stacks leave the pool free of ASan poison. A slab of an earlier run
   // mapped here may have left some behind (ASan clears a region this large
   // by remapping its shadow, so this is cheap).
@@ -110,10 +113,11 @@ size_t StackPool::slabs() const {
   return slabs_.size();
 }
 
-void StackPool::destroy() {
+void StackPool::destroy(bool keep_mapped) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [base, bytes] : slabs_) {
-    lsan_unregister_root(base, bytes);
+    if (keep_mapped) continue;  // deliberately never unmapped (see header)
+    for (size_t i = 0; i < bytes / slot_; i++) lsan_unregister_root(base + i * slot_ + kGuardSize, size_);
     munmap(base, bytes);
   }
   slabs_.clear();

@@ -41,8 +41,12 @@ class StackPool {
 
   // stack_size is rounded up to whole pages and to at least 16 KiB.
   void init(size_t stack_size);
-  // Releases every slab. All stacks must be unused.
-  void destroy();
+  // Releases every slab. All stacks must be unused, or abandoned: with
+  // `keep_mapped` the slabs stay mapped (and registered as LeakSanitizer
+  // roots) for the rest of the process, so that what abandoned goroutines'
+  // frames own is still reachable, as an abandoned goroutine's memory is in
+  // Go. Only sanitizer builds ask for that.
+  void destroy(bool keep_mapped = false);
 
   size_t stack_size() const { return size_; }
   // Which mechanism protects the guards: "madvise" or "mprotect".
