@@ -59,6 +59,17 @@ int poll_check(PollDesc* pd, int mode);
 // Parks the calling goroutine until pd is ready for `mode`, its deadline
 // passes or it is closed. From a plain thread, sleeps the thread.
 int poll_wait(PollDesc* pd, int mode);
+// Drops a readiness notification for `mode` that has not been consumed, so
+// that one present afterwards reports an event that arrived after this
+// call. Call it right before an I/O attempt whose result will be trusted
+// as the descriptor's state (see NetFD::read's drained stream sockets).
+void poll_reset_ready(PollDesc* pd, int mode);
+// Whether an event reported a hang-up, a peer shutdown or an error. Such a
+// state is not consumed by reading the data before it and brings no new
+// event: a read after a short read must be tried, not waited for. An event
+// harvested after the last poll_reset_ready leaves readiness behind as
+// well, so a false answer is safe for the read it follows.
+bool poll_hangup_seen(PollDesc* pd);
 // Sets the deadline for mode 'r', 'w' or 'r'+'w' as a nanotime; 0 clears
 // it; a time in the past expires it at once (waking a waiter).
 void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode);

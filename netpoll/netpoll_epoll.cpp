@@ -125,7 +125,9 @@ bool netpoll(int64_t timeout_ns, GQueue* out) {
     int mode = 0;
     if (ev.events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) mode += 'r';
     if (ev.events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) mode += 'w';
-    if (mode != 0) netpoll_ready(ev.data.u64, mode, (ev.events & EPOLLERR) != 0, out);
+    if (mode != 0) {
+      netpoll_ready(ev.data.u64, mode, (ev.events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0, out);
+    }
   }
   errno = saved;
   return true;

@@ -38,6 +38,9 @@ struct PollDesc {
   std::atomic<uintptr_t> rg{0};
   std::atomic<uintptr_t> wg{0};
   std::atomic<bool> closing{false};
+  // Sticky: an event said hang-up, peer shutdown or error (see
+  // poll_hangup_seen).
+  std::atomic<bool> hangup{false};
   std::atomic<uint32_t> fdseq{0};
   // Deadlines (nanotime): 0 none, -1 expired. Written under lock, read
   // without it by poll_check (atomics).
@@ -144,10 +147,11 @@ void wait_on_thread(PollDesc* pd, int mode) {
 
 }  // namespace
 
-void netpoll_ready(uint64_t tag, int mode, bool error, GQueue* out) {
-  (void)error;
+void netpoll_ready(uint64_t tag, int mode, bool hangup, GQueue* out) {
   auto* pd = reinterpret_cast<PollDesc*>(tag & ((uint64_t{1} << kTagShift) - 1));
   if ((pd->fdseq.load(std::memory_order_acquire) & 0xFFFF) != (tag >> kTagShift)) return;
+  // Before the readiness it comes with (unblock's release publishes it).
+  if (hangup) pd->hangup.store(true, std::memory_order_relaxed);
   if (mode == 'r' || mode == 'r' + 'w') {
     if (G* g = unblock(pd, 'r', true)) {
       set_status(g, GStatus::kWaiting, GStatus::kRunnable);
@@ -168,6 +172,7 @@ PollDesc* poll_open(int fd) {
   pd->rg.store(0);
   pd->wg.store(0);
   pd->closing.store(false);
+  pd->hangup.store(false);
   pd->rd.store(0);
   pd->wd.store(0);
   pd->rseq++;
@@ -251,6 +256,19 @@ int poll_wait(PollDesc* pd, int mode) {
     // Woken by close or a deadline (checked at the top), or spuriously.
   }
 }
+
+void poll_reset_ready(PollDesc* pd, int mode) {
+  // The CAS's acquire keeps the caller's system call after it: a kReady
+  // this clears was stored for an event harvested before that call began,
+  // whose data the call will see.
+  auto* gpp = slot(pd, mode);
+  uintptr_t expected = kReady;
+  if (gpp->load(std::memory_order_relaxed) == kReady) {
+    gpp->compare_exchange_strong(expected, 0, std::memory_order_seq_cst);
+  }
+}
+
+bool poll_hangup_seen(PollDesc* pd) { return pd->hangup.load(std::memory_order_acquire); }
 
 void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode) {
   int64_t now = nanotime();

@@ -117,10 +117,23 @@ IoResult NetFD::read(char* p, size_t len) {
     // Go: a zero-byte read returns at once (after taking the lock).
   } else if ((r.err = from_poll(internal::poll_check(pd_, 'r'))) == 0) {
     if (is_stream()) len = std::min(len, kMaxRW);
-    for (;;) {
+    if (rdrained_) {
+      // The last read drained the socket: unless readiness arrived since,
+      // a read now would only say EAGAIN, so wait first.
+      rdrained_ = false;
+      if ((r.err = wait('r')) != 0) len = 0;
+    }
+    while (len != 0) {
+      if (is_stream()) internal::poll_reset_ready(pd_, 'r');
       ssize_t n = ::read(sysfd_, p, len);
       if (n >= 0) {
         r.n = static_cast<size_t>(n);
+        // A short read of a stream socket (TCP, Unix) took everything that
+        // was queued; data arriving later brings a new edge, hence
+        // readiness, because the reset above came before the read. EOF (0),
+        // a pending shutdown or error, and datagrams do not qualify: no
+        // further event need come for them.
+        rdrained_ = is_stream() && n > 0 && r.n < len && !internal::poll_hangup_seen(pd_);
         break;
       }
       int e = errno;

@@ -130,6 +130,9 @@ class NetFD {
   std::atomic<bool> destroyed_{false};
   Mutex rmu_;
   Mutex wmu_;
+  // Under rmu_: the last stream read was short, so the socket was empty
+  // when it returned (see read()).
+  bool rdrained_ = false;
 };
 
 // Deadline `t` as a poll deadline (a nanotime): 0 none, else > 0.

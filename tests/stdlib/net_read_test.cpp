@@ -1,0 +1,200 @@
+// tests/stdlib/net_read_test.cpp — NetFD::read after a short read. A short
+// stream read drains the socket, so the next read waits for readiness
+// before trying the system call. These tests pin down the states that a
+// short read leaves behind without a new event (end of stream, a reset,
+// close_read) and the data that arrives between two reads: every one must
+// be reported promptly, never waited for. Each read runs under a deadline,
+// so a lost wake-up fails with "i/o timeout" instead of hanging.
+#include <cstdint>
+#include <string>
+
+#include "gort/net.hpp"
+#include "gort/sync.hpp"
+#include "gort/time.hpp"
+#include "tests/stdlib/net_helpers.hpp"
+
+namespace {
+
+using gort::test::must;
+using gort::test::NetTest;
+using gort::test::write_str;
+
+constexpr absl::Duration kPatience = absl::Seconds(10);
+
+struct Pair {
+  gort::net::Conn client;
+  gort::net::Conn server;
+};
+
+// A connected pair over `network` ("tcp" or "unix").
+Pair connect(const std::string& network, const std::string& address) {
+  Pair p;
+  auto ln = must(gort::net::listen(network, address), "listen");
+  if (!ln) return p;
+  auto c = must(gort::net::dial(network, ln.addr()), "dial");
+  auto s = ln.accept();
+  EXPECT_TRUE(s.ok()) << s.status();
+  if (s.ok()) p.server = std::move(*s);
+  p.client = std::move(c);
+  return p;
+}
+
+// Reads once with a big buffer under a deadline.
+absl::StatusOr<std::string> read_some(gort::net::Conn& c) {
+  EXPECT_TRUE(c.set_read_deadline(absl::Now() + kPatience).ok());
+  char buf[4096];
+  auto n = c.read(absl::MakeSpan(buf));
+  if (!n.ok()) return n.status();
+  return std::string(buf, *n);
+}
+
+// Runs `body` over TCP and over a Unix socket.
+template <class F>
+void over_both(F body) {
+  body(connect("tcp", "127.0.0.1:0"));
+  gort::test::TempDir dir;
+  body(connect("unix", dir.path() + "/sock"));
+}
+
+TEST_P(NetTest, EndOfStreamBehindAShortRead) {
+  run_test([] {
+    over_both([](Pair p) {
+      if (!p.client || !p.server) return;
+      // The data and the FIN are both queued before the first read.
+      EXPECT_TRUE(write_str(p.server, "last words").ok());
+      EXPECT_TRUE(p.server.close().ok());
+      gort::sleep(absl::Milliseconds(20));
+      EXPECT_EQ(read_some(p.client).value_or("?"), "last words");
+      auto eof = read_some(p.client);
+      ASSERT_TRUE(eof.ok()) << eof.status();
+      EXPECT_EQ(*eof, "");
+    });
+  });
+}
+
+TEST_P(NetTest, CloseWriteBehindAShortRead) {
+  run_test([] {
+    over_both([](Pair p) {
+      if (!p.client || !p.server) return;
+      EXPECT_TRUE(write_str(p.server, "half").ok());
+      EXPECT_TRUE(p.server.close_write().ok());
+      gort::sleep(absl::Milliseconds(20));
+      EXPECT_EQ(read_some(p.client).value_or("?"), "half");
+      EXPECT_EQ(read_some(p.client).value_or("?"), "");
+      // The other direction still works.
+      EXPECT_TRUE(write_str(p.client, "back").ok());
+      EXPECT_EQ(read_some(p.server).value_or("?"), "back");
+    });
+  });
+}
+
+TEST_P(NetTest, ResetBehindAShortRead) {
+  run_test([] {
+    Pair p = connect("tcp", "127.0.0.1:0");
+    if (!p.client || !p.server) return;
+    EXPECT_TRUE(write_str(p.client, "ping").ok());
+    EXPECT_EQ(read_some(p.server).value_or("?"), "ping");
+    // Data, then an RST (SO_LINGER 0 with unread data pending on the
+    // server's side is not needed: linger 0 alone resets).
+    EXPECT_TRUE(write_str(p.server, "pong").ok());
+    EXPECT_TRUE(p.server.set_linger(0).ok());
+    EXPECT_TRUE(p.server.close().ok());
+    gort::sleep(absl::Milliseconds(20));
+    // Linux drops queued data when the RST arrives, so the first read may
+    // already be the error; what must not happen is a wait.
+    absl::StatusOr<std::string> r = read_some(p.client);
+    if (r.ok() && !r->empty()) {
+      EXPECT_EQ(*r, "pong");
+      r = read_some(p.client);
+    }
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("Connection reset by peer"), std::string::npos) << r.status();
+  });
+}
+
+TEST_P(NetTest, CloseReadBehindAShortRead) {
+  run_test([] {
+    over_both([](Pair p) {
+      if (!p.client || !p.server) return;
+      EXPECT_TRUE(write_str(p.server, "x").ok());
+      EXPECT_EQ(read_some(p.client).value_or("?"), "x");
+      EXPECT_TRUE(p.client.close_read().ok());
+      EXPECT_EQ(read_some(p.client).value_or("?"), "");
+    });
+  });
+}
+
+TEST_P(NetTest, DataArrivingBetweenReads) {
+  run_test([] {
+    over_both([](Pair p) {
+      if (!p.client || !p.server) return;
+      for (int i = 0; i < 50; i++) {
+        std::string m = "m" + std::to_string(i);
+        EXPECT_TRUE(write_str(p.server, m).ok());
+        EXPECT_EQ(read_some(p.client).value_or("?"), m);
+        // The next message lands while the reader is away: sent by this
+        // goroutine itself, or after a pause, or by another goroutine.
+        if (i % 3 == 1) gort::sleep(absl::Microseconds(200));
+      }
+      gort::WaitGroup wg;
+      wg.add(1);
+      gort::go([&] {
+        EXPECT_TRUE(write_str(p.server, "from afar").ok());
+        wg.done();
+      });
+      wg.wait();
+      EXPECT_EQ(read_some(p.client).value_or("?"), "from afar");
+    });
+  });
+}
+
+// A writer trickles random-sized pieces with pauses while the reader takes
+// them with a large buffer (so its reads are mostly short): everything
+// arrives, in order, with no read waiting out its deadline.
+TEST_P(NetTest, TrickleThroughShortReads) {
+  run_test([] {
+    over_both([](Pair p) {
+      if (!p.client || !p.server) return;
+      constexpr int kBytes = 200'000;
+      gort::WaitGroup wg;
+      wg.add(1);
+      gort::go([&] {
+        uint64_t x = 7;
+        std::string piece;
+        for (int sent = 0; sent < kBytes;) {
+          x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+          int len = std::min<int>(kBytes - sent, 1 + static_cast<int>((x >> 33) % 3000));
+          piece.clear();
+          for (int i = 0; i < len; i++) piece.push_back(static_cast<char>((sent + i) * 131 % 251));
+          EXPECT_TRUE(write_str(p.server, piece).ok());
+          sent += len;
+          switch ((x >> 20) % 4) {
+            case 0: gort::yield(); break;
+            case 1: gort::sleep(absl::Microseconds(50)); break;
+            default: break;
+          }
+        }
+        EXPECT_TRUE(p.server.close_write().ok());
+        wg.done();
+      });
+      int64_t got = 0;
+      bool in_order = true;
+      for (;;) {
+        auto r = read_some(p.client);
+        ASSERT_TRUE(r.ok()) << r.status();
+        if (r->empty()) break;
+        for (char ch : *r) {
+          in_order &= ch == static_cast<char>(got * 131 % 251);
+          got++;
+        }
+      }
+      EXPECT_TRUE(in_order);
+      EXPECT_EQ(got, kBytes);
+      wg.wait();
+    });
+  });
+}
+
+// NetTest is instantiated for 1, 2 and 4 Ps in net_test.cpp.
+
+}  // namespace
