@@ -15,7 +15,10 @@
 //   idle_conns/procs:1  a client process (forked before the runtime starts;
 //                       plain blocking sockets) opens 10,000 connections to
 //                       the echo server, which accepts them and whose
-//                       goroutines then sit parked in read. bytes/conn =
+//                       goroutines then sit parked waiting for data (here
+//                       in wait_readable, the idiom docs/net.md gives for
+//                       many idle connections; Go's in Read with a 4 KiB
+//                       heap buffer). bytes/conn =
 //                       (RSS once all server goroutines have started − RSS
 //                       before the first connection) / N, for the server
 //                       process only. The soft RLIMIT_NOFILE is raised to the
@@ -98,11 +101,30 @@ void echo(gort::net::Conn c) {
   }
 }
 
+// One read and its echo, with the buffer in this frame: called only once
+// data is there, so the frame is not on the stack of an idle goroutine.
+[[gnu::noinline]] bool echo_some(gort::net::Conn& c) {
+  char buf[kServerBuffer];
+  auto n = c.read(absl::MakeSpan(buf));
+  if (!n.ok() || *n == 0) return false;
+  return c.write(absl::MakeConstSpan(buf, *n)).ok();
+}
+
+// echo() for servers of many idle connections (docs/net.md): an idle
+// goroutine waits in wait_readable with no buffer on its stack, so it keeps
+// one stack page instead of two.
+void echo_lean(gort::net::Conn c) {
+  while (c.wait_readable().ok() && echo_some(c)) {
+  }
+}
+
 // A listener on 127.0.0.1:<free port> whose accept loop serves every
-// connection with `echo` in its own goroutine. stop() closes the listener
+// connection with `echo` (or `echo_lean`) in its own goroutine. stop() closes the listener
 // and waits for the accept loop and every connection goroutine.
 class EchoServer {
  public:
+  explicit EchoServer(bool lean = false) : lean_(lean) {}
+
   absl::Status start() {
     auto ln = gort::net::listen("tcp", "127.0.0.1:0");
     if (!ln.ok()) return ln.status();
@@ -116,7 +138,11 @@ class EchoServer {
         all_.add(1);
         gort::go([this](gort::net::Conn conn) {
           started_.fetch_add(1);
-          echo(std::move(conn));
+          if (lean_) {
+            echo_lean(std::move(conn));
+          } else {
+            echo(std::move(conn));
+          }
           all_.done();
         }, std::move(*c));
       }
@@ -139,6 +165,7 @@ class EchoServer {
   }
 
  private:
+  const bool lean_;
   gort::net::Listener ln_;
   std::string addr_;
   gort::WaitGroup all_;
@@ -283,7 +310,7 @@ void idle_conns(benchmark::State& state, int procs) {
   Failure fail;
   gort::run(
       [&] {
-        EchoServer srv;
+        EchoServer srv(/*lean=*/true);
         if (auto s = srv.start(); !s.ok()) return fail.set("listen: " + status_text(s));
         const std::string port = srv.addr().substr(srv.addr().rfind(':') + 1);
         const int64_t before = gortbench::rss_bytes();

@@ -47,6 +47,12 @@ absl::StatusOr<size_t> Conn::read(absl::Span<char> buf) {
   return r.n;
 }
 
+absl::Status Conn::wait_readable() {
+  if (fd_ == nullptr) return detail::invalid_error();
+  if (int err = fd_->wait_readable(); err != 0) return detail::io_error(err, prefix(fd_, "read"), "read");
+  return absl::OkStatus();
+}
+
 absl::StatusOr<size_t> Conn::write(absl::Span<const char> buf) {
   if (fd_ == nullptr) return detail::invalid_error();
   detail::IoResult r = fd_->write(buf.data(), buf.size());

@@ -8,6 +8,7 @@
 // passes or it is closed) and try again.
 #include "stdlib/net_fd.hpp"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -149,6 +150,34 @@ IoResult NetFD::read(char* p, size_t len) {
   rmu_.unlock();
   decref();
   return r;
+}
+
+int NetFD::wait_readable() {
+  if (!incref()) return kErrClosing;
+  int err = 0;
+  rmu_.lock();
+  if (state_.load(std::memory_order_acquire) & kClosed) {
+    err = kErrClosing;
+  } else if ((err = from_poll(internal::poll_check(pd_, 'r'))) == 0) {
+    for (;;) {
+      if (!rdrained_) {
+        // The same order as read's: readiness left after the peek came
+        // from an event harvested after it.
+        internal::poll_reset_ready(pd_, 'r');
+        // poll, not recv(MSG_PEEK): a peek would consume a pending error
+        // (the kernel clears it once reported), which belongs to the read.
+        pollfd pfd{sysfd_, POLLIN | POLLRDHUP, 0};
+        int n = ::poll(&pfd, 1, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n != 0) break;  // data, end of stream or an error (poll's own failure: let read report)
+      }
+      rdrained_ = false;  // the wait consumes what read would have trusted
+      if ((err = wait('r')) != 0) break;
+    }
+  }
+  rmu_.unlock();
+  decref();
+  return err;
 }
 
 IoResult NetFD::write(const char* p, size_t len) {

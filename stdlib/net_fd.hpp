@@ -78,6 +78,9 @@ class NetFD {
   static void release(NetFD* fd);
 
   IoResult read(char* p, size_t len);
+  // Waits until read would not block (data, end of stream or an error
+  // pending), consuming nothing; 0 or an error as read's.
+  int wait_readable();
   // Writes everything (looping on partial writes) unless an error occurs;
   // n is what was written.
   IoResult write(const char* p, size_t len);

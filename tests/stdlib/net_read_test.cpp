@@ -1,4 +1,5 @@
-// tests/stdlib/net_read_test.cpp — NetFD::read after a short read. A short
+// tests/stdlib/net_read_test.cpp — NetFD::read after a short read, and
+// Conn::wait_readable. A short
 // stream read drains the socket, so the next read waits for readiness
 // before trying the system call. These tests pin down the states that a
 // short read leaves behind without a new event (end of stream, a reset,
@@ -192,6 +193,74 @@ TEST_P(NetTest, TrickleThroughShortReads) {
       EXPECT_EQ(got, kBytes);
       wg.wait();
     });
+  });
+}
+
+TEST_P(NetTest, WaitReadableConsumesNothing) {
+  run_test([] {
+    over_both([](Pair p) {
+      if (!p.client || !p.server) return;
+      gort::WaitGroup wg;
+      wg.add(1);
+      gort::go([&] {
+        gort::sleep(absl::Milliseconds(5));
+        EXPECT_TRUE(write_str(p.server, "abc").ok());
+        wg.done();
+      });
+      EXPECT_TRUE(p.client.set_read_deadline(absl::Now() + kPatience).ok());
+      EXPECT_TRUE(p.client.wait_readable().ok());  // parks until "abc"
+      EXPECT_TRUE(p.client.wait_readable().ok());  // still there
+      EXPECT_EQ(read_some(p.client).value_or("?"), "abc");
+      wg.wait();
+      // After a short read the next wait parks until new data.
+      EXPECT_TRUE(write_str(p.server, "def").ok());
+      EXPECT_TRUE(p.client.wait_readable().ok());
+      EXPECT_EQ(read_some(p.client).value_or("?"), "def");
+      // End of stream counts as readable.
+      EXPECT_TRUE(p.server.close().ok());
+      EXPECT_TRUE(p.client.wait_readable().ok());
+      EXPECT_EQ(read_some(p.client).value_or("?"), "");
+    });
+  });
+}
+
+TEST_P(NetTest, WaitReadableDeadlineAndClose) {
+  run_test([] {
+    Pair p = connect("tcp", "127.0.0.1:0");
+    if (!p.client || !p.server) return;
+    EXPECT_TRUE(p.client.set_read_deadline(absl::Now() + absl::Milliseconds(20)).ok());
+    absl::Status s = p.client.wait_readable();
+    EXPECT_TRUE(gort::net::is_timeout_error(s)) << s;
+    EXPECT_EQ(s, absl::DeadlineExceededError("i/o timeout"));
+    EXPECT_TRUE(p.client.set_read_deadline(absl::InfiniteFuture()).ok());
+    // Close from another goroutine wakes a parked wait_readable.
+    gort::WaitGroup wg;
+    wg.add(1);
+    gort::go([&] {
+      gort::sleep(absl::Milliseconds(5));
+      EXPECT_TRUE(p.client.close().ok());
+      wg.done();
+    });
+    s = p.client.wait_readable();
+    EXPECT_TRUE(gort::net::is_closed_error(s)) << s;
+    wg.wait();
+    EXPECT_TRUE(gort::net::is_closed_error(p.client.wait_readable()));
+    gort::net::Conn none;
+    EXPECT_EQ(none.wait_readable(), absl::InvalidArgumentError("invalid argument"));
+  });
+}
+
+TEST_P(NetTest, WaitReadableSeesAPendingReset) {
+  run_test([] {
+    Pair p = connect("tcp", "127.0.0.1:0");
+    if (!p.client || !p.server) return;
+    EXPECT_TRUE(p.server.set_linger(0).ok());
+    EXPECT_TRUE(p.server.close().ok());
+    EXPECT_TRUE(p.client.set_read_deadline(absl::Now() + kPatience).ok());
+    EXPECT_TRUE(p.client.wait_readable().ok());
+    auto r = read_some(p.client);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("Connection reset by peer"), std::string::npos) << r.status();
   });
 }
 

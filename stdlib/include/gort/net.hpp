@@ -125,6 +125,17 @@ class Conn {
   // available. 0 with OK means end of stream (the peer closed or shut down
   // its writing side; Go's io.EOF), or that buf is empty. May park.
   absl::StatusOr<size_t> read(absl::Span<char> buf);
+  // Waits until a read would not block: data has arrived, or end of stream,
+  // or an error is pending (the read that follows reports them). Consumes
+  // nothing. Fails like read on close and on the read deadline. May park.
+  //
+  // For servers that hold many idle connections: a goroutine parked here
+  // needs no read buffer, so one whose buffer lives on its stack (in a
+  // function called after this returns) keeps a single stack page while
+  // idle instead of two. Go programs get the same from their allocator (a
+  // fresh buffer is untouched memory); see docs/net.md. Costs a
+  // zero-timeout poll(2) per wake-up on top of the read.
+  absl::Status wait_readable();
   // Writes all of buf, parking while the socket buffer is full; returns
   // buf.size() unless an error occurs (then the status; some bytes may
   // have been sent). May park.
