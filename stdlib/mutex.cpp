@@ -46,13 +46,21 @@ bool Mutex::try_lock() {
   return state_.compare_exchange_strong(old, old | kLocked, std::memory_order_acquire);
 }
 
-void Mutex::lock_slow() {
+void Mutex::lock_slow(int32_t old) {
+  // Unlocked in normal mode but with waiters (the usual state under
+  // contention): grab it with the value lock()'s CAS just saw, while the
+  // cache line is still ours, before anything else touches memory.
+  if ((old & (kLocked | kStarving)) == 0 &&
+      state_.compare_exchange_strong(old, old | kLocked, std::memory_order_acquire)) {
+    return;
+  }
+  // About to wait: a cooperative preemption point.
   internal::preempt_check();
   int64_t wait_start = 0;
   bool starving = false;
   bool awoke = false;
   int iter = 0;
-  int32_t old = state_.load(std::memory_order_relaxed);
+  old = state_.load(std::memory_order_relaxed);
   for (;;) {
     // Spin while locked in normal mode, telling unlock not to wake anyone.
     if ((old & (kLocked | kStarving)) == kLocked && can_spin(iter)) {

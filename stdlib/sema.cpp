@@ -5,6 +5,15 @@
 // A waiter record lives on the parked goroutine's stack (Go's sudog): it is
 // valid until the waiter is readied and resumes, so the releaser reads
 // everything it needs from it *before* calling ready.
+//
+// No lost wake-up (Go's semacquire1/semrelease1): the waiter increments
+// nwait_ and then re-reads count_ (try_acquire, under lock_); the releaser
+// increments count_ and then reads nwait_ without the lock. That is a
+// store-buffering (Dekker) pattern: with acquire/release alone both loads
+// may see the old values, the waiter parks, and the releaser skips the
+// wake-up. All four accesses are seq_cst, so at least one side sees the
+// other's increment (on x86-64 the RMWs are locked instructions either way
+// and the seq_cst loads are plain moves: it costs nothing there).
 #include "gort/detail/sema.hpp"
 
 #include <sched.h>
@@ -39,7 +48,7 @@ void thread_wait_until(bool (*cond)(void*), void* arg) {
 }  // namespace
 
 bool Sema::try_acquire() {
-  uint32_t v = count_.load(std::memory_order_acquire);
+  uint32_t v = count_.load(std::memory_order_seq_cst);  // seq_cst: see the top
   while (v > 0) {
     if (count_.compare_exchange_weak(v, v - 1, std::memory_order_acq_rel)) return true;
   }
@@ -56,7 +65,7 @@ void Sema::acquire(bool lifo, uint8_t reason) {
   SemaWaiter w{self, nullptr, 0, false};
   for (;;) {
     lock_word(&lock_);
-    nwait_.fetch_add(1, std::memory_order_acq_rel);
+    nwait_.fetch_add(1, std::memory_order_seq_cst);  // before try_acquire's load
     if (try_acquire()) {
       nwait_.fetch_sub(1, std::memory_order_acq_rel);
       unlock_word(&lock_);
@@ -78,8 +87,8 @@ void Sema::acquire(bool lifo, uint8_t reason) {
 }
 
 void Sema::release(bool handoff) {
-  count_.fetch_add(1, std::memory_order_acq_rel);
-  if (nwait_.load(std::memory_order_acquire) == 0) return;
+  count_.fetch_add(1, std::memory_order_seq_cst);
+  if (nwait_.load(std::memory_order_seq_cst) == 0) return;  // no waiter can have missed it
   lock_word(&lock_);
   if (nwait_.load(std::memory_order_acquire) == 0) {
     unlock_word(&lock_);

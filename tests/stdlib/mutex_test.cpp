@@ -1,12 +1,14 @@
 // tests/stdlib/mutex_test.cpp — gort::Mutex (stdlib/mutex.cpp): mutual
-// exclusion, try_lock, parking, starvation mode, the standard adapters and
-// the fatal error on unlocking an unlocked mutex.
+// exclusion (also with 200 goroutines and no yields), try_lock, parking, no
+// lost wake-ups, starvation mode (also against a barger that never yields),
+// the standard adapters and the fatal error on unlocking an unlocked mutex.
 #include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "gmp/cpu.hpp"
 #include "tests/stdlib/helpers.hpp"
 
 namespace gort_stdlib_test {
@@ -80,6 +82,97 @@ TEST_P(Mutex, MutualExclusionShortSections) {
     }
     cd.wait();
     EXPECT_EQ(counter, int64_t{kGoroutines} * kIters);
+  });
+}
+
+// Many more goroutines than Ps, short critical sections with no yields, a
+// mix of lock() and try_lock(): the paths where lock() grabs an unlocked
+// mutex that has waiters (with the state its first CAS saw) and where
+// unlock() skips the call because a woken waiter is on its way. The counter
+// is not atomic and its read and write are apart, so any overlap of two
+// critical sections shows as a lost update.
+TEST_P(Mutex, MutualExclusionManyGoroutinesNoYield) {
+  run_test([] {
+    constexpr int kGoroutines = 200;
+    constexpr int kIters = 2000;
+    gort::Mutex mu;
+    int64_t counter = 0;  // guarded by mu
+    std::atomic<int> inside{0};
+    std::atomic<int> overlaps{0};
+    std::atomic<int64_t> try_wins{0};
+    Countdown cd(kGoroutines);
+    for (int g = 0; g < kGoroutines; g++) {
+      gort::go([&, g] {
+        for (int i = 0; i < kIters; i++) {
+          if ((i + g) % 5 == 0) {
+            int tries = 0;
+            while (!mu.try_lock()) {
+              if (++tries == 8) {
+                mu.lock();
+                break;
+              }
+            }
+            if (tries < 8) try_wins.fetch_add(1, std::memory_order_relaxed);
+          } else {
+            mu.lock();
+          }
+          if (inside.fetch_add(1, std::memory_order_relaxed) != 0) overlaps++;
+          int64_t v = counter;
+          for (int k = 0; k < 4; k++) gort::internal::cpu_relax();
+          counter = v + 1;
+          inside.fetch_sub(1, std::memory_order_relaxed);
+          mu.unlock();
+        }
+        cd.done();
+      });
+    }
+    cd.wait();
+    std::lock_guard lock(mu);
+    EXPECT_EQ(counter, int64_t{kGoroutines} * kIters);
+    EXPECT_EQ(overlaps.load(), 0);
+    EXPECT_GT(try_wins.load(), 0);
+  });
+}
+
+// Lost wake-ups: rounds in which every goroutine takes the mutex a few
+// times, by lock() or by try_lock(), with the holder sometimes parking on a
+// channel (so that others queue and unlock has waiters to wake). A missed
+// wake-up leaves a waiter parked with the mutex free: the round never
+// finishes and the deadlock detector ends the test.
+TEST_P(Mutex, NoLostWakeupWithTryLockMix) {
+  run_test([] {
+    constexpr int kRounds = 200;
+    constexpr int kGoroutines = 32;
+    gort::Mutex mu;
+    int64_t counter = 0;  // guarded by mu
+    auto tick = gort::make_chan<int>(1);
+    for (int r = 0; r < kRounds; r++) {
+      Countdown cd(kGoroutines);
+      for (int g = 0; g < kGoroutines; g++) {
+        gort::go([&, g] {
+          for (int i = 0; i < 6; i++) {
+            if ((g + i) % 3 == 0 && mu.try_lock()) {
+              counter++;
+              mu.unlock();
+              continue;
+            }
+            mu.lock();
+            counter++;
+            if ((g + i + r) % 7 == 0) {
+              tick.send(1);  // the buffer has room: a park only if it is full
+              (void)tick.recv();
+            } else if ((g + i) % 4 == 0) {
+              gort::yield();
+            }
+            mu.unlock();
+          }
+          cd.done();
+        });
+      }
+      cd.wait();
+    }
+    std::lock_guard lock(mu);
+    EXPECT_EQ(counter, int64_t{kRounds} * kGoroutines * 6);
   });
 }
 
@@ -299,6 +392,55 @@ TEST_P(Mutex, StarvationModeUnderContentionIsLeftAfterwards) {
     // And the mutex still works normally.
     EXPECT_TRUE(mu.try_lock());
     EXPECT_FALSE(mu.try_lock());
+    mu.unlock();
+  });
+}
+
+// Starvation mode against a barger that never yields: it re-locks the
+// mutex right after each unlock, on a CPU, and spins while it holds it. In
+// normal mode a woken waiter must win a race of a few nanoseconds against
+// it; once the waiter has waited 1 ms, the mutex is handed over FIFO (and
+// on one P the hand-off also yields the P to the waiter). Each of the
+// waiter's locks must complete while the barger is still going.
+TEST_P(Mutex, StarvationHandOffBeatsATightBarger) {
+  run_test([] {
+    gort::Mutex mu;
+    std::atomic<bool> stop{false};
+    std::atomic<bool> barger_gave_up{false};
+    std::atomic<int64_t> barger_rounds{0};
+    Countdown started(1);
+    Countdown cd(2);
+    gort::go([&] {
+      auto give_up = Clock::now() + std::chrono::seconds(20);
+      started.done();
+      while (!stop.load(std::memory_order_relaxed)) {
+        if (Clock::now() > give_up) {
+          barger_gave_up = true;
+          break;
+        }
+        mu.lock();
+        auto until = Clock::now() + std::chrono::microseconds(20);
+        while (Clock::now() < until) gort::internal::cpu_relax();
+        mu.unlock();
+        barger_rounds.fetch_add(1, std::memory_order_relaxed);
+      }
+      cd.done();
+    });
+    gort::go([&] {
+      started.wait();
+      for (int i = 0; i < 20 && !barger_gave_up.load(); i++) {
+        mu.lock();
+        mu.unlock();
+        busy_yielding(std::chrono::microseconds(50));
+      }
+      stop = true;
+      cd.done();
+    });
+    cd.wait();
+    EXPECT_FALSE(barger_gave_up.load())
+        << "the waiter did not get the mutex 20 times in 20 s (" << barger_rounds.load()
+        << " rounds of the barger)";
+    EXPECT_TRUE(mu.try_lock()) << "starvation mode not left once nobody waits";
     mu.unlock();
   });
 }

@@ -57,14 +57,16 @@ class Mutex {
   Mutex& operator=(const Mutex&) = delete;
 
   void lock() {
-    int32_t expected = 0;
-    if (state_.compare_exchange_strong(expected, kLocked, std::memory_order_acquire)) return;
-    lock_slow();
+    int32_t old = 0;
+    if (state_.compare_exchange_strong(old, kLocked, std::memory_order_acquire)) return;
+    lock_slow(old);  // the state the CAS saw
   }
   bool try_lock();
   void unlock() {
     int32_t now = state_.fetch_sub(kLocked, std::memory_order_release) - kLocked;
-    if (now != 0) unlock_slow(now);
+    // Under contention the common case is "unlocked, waiters, one already
+    // woken" (kWoken alone in the low bits): nobody else to wake, no call.
+    if (now != 0 && (now & (kLocked | kWoken | kStarving)) != kWoken) unlock_slow(now);
   }
 
  private:
@@ -73,7 +75,7 @@ class Mutex {
   static constexpr int32_t kStarving = 4;
   static constexpr int kWaiterShift = 3;
 
-  void lock_slow();
+  void lock_slow(int32_t old);
   void unlock_slow(int32_t now);
 
   std::atomic<int32_t> state_{0};
