@@ -464,8 +464,7 @@ TEST_P(ChanRing, MoveOnlyAndTrackedPayloadsUnderContention) {
 struct SlowMove {
   explicit SlowMove(int64_t x) : v(x) {}
   SlowMove(SlowMove&& o) noexcept : v(o.v) {
-    for (volatile int i = 0; i < 200; i = i + 1) {
-    }
+    for (int i = 0; i < 200; i++) asm volatile("" ::: "memory");  // a move that takes a while
   }
   int64_t v;
 };
