@@ -1,4 +1,10 @@
 // stdlib/chan.cpp — Go's channels (runtime/chan.go), type-erased.
+//
+// Unbuffered channels follow chan.go under the channel lock. Buffered ones
+// go through the lock-free ring and take the lock only to park, to wake a
+// parked partner, or to close; the protocol is at the top of
+// stdlib/chan_ring.hpp.
+#include <bit>
 #include <new>
 
 #include "gmp/fatal.hpp"
@@ -6,17 +12,15 @@
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
 #include "stdlib/chan_impl.hpp"
+#include "stdlib/chan_ring.hpp"
 
 namespace gort::internal {
 namespace {
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-// The core starts a cache line and the buffer starts the next one(s): the
-// lock, indices and queues travel between cores as one line, and a slot
-// being written never shares a line with them.
-constexpr size_t kCacheLine = 64;
-
+// The core's lines are laid out in chan_impl.hpp; the ring starts on the
+// line after them.
 size_t core_align(const ElemType* et) {
   return et->align > kCacheLine ? et->align : kCacheLine;
 }
@@ -64,13 +68,22 @@ ChanCore* chan_make(const ElemType* et, size_t cap) {
   if (cap > (size_t{1} << 40) / (et->size ? et->size : 1)) throw panic_error("makechan: size out of range");
   size_t align = core_align(et);
   size_t header = round_up(sizeof(ChanCore), align);
-  size_t slot = round_up(et->size ? et->size : 1, et->align);
+  // A slot: the stamp, then the element at its alignment.
+  size_t slot_align = et->align > sizeof(uint64_t) ? et->align : sizeof(uint64_t);
+  size_t elem_off = round_up(sizeof(uint64_t), et->align);
+  size_t slot = cap == 0 ? 0 : round_up(elem_off + (et->size ? et->size : 1), slot_align);
   void* mem = ::operator new(header + slot * cap, std::align_val_t(align));
   auto* c = new (mem) ChanCore;
   c->cap = cap;
-  c->slot_size = slot;
   c->et = et;
   c->buf = static_cast<char*>(mem) + header;
+  if (cap > 0) {
+    c->slot_size = static_cast<uint32_t>(slot);
+    c->elem_off = static_cast<uint32_t>(elem_off);
+    c->mark_bit = std::bit_ceil(uint64_t{cap} + 1);
+    c->one_lap = c->mark_bit * 2;
+    for (size_t i = 0; i < cap; i++) new (c->slot(i)) std::atomic<uint64_t>(i);
+  }
   return c;
 }
 
@@ -78,41 +91,80 @@ void chan_retain(ChanCore* c) { c->refs.fetch_add(1, std::memory_order_relaxed);
 
 void chan_release(ChanCore* c) {
   if (c->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  size_t n = c->count.load(std::memory_order_relaxed);
-  for (size_t i = 0, x = c->recvx; i < n; i++, x = (x + 1) % c->cap) elem_destroy(c->et, c->slot(x));
+  if (c->cap > 0) {
+    // Nobody else holds the channel, so nothing is in flight.
+    size_t n = ring_len(c);
+    uint64_t x = c->head.load(std::memory_order_relaxed) & (c->mark_bit - 1);
+    for (size_t i = 0; i < n; i++, x = x + 1 == c->cap ? 0 : x + 1) elem_destroy(c->et, c->slot(x) + c->elem_off);
+  }
   size_t align = core_align(c->et);
   c->~ChanCore();
   ::operator delete(static_cast<void*>(c), std::align_val_t(align));
 }
 
-void recv_from_buffer(ChanCore* c, void* out) {
-  char* s = c->slot(c->recvx);
-  elem_move(c->et, out, s);
-  elem_destroy(c->et, s);
-  if (++c->recvx == c->cap) c->recvx = 0;
-  c->count.store(c->count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-}
-
-void send_to_buffer(ChanCore* c, void* elem) {
-  elem_move(c->et, c->slot(c->sendx), elem);
-  if (++c->sendx == c->cap) c->sendx = 0;
-  c->count.store(c->count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-}
-
 void recv_from_sender(ChanCore* c, Waiter* s, void* out) {
-  if (c->cap == 0) {
-    elem_move(c->et, out, s->elem);
-  } else {
-    // The buffer is full: take its head, and put the sender's value in the
-    // slot that frees (the tail, since the buffer is full).
-    char* slot = c->slot(c->recvx);
-    elem_move(c->et, out, slot);
-    elem_destroy(c->et, slot);
-    elem_move(c->et, slot, s->elem);
-    if (++c->recvx == c->cap) c->recvx = 0;
-    c->sendx = c->recvx;
-  }
+  elem_move(c->et, out, s->elem);
   s->success = true;
+}
+
+namespace {
+
+// A Waiter the ring could not serve after all (a lock-free operation got
+// there first). A plain one keeps its place; a select's has been won, so
+// the select is woken to poll again. (kClosed cannot happen: close empties
+// the queues and nobody queues after it; if it did, look again.)
+void unserved(WaitQ* q, Waiter* w, RingResult res, WakeList* wl) {
+  if (w->select_done == nullptr && res == RingResult::kWouldBlock) {
+    q->push_front(w);
+  } else {
+    w->success = false;
+    wl->push(w);
+  }
+}
+
+}  // namespace
+
+void settle(ChanCore* c, WakeList* wl) {
+  for (bool moved = true; moved;) {
+    moved = false;
+    while (Waiter* r = c->recvq.dequeue()) {
+      if (RingResult res = ring_recv(c, r->elem); res != RingResult::kOk) {
+        unserved(&c->recvq, r, res, wl);
+        break;
+      }
+      r->success = true;
+      wl->push(r);
+      moved = true;
+    }
+    while (Waiter* s = c->sendq.dequeue()) {
+      if (RingResult res = ring_send(c, s->elem); res != RingResult::kOk) {
+        unserved(&c->sendq, s, res, wl);
+        break;
+      }
+      s->success = true;
+      wl->push(s);
+      moved = true;
+    }
+  }
+  publish_waiting(c);
+}
+
+void notify_receivers(ChanCore* c) {
+  if (c->recv_waiting.load(std::memory_order_seq_cst) == 0) return;
+  WakeList wl;
+  lock_word(&c->lock);
+  settle(c, &wl);
+  unlock_word(&c->lock);
+  wl.wake_all();
+}
+
+void notify_senders(ChanCore* c) {
+  if (c->send_waiting.load(std::memory_order_seq_cst) == 0) return;
+  WakeList wl;
+  lock_word(&c->lock);
+  settle(c, &wl);
+  unlock_word(&c->lock);
+  wl.wake_all();
 }
 
 namespace {
@@ -133,9 +185,91 @@ bool wait_on(ChanCore* c, WaitQ* q, void* elem, WaitReason reason) {
 
 }  // namespace
 
+namespace {
+
+// A buffered send that found the ring full: queue up, announce it, and look
+// once more before parking (chan_ring.hpp, PARKING). Returns when the value
+// is in the ring (or with a waker's "look again").
+void send_buffered_slow(ChanCore* c, void* elem) {
+  for (;;) {
+    Note note;
+    Waiter w;
+    w.g = getg();
+    w.note = &note;
+    w.elem = elem;
+    w.c = c;
+    lock_word(&c->lock);
+    c->sendq.push(&w);
+    c->send_waiting.store(1, std::memory_order_seq_cst);
+    RingResult r = ring_send(c, elem);
+    if (r != RingResult::kWouldBlock) {
+      c->sendq.remove(&w);
+      WakeList wl;
+      if (r == RingResult::kOk) settle(c, &wl); else publish_waiting(c);
+      unlock_word(&c->lock);
+      wl.wake_all();
+      if (r == RingResult::kClosed) throw panic_error("send on closed channel");
+      return;
+    }
+    block_waiter(&w, &park_unlock_word, &c->lock, WaitReason::kChanSend);
+    if (w.success) return;
+    // Closed (or a select-style retry): try the ring again.
+    r = ring_send(c, elem);
+    if (r == RingResult::kOk) {
+      notify_receivers(c);
+      return;
+    }
+    if (r == RingResult::kClosed) throw panic_error("send on closed channel");
+  }
+}
+
+bool recv_buffered_slow(ChanCore* c, void* out) {
+  for (;;) {
+    Note note;
+    Waiter w;
+    w.g = getg();
+    w.note = &note;
+    w.elem = out;
+    w.c = c;
+    lock_word(&c->lock);
+    c->recvq.push(&w);
+    c->recv_waiting.store(1, std::memory_order_seq_cst);
+    RingResult r = ring_recv(c, out);
+    if (r != RingResult::kWouldBlock) {
+      c->recvq.remove(&w);
+      WakeList wl;
+      if (r == RingResult::kOk) settle(c, &wl); else publish_waiting(c);
+      unlock_word(&c->lock);
+      wl.wake_all();
+      return r == RingResult::kOk;
+    }
+    block_waiter(&w, &park_unlock_word, &c->lock, WaitReason::kChanRecv);
+    if (w.success) return true;
+    // Woken by close: drain what is left, in flight included.
+    r = ring_recv(c, out);
+    if (r == RingResult::kOk) {
+      notify_senders(c);
+      return true;
+    }
+    if (r == RingResult::kClosed) return false;
+  }
+}
+
+}  // namespace
+
 void chan_send(ChanCore* c, void* elem) {
   preempt_check();
   if (c == nullptr) block_forever(WaitReason::kChanSendNilChan);
+  if (c->cap > 0) {
+    RingResult r = ring_send(c, elem);
+    if (r == RingResult::kOk) {
+      notify_receivers(c);
+      return;
+    }
+    if (r == RingResult::kClosed) throw panic_error("send on closed channel");
+    send_buffered_slow(c, elem);
+    return;
+  }
   lock_word(&c->lock);
   if (c->closed) {
     unlock_word(&c->lock);
@@ -149,27 +283,26 @@ void chan_send(ChanCore* c, void* elem) {
     wake(r);
     return;
   }
-  if (c->count.load(std::memory_order_relaxed) < c->cap) {
-    send_to_buffer(c, elem);
-    unlock_word(&c->lock);
-    return;
-  }
   if (!wait_on(c, &c->sendq, elem, WaitReason::kChanSend)) throw panic_error("send on closed channel");
 }
 
 bool chan_recv(ChanCore* c, void* out) {
   preempt_check();
   if (c == nullptr) block_forever(WaitReason::kChanRecvNilChan);
+  if (c->cap > 0) {
+    RingResult r = ring_recv(c, out);
+    if (r == RingResult::kOk) {
+      notify_senders(c);
+      return true;
+    }
+    if (r == RingResult::kClosed) return false;
+    return recv_buffered_slow(c, out);
+  }
   lock_word(&c->lock);
   if (Waiter* s = c->sendq.dequeue()) {
     recv_from_sender(c, s, out);
     unlock_word(&c->lock);
     wake(s);
-    return true;
-  }
-  if (c->count.load(std::memory_order_relaxed) > 0) {
-    recv_from_buffer(c, out);
-    unlock_word(&c->lock);
     return true;
   }
   if (c->closed) {
@@ -187,28 +320,26 @@ void chan_close(ChanCore* c) {
     throw panic_error("close of closed channel");
   }
   c->closed = true;
-  // Collect everyone first, wake them after unlocking.
-  Waiter* wake_list = nullptr;
+  // Buffered: from here on every send's CAS on tail fails (chan_ring.hpp).
+  if (c->cap > 0) c->tail.fetch_or(c->mark_bit, std::memory_order_seq_cst);
+  // Collect everyone first, wake them after unlocking. On a buffered
+  // channel success == false sends them back to the ring, which drains and
+  // then reports closed.
+  WakeList wl;
   while (Waiter* w = c->recvq.dequeue()) {
     w->success = false;
-    w->next = wake_list;
-    wake_list = w;
+    wl.push(w);
   }
   while (Waiter* w = c->sendq.dequeue()) {
     w->success = false;
-    w->next = wake_list;
-    wake_list = w;
+    wl.push(w);
   }
+  if (c->cap > 0) publish_waiting(c);
   unlock_word(&c->lock);
-  while (Waiter* w = wake_list) {
-    wake_list = w->next;
-    wake(w);
-  }
+  wl.wake_all();
 }
 
-size_t chan_len(const ChanCore* c) {
-  return c == nullptr ? 0 : c->count.load(std::memory_order_relaxed);
-}
+size_t chan_len(const ChanCore* c) { return c == nullptr || c->cap == 0 ? 0 : ring_len(c); }
 
 size_t chan_cap(const ChanCore* c) { return c == nullptr ? 0 : c->cap; }
 

@@ -1,12 +1,16 @@
 // stdlib/chan_impl.hpp — the channel's innards, shared by chan.cpp and
 // select.cpp (Go's hchan and sudog).
 //
+// Unbuffered channels are Go's hchan with cap 0: everything under
+// ChanCore::lock. Buffered channels keep their values in a lock-free ring
+// and use the lock only to park and wake; their protocol is written down at
+// the top of stdlib/chan_ring.hpp.
+//
 // Invariants (Go's chan.go), under ChanCore::lock:
-//   - at least one of sendq and recvq is empty, except for an unbuffered
-//     channel with a single goroutine blocked in select on both sending and
-//     receiving on it;
-//   - buffered: count > 0 implies recvq is empty; count < cap implies sendq
-//     is empty;
+//   - unbuffered: at least one of sendq and recvq is empty, except for a
+//     single goroutine blocked in select on both sending and receiving on it;
+//   - buffered: recv_waiting == !recvq.empty() and send_waiting ==
+//     !sendq.empty() whenever the lock is free (chan_ring.hpp);
 //   - once closed, sendq and recvq are empty and stay so.
 // A Waiter lives on the blocked goroutine's (or thread's) stack. The waker
 // takes it off the queue under the lock, fills in the result, releases the
@@ -39,7 +43,9 @@ struct Waiter {
   // Where the waker records which Waiter of a select won.
   Waiter** won = nullptr;
   int case_index = 0;
-  bool success = false;    // woken by a transfer (true) or by close (false)
+  // Woken by a transfer (true) or by close (false); on a buffered channel
+  // false means "look again" (chan_ring.hpp).
+  bool success = false;
   bool queued = false;
 };
 
@@ -53,6 +59,14 @@ struct WaitQ {
     w->prev = last;
     if (last) last->next = w; else first = w;
     last = w;
+    w->queued = true;
+  }
+  // A Waiter that was dequeued but could not be served gets its place back.
+  void push_front(Waiter* w) {
+    w->prev = nullptr;
+    w->next = first;
+    if (first) first->prev = w; else last = w;
+    first = w;
     w->queued = true;
   }
   void remove(Waiter* w) {
@@ -78,31 +92,43 @@ struct WaitQ {
   }
 };
 
+constexpr size_t kCacheLine = 64;
+
+// Four cache lines, then the ring. Line 0 is read by every buffered
+// operation and written only when a queue goes from empty to not or back;
+// line 1 is what the lock protects; head and tail each have a line so that
+// producers and consumers do not bounce one line between them.
 struct ChanCore {
+  // ---- line 0: constant after chan_make, plus the waiting flags ----
   std::atomic<int64_t> refs{1};
-  std::atomic<uint32_t> lock{0};
-  bool closed = false;
   size_t cap = 0;
-  std::atomic<size_t> count{0};
-  size_t sendx = 0;
-  size_t recvx = 0;
-  size_t slot_size = 0;
   const ElemType* et = nullptr;
+  char* buf = nullptr;
+  uint64_t mark_bit = 0;   // buffered: the closed bit of tail; also lap size / 2
+  uint64_t one_lap = 0;    // buffered: 2 * mark_bit
+  uint32_t slot_size = 0;  // buffered: stamp + element, padded
+  uint32_t elem_off = 0;   // buffered: the element's offset in its slot
+  // Buffered only: the queues are not empty (see chan_ring.hpp).
+  std::atomic<uint32_t> recv_waiting{0};
+  std::atomic<uint32_t> send_waiting{0};
+
+  // ---- line 1: under lock ----
+  alignas(kCacheLine) std::atomic<uint32_t> lock{0};
+  bool closed = false;
   WaitQ recvq;
   WaitQ sendq;
-  char* buf = nullptr;
 
-  char* slot(size_t i) { return buf + i * slot_size; }
+  // ---- buffered: the ring's positions (chan_ring.hpp) ----
+  alignas(kCacheLine) std::atomic<uint64_t> head{0};
+  alignas(kCacheLine) std::atomic<uint64_t> tail{0};
+
+  char* slot(uint64_t i) { return buf + i * slot_size; }
 };
 
 // Wakes the owner of a dequeued Waiter (goroutine or plain thread).
 void wake(Waiter* w);
-// Receives from sender s (already dequeued) into out. Lock held.
+// Unbuffered: receives from sender s (already dequeued) into out. Lock held.
 void recv_from_sender(ChanCore* c, Waiter* s, void* out);
-// Moves from a buffered slot into out. Lock held, count > 0.
-void recv_from_buffer(ChanCore* c, void* out);
-// Moves elem into a buffered slot. Lock held, count < cap.
-void send_to_buffer(ChanCore* c, void* elem);
 
 // Blocks the caller until woken: parks a goroutine (unlock runs after the
 // switch) or sleeps a plain thread on w->note (unlock runs first).

@@ -10,6 +10,15 @@
 //    park; park's unlock function releases all the locks. The first waker
 //    that flips `done` wins and records its Waiter in g->param.
 // 5. Woken: relock, unlink the losing Waiters still queued, unlock.
+//
+// Buffered channels (stdlib/chan_ring.hpp): a case is polled with the
+// ring's lock-free operations (the lock is held anyway, for the queues).
+// Step 4 follows the ring's parking protocol: after every Waiter is queued
+// and the waiting flags are set, the buffered cases are polled once more in
+// poll order before parking, and a ready one is completed as in step 2 (no
+// waker can have taken our Waiters: we hold every lock). A buffered case
+// woken with success == false (close, or a value taken by someone faster)
+// means "poll again": the select starts over.
 #include <algorithm>
 #include <new>
 #include <type_traits>
@@ -20,6 +29,7 @@
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
 #include "stdlib/chan_impl.hpp"
+#include "stdlib/chan_ring.hpp"
 
 namespace gort::internal {
 namespace {
@@ -45,6 +55,87 @@ bool park_unlock_all(G*, void* arg) {
 bool never_unlock(G*, void*) { return true; }
 
 constexpr int kInline = 8;
+
+enum class Poll { kNotReady, kDone, kReceived, kClosed };
+
+// A buffered case's ring operation; does not wake anyone.
+Poll poll_ring(SelectCase& sc) {
+  ChanCore* c = sc.c;
+  RingResult r = sc.is_send ? ring_send(c, sc.elem) : ring_recv(c, sc.elem);
+  if (r == RingResult::kWouldBlock) return Poll::kNotReady;
+  if (r == RingResult::kClosed) return Poll::kClosed;
+  return sc.is_send ? Poll::kDone : Poll::kReceived;
+}
+
+// After a buffered case moved a value (locks held): serves the waiters
+// that move lets through, unlocks everything, wakes them.
+Poll complete_ring(SelectCase& sc, Poll p, const LockSet* ls) {
+  WakeList wl;
+  if (p != Poll::kClosed) settle(sc.c, &wl);
+  unlock_all(*ls);
+  wl.wake_all();
+  return p;
+}
+
+// Polls one case with every lock held. If it is ready, completes it,
+// unlocks everything and says how it went.
+Poll poll_case(SelectCase& sc, const LockSet* ls) {
+  ChanCore* c = sc.c;
+  if (c->cap > 0) {
+    Poll p = poll_ring(sc);
+    if (p == Poll::kNotReady) return p;
+    return complete_ring(sc, p, ls);
+  }
+  if (sc.is_send) {
+    if (c->closed) {
+      unlock_all(*ls);
+      return Poll::kClosed;
+    }
+    if (Waiter* r = c->recvq.dequeue()) {
+      elem_move(c->et, r->elem, sc.elem);
+      r->success = true;
+      unlock_all(*ls);
+      wake(r);
+      return Poll::kDone;
+    }
+    return Poll::kNotReady;
+  }
+  if (Waiter* s = c->sendq.dequeue()) {
+    recv_from_sender(c, s, sc.elem);
+    unlock_all(*ls);
+    wake(s);
+    return Poll::kReceived;
+  }
+  if (c->closed) {
+    unlock_all(*ls);
+    return Poll::kClosed;
+  }
+  return Poll::kNotReady;
+}
+
+// The result of a completed case, locks released.
+int finish(SelectCase& sc, int i, Poll p) {
+  if (sc.is_send) {
+    if (p == Poll::kClosed) throw panic_error("send on closed channel");
+  } else {
+    sc.received = p == Poll::kReceived;
+  }
+  return i;
+}
+
+// Locks held: takes this select's Waiters (but the winner, which a waker
+// already took) off their queues and publishes the flags of the buffered
+// channels among them.
+void unlink_all(SelectCase* cases, Waiter* waiters, int npoll, Waiter* winner) {
+  for (int k = 0; k < npoll; k++) {
+    Waiter& w = waiters[k];
+    if (&w == winner || !w.queued) continue;
+    if (cases[w.case_index].is_send) w.c->sendq.remove(&w); else w.c->recvq.remove(&w);
+  }
+  for (int k = 0; k < npoll; k++) {
+    if (waiters[k].c->cap > 0) publish_waiting(waiters[k].c);
+  }
+}
 
 }  // namespace
 
@@ -96,89 +187,67 @@ int selectgo(SelectCase* cases, int n, bool block) {
   std::sort(locks, locks + npoll);
   int nlocks = static_cast<int>(std::unique(locks, locks + npoll) - locks);
   LockSet ls{locks, nlocks};
-  lock_all(ls);
 
-  for (int k = 0; k < npoll; k++) {
-    int i = poll[k];
-    SelectCase& sc = cases[i];
-    ChanCore* c = sc.c;
-    if (sc.is_send) {
-      if (c->closed) {
-        unlock_all(ls);
-        throw panic_error("send on closed channel");
-      }
-      if (Waiter* r = c->recvq.dequeue()) {
-        elem_move(c->et, r->elem, sc.elem);
-        r->success = true;
-        unlock_all(ls);
-        wake(r);
-        return i;
-      }
-      if (c->count.load(std::memory_order_relaxed) < c->cap) {
-        send_to_buffer(c, sc.elem);
-        unlock_all(ls);
-        return i;
-      }
-    } else {
-      if (Waiter* s = c->sendq.dequeue()) {
-        recv_from_sender(c, s, sc.elem);
-        unlock_all(ls);
-        wake(s);
-        sc.received = true;
-        return i;
-      }
-      if (c->count.load(std::memory_order_relaxed) > 0) {
-        recv_from_buffer(c, sc.elem);
-        unlock_all(ls);
-        sc.received = true;
-        return i;
-      }
-      if (c->closed) {
-        unlock_all(ls);
-        sc.received = false;
-        return i;
+  for (;;) {
+    lock_all(ls);
+    for (int k = 0; k < npoll; k++) {
+      int i = poll[k];
+      if (Poll p = poll_case(cases[i], &ls); p != Poll::kNotReady) return finish(cases[i], i, p);
+    }
+    if (!block) {
+      unlock_all(ls);
+      return -1;
+    }
+
+    // Block on every case at once.
+    G* self = getg();
+    Note note;
+    std::atomic<uint32_t> done{0};
+    Waiter* winner = nullptr;
+    bool buffered = false;
+    for (int k = 0; k < npoll; k++) {
+      int i = poll[k];
+      ChanCore* c = cases[i].c;
+      Waiter& w = *new (&waiters[k]) Waiter{};
+      w.g = self;
+      w.note = &note;
+      w.elem = cases[i].elem;
+      w.c = c;
+      w.select_done = &done;
+      w.won = &winner;
+      w.case_index = i;
+      if (cases[i].is_send) c->sendq.push(&w); else c->recvq.push(&w);
+      if (c->cap > 0) {
+        buffered = true;
+        (cases[i].is_send ? c->send_waiting : c->recv_waiting).store(1, std::memory_order_seq_cst);
       }
     }
-  }
-  if (!block) {
+    if (buffered) {
+      // The ring's Dekker re-check, every lock still held.
+      for (int k = 0; k < npoll; k++) {
+        int i = poll[k];
+        if (cases[i].c->cap == 0) continue;
+        Poll p = poll_ring(cases[i]);
+        if (p == Poll::kNotReady) continue;
+        unlink_all(cases, waiters, npoll, nullptr);
+        return finish(cases[i], i, complete_ring(cases[i], p, &ls));
+      }
+    }
+    block_waiter(&waiters[0], &park_unlock_all, &ls, WaitReason::kSelect);
+
+    lock_all(ls);
+    unlink_all(cases, waiters, npoll, winner);
     unlock_all(ls);
-    return -1;
+    if (winner == nullptr) fatal("select: woken without a winning case");
+    int i = winner->case_index;
+    if (cases[i].c->cap > 0 && !winner->success) continue;  // poll again
+    if (cases[i].is_send) {
+      if (!winner->success) throw panic_error("send on closed channel");
+    } else {
+      cases[i].received = winner->success;
+    }
+    return i;
   }
-
-  // Block on every case at once.
-  G* self = getg();
-  Note note;
-  std::atomic<uint32_t> done{0};
-  Waiter* winner = nullptr;
-  for (int k = 0; k < npoll; k++) {
-    int i = poll[k];
-    Waiter& w = *new (&waiters[k]) Waiter{};
-    w.g = self;
-    w.note = &note;
-    w.elem = cases[i].elem;
-    w.c = cases[i].c;
-    w.select_done = &done;
-    w.won = &winner;
-    w.case_index = i;
-    if (cases[i].is_send) cases[i].c->sendq.push(&w); else cases[i].c->recvq.push(&w);
-  }
-  block_waiter(&waiters[0], &park_unlock_all, &ls, WaitReason::kSelect);
-
-  lock_all(ls);
-  for (int k = 0; k < npoll; k++) {
-    Waiter& w = waiters[k];
-    if (&w == winner || !w.queued) continue;
-    if (cases[w.case_index].is_send) w.c->sendq.remove(&w); else w.c->recvq.remove(&w);
-  }
-  unlock_all(ls);
-  if (winner == nullptr) fatal("select: woken without a winning case");
-  int i = winner->case_index;
-  if (cases[i].is_send) {
-    if (!winner->success) throw panic_error("send on closed channel");
-  } else {
-    cases[i].received = winner->success;
-  }
-  return i;
 }
 
 }  // namespace gort::internal

@@ -623,6 +623,42 @@ TEST_P(Chan, RangeForUntilClosed) {
   });
 }
 
+// `for (T v : ch)` compiles for a move-only T and moves each value out;
+// binding by T&, const T& and T&& still works.
+TEST_P(Chan, RangeForMoveOnly) {
+  run_test([] {
+    for (size_t cap : {size_t{0}, size_t{3}}) {
+      auto ch = gort::make_chan<std::unique_ptr<int>>(cap);
+      auto feed = [](gort::Chan<std::unique_ptr<int>> ch, int n) {
+        gort::go([ch, n] {
+          for (int i = 0; i < n; i++) ch.send(std::make_unique<int>(i));
+          ch.close();
+        });
+      };
+      feed(ch, 50);
+      int want = 0;
+      for (std::unique_ptr<int> p : ch) {
+        static_assert(std::is_same_v<decltype(p), std::unique_ptr<int>>);
+        EXPECT_TRUE(p && *p == want) << "cap " << cap;
+        want++;
+      }
+      EXPECT_EQ(want, 50);
+
+      ch = gort::make_chan<std::unique_ptr<int>>(cap);
+      feed(ch, 3);
+      std::vector<std::unique_ptr<int>> kept;
+      for (std::unique_ptr<int>&& p : ch) kept.push_back(std::move(p));
+      EXPECT_EQ(kept.size(), 3u);
+
+      ch = gort::make_chan<std::unique_ptr<int>>(cap);
+      feed(ch, 3);
+      int n = 0;
+      for (const std::unique_ptr<int>& p : ch) n += p ? 1 : 0;
+      EXPECT_EQ(n, 3);
+    }
+  });
+}
+
 // ---- handles ----
 
 TEST_P(Chan, CopiesReferToTheSameChannel) {

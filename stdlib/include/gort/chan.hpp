@@ -28,9 +28,11 @@
 // OS thread they wait by sleeping the thread.
 //
 // T must be nothrow-move-constructible (the move happens under the channel
-// lock). Costs: a hand-off or buffered operation takes the channel's lock
-// once and allocates nothing; make_chan allocates the channel and its buffer
-// in one block.
+// lock, or inside a buffer slot that others may be waiting on). Costs: an
+// unbuffered hand-off takes the channel's lock once; a buffered send or
+// receive takes no lock (one CAS on the buffer's head or tail, and the
+// slot) unless it has to park or to wake a parked partner. Nothing
+// allocates; make_chan allocates the channel and its buffer in one block.
 #pragma once
 
 #include <cstddef>
@@ -60,6 +62,16 @@ template <class T>
 inline constexpr ElemType kElemType = {
     sizeof(T), alignof(T), &move_to<T>, &destroy_elem<T>,
     std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>};
+
+// What *it yields when ranging over a channel of move-only T: converts to
+// T& (for `T& v`, `const T& v`) and, preferred when initialising a T, to
+// T&& (for `T v`, which then moves the received value out).
+template <class T>
+struct MoveOnlyRef {
+  T* p;
+  operator T&() const { return *p; }
+  operator T&&() { return std::move(*p); }
+};
 
 // Uninitialised storage for one T.
 template <class T>
@@ -124,18 +136,27 @@ class Chan {
   explicit operator bool() const { return c_ != nullptr; }
   friend bool operator==(const Chan& a, const Chan& b) { return a.c_ == b.c_; }
 
-  // Range-for: receives until the channel is closed and drained.
+  // Range-for: receives until the channel is closed and drained. For a
+  // copyable T, *it is the received T&. For a move-only T it is a
+  // MoveOnlyRef, so that both `for (T v : ch)` (moves the value out) and
+  // `for (T& v : ch)` compile; `auto&` does not bind to it, spell the type.
   class iterator {
    public:
     using iterator_category = std::input_iterator_tag;
     using value_type = T;
     using difference_type = std::ptrdiff_t;
     using pointer = T*;
-    using reference = T&;
+    using reference = std::conditional_t<std::is_copy_constructible_v<T>, T&, internal::MoveOnlyRef<T>>;
 
     iterator() = default;
     explicit iterator(const Chan* ch) : ch_(ch) { ++*this; }
-    T& operator*() { return *v_; }
+    reference operator*() {
+      if constexpr (std::is_copy_constructible_v<T>) {
+        return *v_;
+      } else {
+        return reference{&*v_};
+      }
+    }
     T* operator->() { return &*v_; }
     iterator& operator++() {
       v_ = ch_->recv();
