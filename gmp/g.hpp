@@ -93,6 +93,9 @@ struct alignas(64) G {
   WaitReason waitreason = WaitReason::kNone;
   bool is_g0 = false;
   bool started = false;
+  // Its last run ended in a time-slice preemption: a CPU-bound G, whose next
+  // run gets its slice timer armed at once (SchedHooks::slice_started).
+  bool ran_out = false;
   // Set by sysmon when this G has run past its time slice; checked at
   // cooperative preemption points.
   std::atomic<bool> preempt{false};

@@ -67,6 +67,15 @@ struct M {
   // queued), and sending another would only cost a system call.
   std::atomic<uint32_t> preempt_sent{0};
   std::atomic<uint32_t> preempt_seen{0};
+  // The slice timer (preempt/signal.cpp): a POSIX timer, made by sysmon on
+  // first use, that delivers the preemption signal to this thread when the
+  // slice of the G sysmon saw running ends, so the preemption does not wait
+  // for sysmon to get a CPU. Armed for the run with P schedtick
+  // slice_timer_tick; owned by sysmon.
+  void* slice_timer = nullptr;
+  std::atomic<int> slice_timer_state{0};  // 0 none, 1 being made, 2 made
+  std::atomic<uint32_t> slice_timer_tick{0};
+  std::atomic<int64_t> slice_timer_deadline{0};
 
   // Per-M alternate signal stack (for the stack-overflow handler).
   void* sigstack = nullptr;
@@ -81,7 +90,7 @@ struct M {
 
   std::thread thread;
   pthread_t tid{};
-  std::atomic<int> os_tid{0};
+  std::atomic<int> os_tid{0};  // the kernel's thread id, set by minit
 };
 
 }  // namespace gort::internal

@@ -369,7 +369,12 @@ void make_current(M* m, G* g, bool inherit = false) {
   if (!inherit) {
     p->schedtick++;
     p->schedtick_seen.store(p->schedtick, std::memory_order_relaxed);
+    // A CPU-bound G: have the kernel signal this thread when its slice
+    // ends, rather than wait for sysmon to notice (a system call, paid only
+    // by Gs that use whole slices).
+    if (g->ran_out && sched.hooks.slice_started != nullptr) sched.hooks.slice_started(p, p->schedtick);
   }
+  g->ran_out = false;
   g->m = m;
   g->preempt.store(false, std::memory_order_relaxed);
   m->curg = g;
@@ -576,6 +581,7 @@ void gls_destroy(G* g);
 
 void preempt_park(G* g) {
   g->preempt.store(false, std::memory_order_relaxed);
+  g->ran_out = true;
   getm()->p->preempted = g;
   set_status(g, GStatus::kRunning, GStatus::kRunnable);
   gschedule(g, AfterSwitch::kGlobal);
@@ -632,6 +638,7 @@ namespace {
 void minit(M* m) {
   setm(m);
   m->tid = pthread_self();
+  m->os_tid.store(static_cast<int>(gettid()), std::memory_order_release);
   m_thread_state_init(m);
   m_signal_stack_init(m);
   pthread_attr_t attr;
@@ -758,7 +765,13 @@ void entersyscall() {
   m->blocking_p = p;
   sched.nblocking.fetch_add(1, std::memory_order_relaxed);
   p->syscalltick.store(p->syscalltick.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  m->in_blocking.store(true, std::memory_order_release);
+  m->in_blocking.store(true, std::memory_order_seq_cst);
+  // A slice timer still to fire would interrupt f's system calls (EINTR):
+  // stop it. (sysmon arms, then re-checks in_blocking: one of us stops it.)
+  if (int64_t d = m->slice_timer_deadline.load(std::memory_order_seq_cst);
+      d != 0 && d > nanotime() && sched.hooks.slice_timer_stop != nullptr) {
+    sched.hooks.slice_timer_stop(m);
+  }
   // From here p belongs to nobody: sysmon may take it (kBlocking -> kIdle)
   // and hand it off, and any M leaving blocking() may take it
   // (kBlocking -> kRunning), ours or not (see exitsyscall). m->p stays set

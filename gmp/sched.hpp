@@ -55,6 +55,11 @@ struct SchedHooks {
   // Start / stop the monitor thread (sysmon), once per run.
   void (*sysmon_start)() = nullptr;
   void (*sysmon_stop)() = nullptr;
+  // A G whose last run was preempted starts a fresh slice (run `tick` of
+  // p) on the calling M: arm the M's slice timer (preempt/signal.cpp).
+  void (*slice_started)(P* p, uint32_t tick) = nullptr;
+  // Disarms m's slice timer (m enters blocking(); called on m).
+  void (*slice_timer_stop)(M* m) = nullptr;
 };
 
 struct Sched {

@@ -38,6 +38,14 @@ enum class PreemptRequest {
 // Asks the G running on p to yield: sets its cooperative flag and, when
 // asynchronous preemption is on, signals its M.
 PreemptRequest preempt_one(P* p);
+// Arms p's M's slice timer to deliver the preemption signal at `deadline`
+// (a nanotime) unless the run with schedtick `tick` ends first. sysmon
+// calls it for a G it has seen running across two looks, so the signal
+// comes on time even when sysmon itself waits for a CPU. False if the
+// timer cannot be used (no async preemption, no M, timer_create failed).
+bool arm_slice_timer(P* p, uint32_t tick, int64_t deadline);
+// Deletes every M's slice timer (sysmon_stop, after the Ms have left).
+void delete_slice_timers();
 // Whether async preemption is possible in this process (x86-64, not TSan,
 // gort not linked into the main executable).
 bool async_preempt_supported();

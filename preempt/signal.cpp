@@ -5,6 +5,7 @@
 #include <cpuid.h>
 #include <pthread.h>
 #include <signal.h>
+#include <time.h>
 #include <sys/ucontext.h>
 #include <unistd.h>
 
@@ -67,25 +68,45 @@ void chain(int sig, siginfo_t* info, void* uc) {
   // SIGURG's default action is to ignore it.
 }
 
+// Tags in the signal's value: sysmon's request (sigqueue, with the request
+// number) and an M's slice timer (timer_create, with the M's id).
+constexpr uint32_t kTagRequest = 0xA5;
+constexpr uint32_t kTagTimer = 0xA6;
+
 void on_signal(int sig, siginfo_t* info, void* ucv) {
   int saved_errno = errno;
-  bool ours = info->si_code == SI_QUEUE && info->si_pid == getpid() &&
-              (static_cast<uint32_t>(info->si_value.sival_int) >> 24) == 0xA5;
-  if (!ours) {
+  uint32_t value = static_cast<uint32_t>(info->si_value.sival_int);
+  bool request = info->si_code == SI_QUEUE && info->si_pid == getpid() && (value >> 24) == kTagRequest;
+  bool timer = info->si_code == SI_TIMER && (value >> 24) == kTagTimer;
+  if (!request && !timer) {
     chain(sig, info, ucv);
     errno = saved_errno;
     return;
   }
   M* m = getm();
-  // Delivering one signal consumes every pending one (they are not queued).
+  // Delivering one signal consumes every pending one (they are not queued),
+  // a timer's included.
   if (m != nullptr) {
     m->preempt_seen.store(m->preempt_sent.load(std::memory_order_acquire), std::memory_order_release);
   }
 #if defined(__x86_64__)
   G* g = m != nullptr ? m->curg : nullptr;
-  uint32_t gen = static_cast<uint32_t>(info->si_value.sival_int) & 0xFFFFFF;
-  if (g == nullptr || g->is_g0 || (m->preempt_gen.load(std::memory_order_relaxed) & 0xFFFFFF) != gen ||
-      !g->preempt.load(std::memory_order_relaxed) || m->locks.load(std::memory_order_relaxed) != 0 ||
+  if (timer) {
+    // The slice of the run sysmon saw has ended if that run still goes on
+    // (same schedtick: no reschedule since). Then this is sysmon's request,
+    // made on time: set the cooperative flag as preempt_one would.
+    P* p = m != nullptr ? m->p : nullptr;
+    if (g == nullptr || g->is_g0 || p == nullptr || (m->id & 0xFFFFFF) != (value & 0xFFFFFF) ||
+        p->schedtick != m->slice_timer_tick.load(std::memory_order_relaxed)) {
+      errno = saved_errno;
+      return;
+    }
+    g->preempt.store(true, std::memory_order_relaxed);
+  } else if (g == nullptr || (m->preempt_gen.load(std::memory_order_relaxed) & 0xFFFFFF) != (value & 0xFFFFFF)) {
+    errno = saved_errno;
+    return;
+  }
+  if (g->is_g0 || !g->preempt.load(std::memory_order_relaxed) || m->locks.load(std::memory_order_relaxed) != 0 ||
       g->nopreempt != 0 || m->in_blocking.load(std::memory_order_relaxed) || g->stack_lo == nullptr) {
     errno = saved_errno;
     return;
@@ -166,10 +187,107 @@ PreemptRequest preempt_one(P* p) {
   uint32_t gen = retry ? m->preempt_gen.load(std::memory_order_acquire) & 0xFFFFFF
                        : (m->preempt_gen.fetch_add(1, std::memory_order_acq_rel) + 1) & 0xFFFFFF;
   sigval v;
-  v.sival_int = static_cast<int>((0xA5u << 24) | gen);
+  v.sival_int = static_cast<int>((kTagRequest << 24) | gen);
   m->preempt_sent.fetch_add(1, std::memory_order_acq_rel);
   pthread_sigqueue(m->tid, g_sig, v);
   return PreemptRequest::kSignalled;
+}
+
+namespace {
+
+// Makes m's slice timer on first use. sysmon and the M itself may both get
+// here; the one that moves the state from 0 makes it, the other gives up
+// this time.
+bool slice_timer_ready(M* m) {
+  int state = m->slice_timer_state.load(std::memory_order_acquire);
+  if (state == 2) return true;
+  if (state != 0 || !m->slice_timer_state.compare_exchange_strong(state, 1, std::memory_order_acq_rel)) {
+    return false;
+  }
+  int tid = m->os_tid.load(std::memory_order_acquire);
+  sigevent ev = {};
+  ev.sigev_notify = SIGEV_THREAD_ID;
+  ev.sigev_signo = g_sig;
+  ev._sigev_un._tid = tid;
+  ev.sigev_value.sival_int = static_cast<int>((kTagTimer << 24) | (static_cast<uint32_t>(m->id) & 0xFFFFFF));
+  timer_t t;
+  if (tid == 0 || timer_create(CLOCK_MONOTONIC, &ev, &t) != 0) {
+    m->slice_timer_state.store(0, std::memory_order_release);
+    return false;
+  }
+  m->slice_timer = t;
+  m->slice_timer_state.store(2, std::memory_order_release);
+  return true;
+}
+
+bool arm_for(M* m, uint32_t tick, int64_t deadline) {
+  if (!slice_timer_ready(m)) return false;
+  // The tick first: a timer left armed from an earlier run fires for that
+  // run's tick, which no longer matches once this store is seen.
+  m->slice_timer_tick.store(tick, std::memory_order_release);
+  m->slice_timer_deadline.store(deadline, std::memory_order_seq_cst);
+  itimerspec its = {};
+  its.it_value.tv_sec = static_cast<time_t>(deadline / 1000000000);
+  its.it_value.tv_nsec = static_cast<long>(deadline % 1000000000);
+  return timer_settime(static_cast<timer_t>(m->slice_timer), TIMER_ABSTIME, &its, nullptr) == 0;
+}
+
+// SchedHooks::slice_started, on the M that starts the run.
+void slice_started(P* p, uint32_t tick) {
+  if (!sched.cfg.preempt || !g_supported) return;
+  M* m = getm();
+  if (m == nullptr || m->p != p) return;
+  arm_for(m, tick, nanotime() + sched.time_slice_ns);
+}
+
+// SchedHooks::slice_timer_stop; also sysmon's, when it armed the timer of
+// an M that entered blocking() meanwhile.
+void slice_timer_stop(M* m) {
+  if (m->slice_timer_state.load(std::memory_order_acquire) != 2) return;
+  m->slice_timer_deadline.store(0, std::memory_order_seq_cst);
+  itimerspec its = {};
+  timer_settime(static_cast<timer_t>(m->slice_timer), 0, &its, nullptr);
+}
+
+struct RegisterSliceHooks {
+  RegisterSliceHooks() {
+    sched.hooks.slice_started = &slice_started;
+    sched.hooks.slice_timer_stop = &slice_timer_stop;
+  }
+} g_register_slice_hooks;
+
+}  // namespace
+
+bool arm_slice_timer(P* p, uint32_t tick, int64_t deadline) {
+  if (!sched.cfg.preempt || !g_supported) return false;
+  M* m = p->m;
+  if (m == nullptr || m->in_blocking.load(std::memory_order_acquire)) return false;
+  // Armed already for this run, as early: by the M itself when the run
+  // began, with the exact start, which a look by sysmon can only know later.
+  if (m->slice_timer_state.load(std::memory_order_acquire) == 2 &&
+      m->slice_timer_tick.load(std::memory_order_acquire) == tick &&
+      m->slice_timer_deadline.load(std::memory_order_acquire) <= deadline) {
+    return true;
+  }
+  if (!arm_for(m, tick, deadline)) return false;
+  // The M may have entered blocking() since the check above and found no
+  // timer to stop (entersyscall stores in_blocking, then loads the
+  // deadline; this stored the deadline, now loads in_blocking).
+  if (m->in_blocking.load(std::memory_order_seq_cst)) {
+    slice_timer_stop(m);
+    return false;
+  }
+  return true;
+}
+
+void delete_slice_timers() {
+  std::lock_guard<std::mutex> lock(sched.lock);
+  for (M* m : sched.allm) {
+    if (m->slice_timer_state.load(std::memory_order_acquire) != 2) continue;
+    timer_delete(static_cast<timer_t>(m->slice_timer));
+    m->slice_timer = nullptr;
+    m->slice_timer_state.store(0, std::memory_order_release);
+  }
 }
 
 }  // namespace gort::internal

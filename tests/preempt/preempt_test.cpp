@@ -35,12 +35,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-#define SKIP_WITHOUT_ASYNC_PREEMPTION()                                                   \
-  if (!gort::async_preemption_available()) {                                              \
-    GTEST_SKIP() << "asynchronous preemption is not available in this build (TSan, not " \
-                    "x86-64, or gort linked statically)";                                 \
-  }
-
 pid_t os_tid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
 
 // ---- a call-free loop does not starve others ----
