@@ -71,7 +71,8 @@ struct M {
   // first use, that delivers the preemption signal to this thread when the
   // slice of the G sysmon saw running ends, so the preemption does not wait
   // for sysmon to get a CPU. Armed for the run with P schedtick
-  // slice_timer_tick; owned by sysmon.
+  // slice_timer_tick, by this M when it resumes a G whose last run was
+  // preempted; stopped by entersyscall.
   void* slice_timer = nullptr;
   std::atomic<int> slice_timer_state{0};  // 0 none, 1 being made, 2 made
   std::atomic<uint32_t> slice_timer_tick{0};

@@ -767,9 +767,10 @@ void entersyscall() {
   p->syscalltick.store(p->syscalltick.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   m->in_blocking.store(true, std::memory_order_seq_cst);
   // A slice timer still to fire would interrupt f's system calls (EINTR):
-  // stop it. (sysmon arms, then re-checks in_blocking: one of us stops it.)
-  if (int64_t d = m->slice_timer_deadline.load(std::memory_order_seq_cst);
-      d != 0 && d > nanotime() && sched.hooks.slice_timer_stop != nullptr) {
+  // stop it, here on its own thread, before f runs. Whatever its deadline
+  // says: a timer fires up to the timer slack late.
+  if (m->slice_timer_deadline.load(std::memory_order_seq_cst) != 0 &&
+      sched.hooks.slice_timer_stop != nullptr) {
     sched.hooks.slice_timer_stop(m);
   }
   // From here p belongs to nobody: sysmon may take it (kBlocking -> kIdle)

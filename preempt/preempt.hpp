@@ -38,11 +38,13 @@ enum class PreemptRequest {
 // Asks the G running on p to yield: sets its cooperative flag and, when
 // asynchronous preemption is on, signals its M.
 PreemptRequest preempt_one(P* p);
-// Arms p's M's slice timer to deliver the preemption signal at `deadline`
-// (a nanotime) unless the run with schedtick `tick` ends first. sysmon
-// calls it for a G it has seen running across two looks, so the signal
-// comes on time even when sysmon itself waits for a CPU. False if the
-// timer cannot be used (no async preemption, no M, timer_create failed).
+// Arms p's M's slice timer, from another thread, to deliver the preemption
+// signal at `deadline` (a nanotime) unless the run with schedtick `tick`
+// ends first. False if the timer cannot be used (no async preemption, no M,
+// the M is in blocking(), timer_create failed). Not used by sysmon: a
+// timer armed from outside can fire just after its M entered blocking()
+// and before either side stops it, interrupting f (EINTR); the M arms its
+// own (SchedHooks::slice_started), and entersyscall stops it first.
 bool arm_slice_timer(P* p, uint32_t tick, int64_t deadline);
 // Deletes every M's slice timer (sysmon_stop, after the Ms have left).
 void delete_slice_timers();

@@ -240,8 +240,8 @@ void slice_started(P* p, uint32_t tick) {
   arm_for(m, tick, nanotime() + sched.time_slice_ns);
 }
 
-// SchedHooks::slice_timer_stop; also sysmon's, when it armed the timer of
-// an M that entered blocking() meanwhile.
+// SchedHooks::slice_timer_stop; also arm_slice_timer's, when the M it
+// armed entered blocking() meanwhile.
 void slice_timer_stop(M* m) {
   if (m->slice_timer_state.load(std::memory_order_acquire) != 2) return;
   m->slice_timer_deadline.store(0, std::memory_order_seq_cst);

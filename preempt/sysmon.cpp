@@ -42,9 +42,6 @@ namespace {
 struct SysmonTick {
   uint32_t schedtick = 0;
   int64_t schedwhen = 0;
-  // The run (schedtick) whose M's slice timer is armed, if any.
-  uint32_t timer_tick = 0;
-  bool timer_armed = false;
   uint32_t syscalltick = 0;
   int64_t syscallwhen = 0;
 };
@@ -114,18 +111,7 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
       if (pd.schedtick != t || pd.schedwhen == 0) {
         pd.schedtick = t;
         pd.schedwhen = now;
-      } else if (pd.schedwhen + slice > now) {
-        // The same G at a second look: it may be a long runner. Have the
-        // kernel signal its thread when the slice ends. This look (every
-        // tenth of a slice) would send it too, but only if sysmon gets a
-        // CPU then: on a busy CPU shared with the spinning thread itself
-        // its wake-up can wait a whole kernel time slice (measured: 3 ms
-        // late with a 1 ms slice).
-        if (!pd.timer_armed || pd.timer_tick != t) {
-          pd.timer_armed = arm_slice_timer(p, t, pd.schedwhen + slice);
-          pd.timer_tick = t;
-        }
-      } else {
+      } else if (pd.schedwhen + slice <= now) {
         // Not counted in n (as in Go's retake): CPU-bound goroutines are
         // preempted every slice, and resetting the back-off each time kept
         // sysmon at its 20 µs tick for good — some 6,000-8,000 wake-ups a
