@@ -20,6 +20,8 @@ struct TimerHeap {
 
 namespace {
 
+constexpr int64_t kFiring = -1;
+
 TimerHeap* heap_of(P* p) {
   if (p->timers == nullptr) {
     // Created by run() for every P before any goroutine runs.
@@ -143,7 +145,9 @@ void add_locked(Timer* t, int64_t when, int64_t period) {
     fatal("timer_add: timer already active");
   }
   t->when = when;
+  t->target = when;
   t->period = period;
+  t->modwhen.store(0, std::memory_order_relaxed);
   __atomic_store_n(&t->p, p, __ATOMIC_RELEASE);
   t->state = Timer::kQueued;
   t->seq++;
@@ -167,6 +171,7 @@ bool stop_locked(Timer* t) {
     heap_remove(th, t);
     t->state = Timer::kIdle;
     t->seq++;
+    t->modwhen.store(0, std::memory_order_relaxed);
     __atomic_store_n(&t->p, nullptr, __ATOMIC_RELEASE);
     unlock_word(&th->lock);
     if (t->ref) t->ref(t, -1);
@@ -174,7 +179,25 @@ bool stop_locked(Timer* t) {
   }
 }
 
+// The lock-free path of reset_locked: a queued one-shot timer moved no
+// earlier. False if it does not apply (the caller takes the locked path).
+bool reset_later(Timer* t, int64_t when) {
+  if (__atomic_load_n(&t->p, __ATOMIC_SEQ_CST) == nullptr) return false;
+  int64_t m = t->modwhen.load(std::memory_order_seq_cst);
+  do {
+    if (m == kFiring) return false;  // the runner has it: it expires
+  } while (!t->modwhen.compare_exchange_weak(m, when, std::memory_order_seq_cst));
+  // The CAS may have hit the 0 the runner stores after firing, once `p`
+  // was cleared: then the timer is idle and our `when` is moot (add_locked
+  // clears it).
+  if (__atomic_load_n(&t->p, __ATOMIC_SEQ_CST) == nullptr) return false;
+  t->target = when;
+  return true;
+}
+
 bool reset_locked(Timer* t, int64_t when, int64_t period) {
+  if (when <= 0) when = 1;
+  if (period == 0 && t->period == 0 && when >= t->target && reset_later(t, when)) return true;
   for (;;) {
     P* p = __atomic_load_n(&t->p, __ATOMIC_ACQUIRE);
     if (p == nullptr) {
@@ -187,10 +210,11 @@ bool reset_locked(Timer* t, int64_t when, int64_t period) {
       unlock_word(&th->lock);
       continue;
     }
-    if (when <= 0) when = 1;
     t->seq++;
     t->when = when;
+    t->target = when;
     t->period = period;
+    t->modwhen.store(0, std::memory_order_relaxed);
     heap_remove(th, t);
     heap_push(th, t);
     bool first = th->heap[0] == t;
@@ -235,6 +259,27 @@ int64_t timers_run(P* p, int64_t now) {
   lock_word(&th->lock);
   while (!th->heap.empty() && th->heap[0]->when <= now) {
     Timer* t = th->heap[0];
+    if (t->period == 0) {
+      // Claim this arming, unless a reset moved it later meanwhile.
+      int64_t m = t->modwhen.load(std::memory_order_seq_cst);
+      bool later = false;
+      for (;;) {
+        if (m > now) {
+          t->when = m;
+          if (t->modwhen.compare_exchange_strong(m, 0, std::memory_order_seq_cst)) {
+            later = true;
+            break;
+          }
+        } else if (t->modwhen.compare_exchange_strong(m, kFiring, std::memory_order_seq_cst)) {
+          break;
+        }
+      }
+      if (later) {
+        sift_down(th->heap, 0);
+        update_timer0(th);
+        continue;
+      }
+    }
     auto* f = t->f;
     auto* ref = t->ref;
     bool wake = false;
@@ -256,7 +301,8 @@ int64_t timers_run(P* p, int64_t now) {
       // One-shot: idle before f runs; the heap's reference is held for f.
       heap_remove(th, t);
       t->state = Timer::kIdle;
-      __atomic_store_n(&t->p, nullptr, __ATOMIC_RELEASE);
+      __atomic_store_n(&t->p, nullptr, __ATOMIC_SEQ_CST);
+      t->modwhen.store(0, std::memory_order_seq_cst);  // after p: see reset_later
     }
     int64_t next_when = t->when;
     unlock_word(&th->lock);

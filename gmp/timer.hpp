@@ -22,6 +22,24 @@
 //   kIdle -> kQueued (add, reset), kQueued -> kIdle (stop, or a one-shot
 //   expiring), kQueued -> kQueued (reset, a periodic timer re-armed).
 //
+// Moving a queued one-shot timer later (a connection's deadline pushed
+// back on every request) takes no heap lock, as Go's timerModifiedLater:
+// reset stores the new time in `modwhen` and leaves the timer where it is
+// in the heap. When the earlier position comes due, the runner finds the
+// later time and sifts the timer down instead of firing it. `modwhen`:
+//
+//   | modwhen  | meaning                                          | set by          |
+//   |----------|--------------------------------------------------|-----------------|
+//   | 0        | `when` is the firing time                        | runner, slow paths |
+//   | t > 0    | fire at t, not at `when` (t > `when`)            | reset (lock-free) |
+//   | kFiring  | the runner has claimed this arming; it will fire | runner          |
+//
+// The runner claims an arming with a CAS to kFiring (under the heap lock),
+// clears `p` and only then stores 0; reset's CAS that finds kFiring, or
+// succeeds and then finds `p` cleared, falls back to the locked path, which
+// sees the timer idle. So a reset that returns true has always kept f from
+// running for the old arming.
+//
 // As in Go, a runner settles the timer's state *before* calling f and never
 // touches the timer after f returns: a one-shot timer is already idle while
 // f runs (stop returns false, reset re-arms it), a periodic one already
@@ -57,11 +75,16 @@ struct Timer {
   // Serialises timer_add/stop/reset on this timer (Go allows them
   // concurrently); taken before a heap lock, never by the runner.
   std::atomic<uint32_t> mu{0};
+  // A later firing time set without the heap lock (see the table above).
+  std::atomic<int64_t> modwhen{0};
+  // Under mu: the firing time last asked for (modwhen if set, else when).
+  int64_t target = 0;
   // Owned by the timer lock of `p`.
   P* p = nullptr;
   int32_t index = -1;
   State state = kIdle;
-  // Bumped on every add/stop/reset/expiry (tests and debugging use it).
+  // Bumped on every add/stop/expiry and every reset that takes the heap
+  // lock (debugging).
   uint32_t seq = 0;
 };
 

@@ -103,6 +103,11 @@ class NetFD {
   int shutdown(int how);
   int setsockopt(int level, int name, const void* val, socklen_t len);
   int setsockopt_int(int level, int name, int v) { return setsockopt(level, name, &v, sizeof v); }
+  // TCP only, before the descriptor is shared: asks the kernel to report
+  // with each read how much data is left (TCP_INQ), so that a read which
+  // fills its buffer exactly can still tell that it emptied the socket.
+  // Without kernel support reads work as before.
+  void enable_inq();
 
  private:
   NetFD(int sysfd, internal::PollDesc* pd, int family, int sotype, std::string net)
@@ -136,6 +141,11 @@ class NetFD {
   // Under rmu_: the last stream read was short, so the socket was empty
   // when it returned (see read()).
   bool rdrained_ = false;
+  // Set once by enable_inq(): stream reads may use recvmsg with TCP_CM_INQ.
+  bool inq_ = false;
+  // Under rmu_: the last read filled its buffer (so the next one asks for
+  // TCP_CM_INQ when inq_ is set).
+  bool rfull_ = false;
 };
 
 // Deadline `t` as a poll deadline (a nanotime): 0 none, else > 0.

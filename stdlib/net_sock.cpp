@@ -44,6 +44,7 @@ void set_conn_defaults(NetFD* fd, const Network& n) {
   ::setsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
   ::setsockopt(s, IPPROTO_TCP, TCP_KEEPIDLE, &secs, sizeof secs);
   ::setsockopt(s, IPPROTO_TCP, TCP_KEEPINTVL, &secs, sizeof secs);
+  fd->enable_inq();
 }
 
 SockAddr sock_addr(int s) {

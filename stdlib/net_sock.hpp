@@ -18,7 +18,9 @@ namespace gort::net::detail {
 int sys_socket(int family, int sotype, bool ipv6only, int* err);
 
 // Options Go sets on every TCP connection it dials or accepts: TCP_NODELAY,
-// and keep-alive probes every 15 s. Errors are ignored, as in Go.
+// and keep-alive probes every 15 s. Errors are ignored, as in Go. Also
+// TCP_INQ, which reads use to know when they emptied the socket
+// (NetFD::enable_inq).
 void set_conn_defaults(NetFD* fd, const Network& n);
 
 // getsockname / getpeername of s, formatted; "" on failure.

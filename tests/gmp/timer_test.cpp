@@ -2,6 +2,7 @@
 // run by the scheduler. Deadline order, never early, stop/reset results,
 // periodic timers, stop/reset racing with the firing (no double fire, no
 // lost fire: every arming ends in exactly one of fired / stopped / replaced),
+// resets that only move a timer later (the lock-free path),
 // timers of idle Ps, and an earlier timer breaking a long blocking poll.
 //
 // Timer objects outlive gort::run (a run abandons queued timers and touches
@@ -273,6 +274,118 @@ TEST_P(Timer, StopAndResetRacingWithFiring) {
   EXPECT_GT(total_fired, 100);
   EXPECT_GT(total_stops, 100);
   EXPECT_GT(total_replaced, 100);
+}
+
+// A queued one-shot timer moved later takes the lock-free path (modwhen):
+// it stays at its old place in the heap, and when that comes due the runner
+// must move it, not fire it. It fires once, at the last time asked for.
+TEST_P(Timer, ResetLaterFiresOnceAtTheLastTime) {
+  auto p = std::make_unique<Probe>();
+  run_test([&] {
+    int64_t t0 = nanotime();
+    arm(*p, t0 + 40 * kMs, 0);
+    int64_t last = 0;
+    for (int i = 1; i <= 4; i++) {
+      last = t0 + (40 + 10 * i) * kMs;
+      p->due = last;
+      EXPECT_TRUE(internal::timer_reset(&p->t, last, 0));
+      EXPECT_EQ(p->t.modwhen.load(), last) << "push " << i << " did not take the lock-free path";
+    }
+    p->ev.wait();
+    EXPECT_GE(p->fired_at.load(), last) << "fired at an earlier, replaced time";
+    EXPECT_EQ(p->early.load(), 0);
+    EXPECT_TRUE(eventually([&] { return !internal::timer_active(&p->t); }));
+    gort::sleep(absl::Milliseconds(20));
+    EXPECT_EQ(p->fired.load(), 1);
+    EXPECT_EQ(p->t.modwhen.load(), 0);
+  });
+}
+
+// Stop and an earlier reset after lock-free pushes: the pending later time
+// is forgotten.
+TEST_P(Timer, StopOrResetEarlierAfterAPushLater) {
+  auto a = std::make_unique<Probe>();
+  auto b = std::make_unique<Probe>();
+  run_test([&] {
+    int64_t t0 = nanotime();
+    arm(*a, t0 + 20 * kMs, 0);
+    EXPECT_TRUE(internal::timer_reset(&a->t, t0 + 30 * kMs, 0));
+    EXPECT_TRUE(internal::timer_stop(&a->t));
+    EXPECT_FALSE(internal::timer_active(&a->t));
+
+    arm(*b, t0 + 500 * kMs, 0);
+    EXPECT_TRUE(internal::timer_reset(&b->t, t0 + 900 * kMs, 0));  // lock-free
+    int64_t early = nanotime() + 5 * kMs;
+    b->due = early;
+    EXPECT_TRUE(internal::timer_reset(&b->t, early, 0));  // earlier: the locked path
+    b->ev.wait();
+    EXPECT_LT(b->fired_at.load() - t0, 400 * kMs) << "the earlier reset was lost";
+    EXPECT_EQ(b->early.load(), 0);
+    gort::sleep(absl::Milliseconds(40));
+    EXPECT_EQ(a->fired.load(), 0) << "a stopped timer fired at its pushed-back time";
+    EXPECT_EQ(b->fired.load(), 1);
+  });
+}
+
+// Lock-free pushes racing with the firing on every P count: each arming
+// ends exactly once, fired or replaced (a push that returned true kept the
+// old arming from firing; one that returned false re-armed an expired
+// timer).
+TEST_P(Timer, ResetLaterRacingWithFiring) {
+  constexpr int kTimers = 8;
+  constexpr int kOps = 2000;
+  std::vector<std::unique_ptr<Probe>> probes;
+  for (int i = 0; i < kTimers; i++) probes.push_back(std::make_unique<Probe>());
+  std::vector<int64_t> arms(kTimers), replaced(kTimers), lockfree(kTimers);
+  run_test([&] {
+    Countdown cd(kTimers);
+    for (int i = 0; i < kTimers; i++) {
+      gort::go([&, i] {
+        size_t u = static_cast<size_t>(i);
+        Probe& p = *probes[u];
+        uint64_t rng = 0xD1B54A32D192ED03ull * static_cast<uint64_t>(i + 1);
+        int64_t target = 0;
+        for (int k = 0; k < kOps; k++) {
+          rng ^= rng << 13;
+          rng ^= rng >> 7;
+          rng ^= rng << 17;
+          int64_t step = static_cast<int64_t>(rng % 40) * 1000;  // 0-40 µs
+          if ((rng >> 24) % 3 != 0) {
+            // Mostly later than the last arming (the lock-free path);
+            // otherwise from now, which may be earlier (the locked path).
+            int64_t now = nanotime();
+            target = ((rng >> 30) % 4 != 0 ? std::max(target, now) : now) + step;
+            arms[u]++;
+            if (internal::timer_reset(&p.t, target, 0)) replaced[u]++;
+            if (p.t.modwhen.load() == target) lockfree[u]++;
+          } else {
+            auto end = nanotime() + 2 * step;
+            while (nanotime() < end) {
+            }
+            gort::yield();  // the scheduler runs due timers
+          }
+        }
+        cd.done();
+      });
+    }
+    cd.wait();
+    EXPECT_TRUE(eventually([&] {
+      for (size_t u = 0; u < probes.size(); u++) {
+        if (probes[u]->fired.load() + replaced[u] != arms[u]) return false;
+      }
+      return true;
+    }));
+  });
+  int64_t total_fired = 0, total_lockfree = 0;
+  for (size_t u = 0; u < probes.size(); u++) {
+    total_fired += probes[u]->fired.load();
+    total_lockfree += lockfree[u];
+    EXPECT_EQ(probes[u]->fired.load() + replaced[u], arms[u])
+        << "timer " << u << ": " << arms[u] << " armings, " << probes[u]->fired.load() << " fired, "
+        << replaced[u] << " replaced";
+  }
+  EXPECT_GT(total_fired, 100);
+  EXPECT_GT(total_lockfree, 100);
 }
 
 // Timers live in the heap of the P that added them. Here they are added on

@@ -1,11 +1,12 @@
-// tests/stdlib/net_read_test.cpp — NetFD::read after a short read, and
-// Conn::wait_readable. A short
-// stream read drains the socket, so the next read waits for readiness
-// before trying the system call. These tests pin down the states that a
-// short read leaves behind without a new event (end of stream, a reset,
-// close_read) and the data that arrives between two reads: every one must
-// be reported promptly, never waited for. Each read runs under a deadline,
-// so a lost wake-up fails with "i/o timeout" instead of hanging.
+// tests/stdlib/net_read_test.cpp — NetFD::read after a read that emptied
+// the socket, and Conn::wait_readable. A short stream read drains the
+// socket, and so does a TCP read that fills its buffer when the kernel says
+// it left nothing behind (TCP_INQ): the next read waits for readiness before
+// trying the system call. These tests pin down the states that such a read
+// leaves behind without a new event (end of stream, a reset, close_read)
+// and the data that arrives between two reads: every one must be reported
+// promptly, never waited for. Each read runs under a deadline, so a lost
+// wake-up fails with "i/o timeout" instead of hanging.
 #include <cstdint>
 #include <string>
 
@@ -192,6 +193,85 @@ TEST_P(NetTest, TrickleThroughShortReads) {
       EXPECT_TRUE(in_order);
       EXPECT_EQ(got, kBytes);
       wg.wait();
+    });
+  });
+}
+
+// Reads exactly n bytes with reads of exactly the bytes still missing (the
+// message-at-a-time pattern: such a read fills its buffer, and over TCP the
+// next one asks the kernel how much it left, TCP_INQ), under a deadline.
+absl::StatusOr<std::string> read_exact(gort::net::Conn& c, size_t n) {
+  EXPECT_TRUE(c.set_read_deadline(absl::Now() + kPatience).ok());
+  std::string out(n, '\0');
+  for (size_t got = 0; got < n;) {
+    auto r = c.read(absl::MakeSpan(out.data() + got, n - got));
+    if (!r.ok()) return r.status();
+    if (*r == 0) return out.substr(0, got);  // end of stream
+    got += *r;
+  }
+  return out;
+}
+
+// Fixed-size messages read one at a time: some queued several at once (a
+// full read that leaves data behind must not wait), some arriving while
+// the reader waits, some after it has emptied the socket.
+TEST_P(NetTest, MessageSizedReads) {
+  run_test([] {
+    over_both([](Pair p) {
+      if (!p.client || !p.server) return;
+      constexpr size_t kMsg = 64;
+      auto msg = [](int i) { return std::string(kMsg, static_cast<char>('a' + i % 26)); };
+      int next = 0;
+      for (int round = 0; round < 30; round++) {
+        int burst = 1 + round % 3;
+        gort::WaitGroup wg;
+        wg.add(1);
+        gort::go([&, burst, first = next] {
+          if (round % 2 == 1) gort::sleep(absl::Microseconds(300));
+          std::string all;
+          for (int k = 0; k < burst; k++) all += msg(first + k);
+          EXPECT_TRUE(write_str(p.server, all).ok());
+          wg.done();
+        });
+        for (int k = 0; k < burst; k++, next++) {
+          auto r = read_exact(p.client, kMsg);
+          ASSERT_TRUE(r.ok()) << "message " << next << ": " << r.status();
+          EXPECT_EQ(*r, msg(next));
+        }
+        wg.wait();
+      }
+    });
+  });
+}
+
+// End of stream right behind data read with full reads: queued before the
+// reads, or arriving after the last one emptied the socket.
+TEST_P(NetTest, EndOfStreamBehindFullReads) {
+  run_test([] {
+    over_both([](Pair p) {
+      if (!p.client || !p.server) return;
+      EXPECT_TRUE(write_str(p.server, std::string(64, 'x') + std::string(64, 'y')).ok());
+      EXPECT_TRUE(p.server.close_write().ok());
+      gort::sleep(absl::Milliseconds(20));
+      EXPECT_EQ(read_exact(p.client, 64).value_or("?"), std::string(64, 'x'));
+      EXPECT_EQ(read_exact(p.client, 64).value_or("?"), std::string(64, 'y'));
+      auto eof = read_exact(p.client, 64);
+      ASSERT_TRUE(eof.ok()) << eof.status();
+      EXPECT_EQ(*eof, "");
+    });
+    over_both([](Pair p) {
+      if (!p.client || !p.server) return;
+      EXPECT_TRUE(write_str(p.server, std::string(128, 'z')).ok());
+      EXPECT_EQ(read_exact(p.client, 64).value_or("?"), std::string(64, 'z'));
+      EXPECT_EQ(read_exact(p.client, 64).value_or("?"), std::string(64, 'z'));
+      gort::go([srv = &p.server] {
+        gort::sleep(absl::Milliseconds(5));
+        EXPECT_TRUE(srv->close_write().ok());
+      });
+      auto eof = read_exact(p.client, 64);
+      ASSERT_TRUE(eof.ok()) << eof.status();
+      EXPECT_EQ(*eof, "");
+      gort::sleep(absl::Milliseconds(10));  // the closer is done with p.server
     });
   });
 }
