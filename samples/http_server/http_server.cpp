@@ -96,15 +96,29 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
 }
-std::vector<std::string_view> split(std::string_view s, char sep) {
-  std::vector<std::string_view> parts;
-  for (;;) {
-    size_t i = s.find(sep);
-    parts.push_back(s.substr(0, i));
-    if (i == std::string_view::npos) return parts;
-    s.remove_prefix(i + 1);
+// The parts of s between the separators, one at a time, without allocating
+// (this runs on every request):
+//   for (Split parts(s, ','); auto part = parts.next();) use(*part);
+class Split {
+ public:
+  Split(std::string_view s, char sep) : rest_(s), sep_(sep) {}
+  std::optional<std::string_view> next() {
+    if (done_) return std::nullopt;
+    size_t i = rest_.find(sep_);
+    std::string_view part = rest_.substr(0, i);
+    if (i == std::string_view::npos) {
+      done_ = true;
+    } else {
+      rest_.remove_prefix(i + 1);
+    }
+    return part;
   }
-}
+
+ private:
+  std::string_view rest_;
+  char sep_;
+  bool done_ = false;
+};
 // A decimal number of at most max_digits digits (no sign, no spaces).
 template <class T>
 bool parse_uint(std::string_view s, T* out, size_t max_digits = 9) {
@@ -176,8 +190,8 @@ bool has_ctl(std::string_view s) {
 }
 // True if the comma-separated list `v` contains `token` (case-insensitive).
 bool list_has(std::string_view v, std::string_view token) {
-  for (std::string_view part : split(v, ',')) {
-    if (iequals(trim(part), token)) return true;
+  for (Split parts(v, ','); auto part = parts.next();) {
+    if (iequals(trim(*part), token)) return true;
   }
   return false;
 }
@@ -407,9 +421,9 @@ bool known_method(std::string_view m) {
 
 // A query parameter's value ("" if absent).
 std::optional<std::string_view> query_param(std::string_view query, std::string_view name) {
-  for (std::string_view kv : split(query, '&')) {
-    size_t eq = kv.find('=');
-    if (kv.substr(0, eq) == name) return eq == std::string_view::npos ? "" : kv.substr(eq + 1);
+  for (Split parts(query, '&'); auto kv = parts.next();) {
+    size_t eq = kv->find('=');
+    if (kv->substr(0, eq) == name) return eq == std::string_view::npos ? "" : kv->substr(eq + 1);
   }
   return std::nullopt;
 }
@@ -424,8 +438,8 @@ Response route(const Request& req) {
       r.allow = methods;
       return r;
     }
-    for (std::string_view m : split(methods, ',')) {
-      if (req.method == trim(m)) return std::nullopt;
+    for (Split parts(methods, ','); auto m = parts.next();) {
+      if (req.method == trim(*m)) return std::nullopt;
     }
     Response r = text(405, "405 method not allowed\n");
     r.allow = methods;
