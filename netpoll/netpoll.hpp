@@ -71,8 +71,9 @@ void poll_reset_ready(PollDesc* pd, int mode);
 // well, so a false answer is safe for the read it follows.
 bool poll_hangup_seen(PollDesc* pd);
 // Sets the deadline for mode 'r', 'w' or 'r'+'w' as a nanotime; 0 clears
-// it; a time in the past expires it at once (waking a waiter).
-void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode);
+// it; a time in the past expires it at once (waking a waiter). `now`: the
+// caller's current nanotime, or 0 to read the clock here.
+void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now = 0);
 
 // Goroutines parked in the poller (for the scheduler and checkdead).
 int64_t netpoll_waiters();

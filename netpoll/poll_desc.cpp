@@ -270,8 +270,8 @@ void poll_reset_ready(PollDesc* pd, int mode) {
 
 bool poll_hangup_seen(PollDesc* pd) { return pd->hangup.load(std::memory_order_acquire); }
 
-void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode) {
-  int64_t now = nanotime();
+void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now) {
+  if (now == 0) now = nanotime();
   bool expire_r = false, expire_w = false;
   lock_word(&pd->lock);
   if (pd->closing.load()) {

@@ -93,12 +93,32 @@ void NetFD::enable_inq() {
   inq_ = is_stream() && setsockopt_int(SOL_TCP, TCP_INQ, 1) == 0;
 }
 
-int64_t poll_deadline(absl::Time t) {
+namespace {
+
+// CLOCK_REALTIME minus the runtime's monotonic clock, in nanoseconds, read
+// again at most once a millisecond. Servers set a deadline or two per
+// request; this saves a wall-clock read on each. The offset only moves when
+// the wall clock is slewed (by at most 0.5 µs per millisecond) or stepped;
+// a step is seen within a millisecond.
+std::atomic<int64_t> g_wall_off{0};
+std::atomic<int64_t> g_wall_off_at{0};  // nanotime of the reading; 0: none
+
+int64_t wall_offset(int64_t now) {
+  int64_t at = g_wall_off_at.load(std::memory_order_acquire);
+  if (at != 0 && now >= at && now - at < 1'000'000) return g_wall_off.load(std::memory_order_relaxed);
+  int64_t off = absl::ToUnixNanos(absl::Now()) - internal::nanotime();
+  g_wall_off.store(off, std::memory_order_relaxed);
+  g_wall_off_at.store(now, std::memory_order_release);
+  return off;
+}
+
+}  // namespace
+
+int64_t poll_deadline(absl::Time t, int64_t now) {
   if (t == absl::InfinitePast() || t == absl::InfiniteFuture()) return 0;
-  absl::Duration d = t - absl::Now();
+  absl::Duration d = t - absl::FromUnixNanos(now + wall_offset(now));
   if (d <= absl::ZeroDuration()) return 1;  // any past nanotime: expired
   constexpr int64_t kFar = int64_t{1} << 62;
-  int64_t now = internal::nanotime();
   if (d >= absl::Nanoseconds(kFar - now)) return kFar;
   return now + absl::ToInt64Nanoseconds(d);
 }
@@ -417,7 +437,8 @@ int NetFD::wait_connect() {
 
 int NetFD::set_deadline(absl::Time t, int mode) {
   if (!incref()) return kErrClosing;
-  internal::poll_set_deadline(pd_, poll_deadline(t), mode);
+  int64_t now = internal::nanotime();
+  internal::poll_set_deadline(pd_, poll_deadline(t, now), mode, now);
   decref();
   return 0;
 }

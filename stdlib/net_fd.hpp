@@ -148,7 +148,8 @@ class NetFD {
   bool rfull_ = false;
 };
 
-// Deadline `t` as a poll deadline (a nanotime): 0 none, else > 0.
-int64_t poll_deadline(absl::Time t);
+// Deadline `t` as a poll deadline (a nanotime): 0 none, else > 0. `now`
+// is the current nanotime.
+int64_t poll_deadline(absl::Time t, int64_t now);
 
 }  // namespace gort::net::detail

@@ -151,6 +151,30 @@ TEST_P(NetTest, DeadlineInThePastFailsAtOnce) {
   });
 }
 
+// Deadlines set in quick succession (the wall-clock offset they are
+// converted with is cached for a millisecond): one a microsecond past fails
+// at once, one a few milliseconds ahead fires, never before its time.
+TEST_P(NetTest, DeadlinesCloseToNow) {
+  run_test([] {
+    Pair p = make_pair();
+    if (!p.server) return;
+    char b[16];
+    for (int i = 0; i < 20; i++) {
+      EXPECT_TRUE(p.client.set_read_deadline(absl::Now() - absl::Microseconds(1)).ok());
+      EXPECT_EQ(p.client.read(absl::MakeSpan(b)).status(), kTimeout);
+      absl::Time t = absl::Now() + absl::Milliseconds(1 + i % 3);
+      EXPECT_TRUE(p.client.set_read_deadline(t).ok());
+      EXPECT_EQ(p.client.read(absl::MakeSpan(b)).status(), kTimeout);
+      // Allow for the two clocks' rounding, not for a stale offset.
+      EXPECT_GE(absl::Now(), t - absl::Microseconds(20)) << "round " << i << ": fired early";
+    }
+    // And the connection still works.
+    EXPECT_TRUE(p.client.set_read_deadline(absl::Now() + absl::Seconds(10)).ok());
+    EXPECT_TRUE(write_str(p.server, "ok").ok());
+    EXPECT_EQ(read_exactly(p.client, 2).value_or(""), "ok");
+  });
+}
+
 TEST_P(NetTest, WriteDeadlineWithFullBuffers) {
   run_test([] {
     Pair p = make_pair();
