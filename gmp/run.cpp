@@ -135,12 +135,13 @@ void teardown() {
   }
   sched.allg = sched.allg_tail = nullptr;
   sched.nallg = 0;
+  // Abandoned timers drop their references while this thread is still an
+  // M: a reference hook takes runtime locks, which look at the current M.
+  for (P* p : sched.allp) timers_destroy(p);
+  setm(nullptr);  // this thread's M is deleted next
   for (M* m : sched.allm) delete m;
   sched.allm.clear();
-  for (P* p : sched.allp) {
-    timers_destroy(p);
-    delete p;
-  }
+  for (P* p : sched.allp) delete p;
   sched.allp.clear();
 #ifdef GORT_ASAN
   // Under LeakSanitizer, heap owned through an abandoned goroutine's frames

@@ -121,6 +121,30 @@ TEST_P(Time, SleepOfZeroOrNegativeReturnsAtOnce) {
 // group k should wake before any of group k + 1; to stay clear of a long
 // stall of the whole process by the OS, only inversions across more than
 // one group (600 ms of deadline) fail the test, adjacent ones are reported.
+// Timers still queued when main returns are abandoned with the run: their
+// state, and what their callbacks hold, is released at tear-down, which
+// must not use the runtime's structures it has already freed (the ASan
+// build checks that part: the reference hook used to take a lock through
+// the deleted main M).
+TEST(TimeShutdown, TimersPendingWhenMainReturnsAreReleased) {
+  auto sentinel = std::make_shared<int>(0);
+  for (int procs : {1, 2}) {
+    int r = gort::run(
+        [&] {
+          gort::after_func(absl::Hours(1), [s = sentinel] { (*s)++; });
+          auto t = gort::new_timer(absl::Hours(1));
+          auto tk = gort::new_ticker(absl::Hours(1));
+          auto ch = gort::after(absl::Hours(1));
+          EXPECT_GT(sentinel.use_count(), 1);
+          return 7;
+        },
+        gort::Config{.procs = procs});
+    EXPECT_EQ(r, 7);
+    EXPECT_EQ(sentinel.use_count(), 1) << "an abandoned after_func kept its closure (procs " << procs << ")";
+    EXPECT_EQ(*sentinel, 0);
+  }
+}
+
 TEST(TimeSleepers, HundredThousandSleepersCostNoThreadAndWakeInDeadlineOrder) {
   constexpr int kSleepers = 100000;
   struct Record {
