@@ -87,14 +87,6 @@ ssize_t read_inq(int fd, char* p, size_t len, int* inq) {
   return n;
 }
 
-}  // namespace
-
-void NetFD::enable_inq() {
-  inq_ = is_stream() && setsockopt_int(SOL_TCP, TCP_INQ, 1) == 0;
-}
-
-namespace {
-
 // CLOCK_REALTIME minus the runtime's monotonic clock, in nanoseconds, read
 // again at most once a millisecond. Servers set a deadline or two per
 // request; this saves a wall-clock read on each. The offset only moves when
@@ -113,6 +105,10 @@ int64_t wall_offset(int64_t now) {
 }
 
 }  // namespace
+
+void NetFD::enable_inq() {
+  inq_ = is_stream() && setsockopt_int(SOL_TCP, TCP_INQ, 1) == 0;
+}
 
 int64_t poll_deadline(absl::Time t, int64_t now) {
   if (t == absl::InfinitePast() || t == absl::InfiniteFuture()) return 0;
