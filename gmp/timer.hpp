@@ -28,11 +28,11 @@
 // in the heap. When the earlier position comes due, the runner finds the
 // later time and sifts the timer down instead of firing it. `modwhen`:
 //
-//   | modwhen  | meaning                                          | set by          |
-//   |----------|--------------------------------------------------|-----------------|
-//   | 0        | `when` is the firing time                        | runner, slow paths |
-//   | t > 0    | fire at t, not at `when` (t > `when`)            | reset (lock-free) |
-//   | kFiring  | the runner has claimed this arming; it will fire | runner          |
+//   | modwhen  | meaning                                          | set by                  |
+//   |----------|--------------------------------------------------|-------------------------|
+//   | 0        | `when` is the firing time                        | runner, the locked paths |
+//   | t > 0    | fire at t, not at `when` (t >= `when`)           | reset, lock-free        |
+//   | kFiring  | the runner has claimed this arming; it will fire | runner                  |
 //
 // The runner claims an arming with a CAS to kFiring (under the heap lock),
 // clears `p` and only then stores 0; reset's CAS that finds kFiring, or
