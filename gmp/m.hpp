@@ -55,6 +55,17 @@ struct M {
 
   // Runtime critical-section depth (Go's m.locks): no preemption while > 0.
   std::atomic<int32_t> locks{0};
+  // OS-level locks and one-time initialisations this thread is inside of
+  // (pthread mutexes, rwlocks, spinlocks, stdio locks, pthread_once,
+  // function-local statics; preempt/oslock.cpp counts them). No
+  // preemption, asynchronous or cooperative, while > 0, and parking is a
+  // fatal error: the goroutine must not leave the thread that holds them.
+  // Written only by this thread (plain load + store, like locks).
+  std::atomic<int32_t> oslocks{0};
+  // The signal mask goroutine code runs with on this thread (set by
+  // minit). An interrupted context with another mask is inside a signal
+  // handler (or changed the thread's mask itself): never preempted there.
+  uint64_t sigmask = 0;
   // Inside gort::blocking(), and the P it held when it entered.
   std::atomic<bool> in_blocking{false};
   P* blocking_p = nullptr;

@@ -1,6 +1,9 @@
 // gmp/switch.cpp — see switch.hpp. The only file that includes Boost.Context.
 #include "gmp/switch.hpp"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <cxxabi.h>
 
 #include <boost/context/detail/fcontext.hpp>
@@ -42,6 +45,10 @@ void m_thread_state_init(M* m) {
   m->errno_ptr = errno_location();
   m->eh_globals = eh_globals();
   m->g0.tsan_fiber = tsan_current_fiber();
+  // The kernel's mask is the first 64 bits of a sigset_t.
+  sigset_t cur;
+  pthread_sigmask(SIG_SETMASK, nullptr, &cur);
+  std::memcpy(&m->sigmask, &cur, sizeof m->sigmask);
 }
 
 namespace {

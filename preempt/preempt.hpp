@@ -13,14 +13,24 @@
 //      the saved state and the yield;
 //   4. the interrupted PC lies in code registered as preemptible (the main
 //      executable's text by default; never libc, libstdc++ or gort, which
-//      hold locks and thread-local state such as malloc's arenas).
+//      hold locks and thread-local state such as malloc's arenas);
+//   5. the thread holds no OS lock and is inside no one-time
+//      initialisation (m->oslocks, counted by oslock.cpp);
+//   6. the interrupted context runs with the M's own signal mask (not
+//      inside a signal handler), and neither its registers nor its live
+//      frames hold an address in the thread's TLS or a signal frame
+//      (frames_preemptible: a thread_local being constructed or used
+//      through its address, a handler with SA_NODEFER).
 // Otherwise nothing happens and sysmon asks again a little later.
 #pragma once
+
+#include <sys/ucontext.h>
 
 #include <cstdint>
 
 namespace gort::internal {
 
+struct G;
 struct P;
 
 // Installs the signal handler (once per process) and finds the code ranges
@@ -51,6 +61,13 @@ void delete_slice_timers();
 // Whether async preemption is possible in this process (x86-64, not TSan,
 // gort not linked into the main executable).
 bool async_preempt_supported();
+
+// Finds the main program's TLS block and the signal-return trampoline
+// (after the preemption handler is installed).
+void frames_init(int preempt_sig);
+// Check 6 above, for g interrupted in context uc, on g's thread, from the
+// signal handler. Reads the G's live stack: O(depth).
+bool frames_preemptible(const G* g, const ucontext_t* uc);
 
 // Code ranges where an interrupted goroutine may be preempted.
 bool pc_preemptible(uintptr_t pc);

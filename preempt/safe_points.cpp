@@ -6,12 +6,19 @@
 // thread mid-call would corrupt or deadlock on; nor gort itself. Users can
 // add ranges (a plugin they built, see gort/preempt.hpp). The table is
 // append-only and read lock-free by the signal handler.
+//
+// Beyond the PC, what the interrupted goroutine is in the middle of
+// (frames_preemptible): a user signal handler, or work on a thread_local
+// object, both of which belong to the thread and not to the goroutine.
 #include <dlfcn.h>
 #include <link.h>
+#include <signal.h>
 
 #include <atomic>
+#include <cstring>
 #include <mutex>
 
+#include "gmp/g.hpp"
 #include "preempt/preempt.hpp"
 
 namespace gort::internal {
@@ -48,7 +55,81 @@ int add_main_segments(dl_phdr_info* info, size_t, void* arg) {
   return 1;  // the main program comes first; stop
 }
 
+// The main program's static TLS block, as offsets from the thread pointer
+// (the same for every thread), [g_tls_lo, g_tls_hi); empty if it has none.
+intptr_t g_tls_lo = 0;
+intptr_t g_tls_hi = 0;
+// glibc's signal-return trampoline (__restore_rt): the return address of
+// every signal handler frame.
+uintptr_t g_restore_rt = 0;
+
+uintptr_t thread_pointer() {
+  uintptr_t tp;
+#if defined(__x86_64__)
+  asm volatile("movq %%fs:0, %0" : "=r"(tp));
+#else
+  tp = reinterpret_cast<uintptr_t>(__builtin_thread_pointer());
+#endif
+  return tp;
+}
+
+int find_main_tls(dl_phdr_info* info, size_t, void*) {
+  bool is_main = info->dlpi_name == nullptr || info->dlpi_name[0] == '\0';
+  if (!is_main) return 0;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_TLS || info->dlpi_tls_data == nullptr) continue;
+    intptr_t lo = reinterpret_cast<intptr_t>(info->dlpi_tls_data) - static_cast<intptr_t>(thread_pointer());
+    g_tls_lo = lo;
+    g_tls_hi = lo + static_cast<intptr_t>(ph.p_memsz);
+  }
+  return 1;
+}
+
 }  // namespace
+
+void frames_init(int preempt_sig) {
+  dl_iterate_phdr(&find_main_tls, nullptr);
+  // glibc hands the kernel its own sa_restorer for every handler; read it
+  // back from the one just installed.
+  struct sigaction cur = {};
+  if (sigaction(preempt_sig, nullptr, &cur) == 0) {
+    g_restore_rt = reinterpret_cast<uintptr_t>(cur.sa_restorer);
+  }
+}
+
+bool frames_preemptible(const G* g, const ucontext_t* uc) {
+  uintptr_t tp = thread_pointer();
+  uintptr_t tls_lo = tp + static_cast<uintptr_t>(g_tls_lo);
+  uintptr_t tls_hi = tp + static_cast<uintptr_t>(g_tls_hi);
+  auto in_tls = [&](uintptr_t v) { return v - tls_lo < tls_hi - tls_lo; };
+#if defined(__x86_64__)
+  // A register pointing into the thread's TLS: the code works on a
+  // thread_local object through its address (a constructor's `this`, a
+  // hoisted &tls_var) and would use the old thread's after migrating.
+  static constexpr int kRegs[] = {REG_RAX, REG_RBX, REG_RCX, REG_RDX, REG_RSI, REG_RDI, REG_RBP, REG_R8,
+                                  REG_R9,  REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15};
+  for (int r : kRegs) {
+    if (in_tls(static_cast<uintptr_t>(uc->uc_mcontext.gregs[r]))) return false;
+  }
+  uintptr_t sp = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]);
+#else
+  uintptr_t sp = 0;
+  return false;
+#endif
+  // The same for the goroutine's live frames (a spilled `this`; a leaf
+  // function's red zone included), and a signal frame below us: a user
+  // handler that runs on this stack with SA_NODEFER and so left the mask
+  // alone. A stale word in a live frame can only make this decline (the
+  // retry comes a little later), never accept.
+  auto lo = reinterpret_cast<const uintptr_t*>((sp - 128) & ~uintptr_t{7});
+  auto hi = reinterpret_cast<const uintptr_t*>(g->stack_hi);
+  for (const uintptr_t* w = lo; w < hi; w++) {
+    uintptr_t v = *w;
+    if (in_tls(v) || (v == g_restore_rt && v != 0)) return false;
+  }
+  return true;
+}
 
 bool add_preemptible_range(uintptr_t lo, uintptr_t hi) {
   std::lock_guard<std::mutex> lock(g_mu);

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <mutex>
 
 #include "gmp/fatal.hpp"
@@ -116,7 +117,14 @@ void on_signal(int sig, siginfo_t* info, void* ucv) {
   uintptr_t rsp = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]);
   uintptr_t lo = reinterpret_cast<uintptr_t>(g->stack_lo);
   uintptr_t hi = reinterpret_cast<uintptr_t>(g->stack_hi);
-  if (rsp > hi || rsp < lo + 128 + 8 + kFrameHeadroom + gort_xsave_size || !pc_preemptible(rip)) {
+  if (rsp > hi || rsp < lo + 128 + 8 + kFrameHeadroom + gort_xsave_size || !pc_preemptible(rip) ||
+      m->oslocks.load(std::memory_order_relaxed) != 0) {
+    errno = saved_errno;
+    return;
+  }
+  uint64_t mask;
+  std::memcpy(&mask, &uc->uc_sigmask, sizeof mask);
+  if (mask != m->sigmask || !frames_preemptible(g, uc)) {
     errno = saved_errno;
     return;
   }
@@ -160,6 +168,7 @@ void preempt_init() {
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
     sigemptyset(&sa.sa_mask);
     sigaction(g_sig, &sa, &g_old_action);
+    frames_init(g_sig);
   });
 }
 

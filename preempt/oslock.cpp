@@ -1,0 +1,316 @@
+// preempt/oslock.cpp — counting the OS-level locks a thread holds (the part
+// of Go's m.locks that C++ code takes without telling the runtime).
+//
+// Why: a goroutine preempted inside a std::mutex critical section leaves the
+// mutex locked on its M; the next goroutine on that M that wants the mutex
+// blocks the whole thread in the kernel, and the holder may never run again.
+// The same holds for function-local statics (__cxa_guard), call_once, a
+// FILE's lock, and libstdc++'s internal locks reached from inlined code
+// (atomic<shared_ptr>'s pool mutex). Go never preempts an M with m.locks > 0;
+// gort does the same with M::oslocks, counted here.
+//
+// How: libgort defines the pthread and C++ ABI entry points below, and the
+// dynamic linker binds every call from the program and from the libraries
+// loaded with it (libstdc++ included) to these definitions first, because
+// libgort comes before libc in the global lookup order. Each one forwards
+// to the next definition (dlsym(RTLD_NEXT), so sanitizers and other
+// interposers keep working) and keeps the count of the calling thread's M;
+// threads that are not Ms pay one TLS load. glibc's own internal locks
+// (malloc, stdio inside libc) do not come through here, and need not: code
+// in libc is never a preemption point.
+//
+// Counting: +1 once a lock or an initialisation is held (a successful
+// lock/trylock, __cxa_guard_acquire returning 1, pthread_once and
+// flockfile for their whole duration), -1 when it is released. The
+// increment and decrement run inside libgort, whose code is never
+// interrupted by a preemption, so a lock is never held with a count of 0
+// at a preemption point. pthread_cond_wait releases and retakes its mutex
+// inside libc: the count stays. Each lock is taken and released by one
+// thread (POSIX requires it for everything counted here), and while the
+// count is non-zero the goroutine can neither be preempted nor park (a
+// fatal error), so it cannot migrate and unbalance two Ms' counts.
+//
+// Cost: one TLS load, two plain stores and an indirect call per operation
+// (bench/oslock_bench.cpp measures it against the unwrapped call).
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <time.h>
+
+#include <unistd.h>
+
+#include <atomic>
+
+#include "gmp/tls.hpp"
+
+namespace gort::internal {
+namespace {
+
+inline void oslock_add(int32_t delta) {
+  M* m = getm();
+  if (m == nullptr) return;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  m->oslocks.store(m->oslocks.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+}
+
+[[noreturn]] void die(const char* msg) {
+  (void)!write(2, msg, __builtin_strlen(msg));
+  _exit(2);
+}
+
+// The next definition of a function, looked up on first use (all of them
+// are looked up by resolve_all before main). A lock taken by dlsym itself
+// while it looks one up (only an interposed malloc would) cannot be served.
+template <typename Fn>
+Fn next_fn(std::atomic<Fn>* slot, const char* name) {
+  Fn f = slot->load(std::memory_order_acquire);
+  if (f != nullptr) [[likely]] return f;
+  thread_local bool resolving = false;
+  if (resolving) die("fatal error: gort: a lock function was called while looking up the next definition\n");
+  resolving = true;
+  f = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+  resolving = false;
+  if (f == nullptr) die("fatal error: gort: cannot find the next definition of a lock function\n");
+  slot->store(f, std::memory_order_release);
+  return f;
+}
+
+}  // namespace
+}  // namespace gort::internal
+
+// The next definition of `name`, a function of type Fn.
+#define GORT_NEXT(Fn, name) (::gort::internal::next_fn<Fn>(&next_##name, #name))
+
+using MutexFn = int (*)(pthread_mutex_t*);
+using MutexTimedFn = int (*)(pthread_mutex_t*, const struct timespec*);
+using MutexClockFn = int (*)(pthread_mutex_t*, clockid_t, const struct timespec*);
+using RwFn = int (*)(pthread_rwlock_t*);
+using RwTimedFn = int (*)(pthread_rwlock_t*, const struct timespec*);
+using RwClockFn = int (*)(pthread_rwlock_t*, clockid_t, const struct timespec*);
+using SpinFn = int (*)(pthread_spinlock_t*);
+using OnceFn = int (*)(pthread_once_t*, void (*)());
+using GuardAcquireFn = int (*)(int64_t*);
+using GuardFn = void (*)(int64_t*);
+using FileFn = void (*)(FILE*);
+using FileTryFn = int (*)(FILE*);
+
+// The next definitions, filled by resolve_all (or on first use).
+namespace {
+#define GORT_SLOT(Fn, name) std::atomic<Fn> next_##name{nullptr};
+GORT_SLOT(MutexFn, pthread_mutex_lock)
+GORT_SLOT(MutexFn, pthread_mutex_trylock)
+GORT_SLOT(MutexTimedFn, pthread_mutex_timedlock)
+GORT_SLOT(MutexClockFn, pthread_mutex_clocklock)
+GORT_SLOT(MutexFn, pthread_mutex_unlock)
+GORT_SLOT(RwFn, pthread_rwlock_rdlock)
+GORT_SLOT(RwFn, pthread_rwlock_tryrdlock)
+GORT_SLOT(RwTimedFn, pthread_rwlock_timedrdlock)
+GORT_SLOT(RwClockFn, pthread_rwlock_clockrdlock)
+GORT_SLOT(RwFn, pthread_rwlock_wrlock)
+GORT_SLOT(RwFn, pthread_rwlock_trywrlock)
+GORT_SLOT(RwTimedFn, pthread_rwlock_timedwrlock)
+GORT_SLOT(RwClockFn, pthread_rwlock_clockwrlock)
+GORT_SLOT(RwFn, pthread_rwlock_unlock)
+GORT_SLOT(SpinFn, pthread_spin_lock)
+GORT_SLOT(SpinFn, pthread_spin_trylock)
+GORT_SLOT(SpinFn, pthread_spin_unlock)
+GORT_SLOT(OnceFn, pthread_once)
+GORT_SLOT(GuardAcquireFn, __cxa_guard_acquire)
+GORT_SLOT(GuardFn, __cxa_guard_release)
+GORT_SLOT(GuardFn, __cxa_guard_abort)
+GORT_SLOT(FileFn, flockfile)
+GORT_SLOT(FileTryFn, ftrylockfile)
+GORT_SLOT(FileFn, funlockfile)
+#undef GORT_SLOT
+
+// Before main, while one thread runs: no lock call pays for a lookup later.
+__attribute__((constructor(101))) void resolve_all() {
+  (void)GORT_NEXT(MutexFn, pthread_mutex_lock);
+  (void)GORT_NEXT(MutexFn, pthread_mutex_trylock);
+  (void)GORT_NEXT(MutexTimedFn, pthread_mutex_timedlock);
+  (void)GORT_NEXT(MutexClockFn, pthread_mutex_clocklock);
+  (void)GORT_NEXT(MutexFn, pthread_mutex_unlock);
+  (void)GORT_NEXT(RwFn, pthread_rwlock_rdlock);
+  (void)GORT_NEXT(RwFn, pthread_rwlock_tryrdlock);
+  (void)GORT_NEXT(RwTimedFn, pthread_rwlock_timedrdlock);
+  (void)GORT_NEXT(RwClockFn, pthread_rwlock_clockrdlock);
+  (void)GORT_NEXT(RwFn, pthread_rwlock_wrlock);
+  (void)GORT_NEXT(RwFn, pthread_rwlock_trywrlock);
+  (void)GORT_NEXT(RwTimedFn, pthread_rwlock_timedwrlock);
+  (void)GORT_NEXT(RwClockFn, pthread_rwlock_clockwrlock);
+  (void)GORT_NEXT(RwFn, pthread_rwlock_unlock);
+  (void)GORT_NEXT(SpinFn, pthread_spin_lock);
+  (void)GORT_NEXT(SpinFn, pthread_spin_trylock);
+  (void)GORT_NEXT(SpinFn, pthread_spin_unlock);
+  (void)GORT_NEXT(OnceFn, pthread_once);
+  (void)GORT_NEXT(GuardAcquireFn, __cxa_guard_acquire);
+  (void)GORT_NEXT(GuardFn, __cxa_guard_release);
+  (void)GORT_NEXT(GuardFn, __cxa_guard_abort);
+  (void)GORT_NEXT(FileFn, flockfile);
+  (void)GORT_NEXT(FileTryFn, ftrylockfile);
+  (void)GORT_NEXT(FileFn, funlockfile);
+}
+
+}  // namespace
+
+
+using gort::internal::oslock_add;
+
+extern "C" {
+// The C++ ABI's guard functions (libstdc++ defines them).
+int __cxa_guard_acquire(int64_t* guard);
+void __cxa_guard_release(int64_t* guard) noexcept;
+void __cxa_guard_abort(int64_t* guard) noexcept;
+}
+
+namespace {
+
+// Result of a lock attempt: keep the count only if it succeeded.
+inline int counted(int r) {
+  if (r != 0) oslock_add(-1);
+  return r;
+}
+
+}  // namespace
+
+extern "C" {
+
+// ---- mutexes (std::mutex, recursive_mutex, timed_mutex, ...) ----
+
+int pthread_mutex_lock(pthread_mutex_t* m) noexcept {
+  oslock_add(1);
+  return counted(GORT_NEXT(MutexFn, pthread_mutex_lock)(m));
+}
+
+int pthread_mutex_trylock(pthread_mutex_t* m) noexcept {
+  oslock_add(1);
+  return counted(GORT_NEXT(MutexFn, pthread_mutex_trylock)(m));
+}
+
+int pthread_mutex_timedlock(pthread_mutex_t* m, const struct timespec* t) noexcept {
+  oslock_add(1);
+  return counted(GORT_NEXT(MutexTimedFn, pthread_mutex_timedlock)(m, t));
+}
+
+int pthread_mutex_clocklock(pthread_mutex_t* m, clockid_t c, const struct timespec* t) noexcept {
+  oslock_add(1);
+  return counted(GORT_NEXT(MutexClockFn, pthread_mutex_clocklock)(m, c, t));
+}
+
+int pthread_mutex_unlock(pthread_mutex_t* m) noexcept {
+  int r = GORT_NEXT(MutexFn, pthread_mutex_unlock)(m);
+  if (r == 0) oslock_add(-1);
+  return r;
+}
+
+// ---- rwlocks (std::shared_mutex, shared_timed_mutex) ----
+
+int pthread_rwlock_rdlock(pthread_rwlock_t* l) noexcept {
+  oslock_add(1);
+  return counted(GORT_NEXT(RwFn, pthread_rwlock_rdlock)(l));
+}
+
+int pthread_rwlock_tryrdlock(pthread_rwlock_t* l) noexcept {
+  oslock_add(1);
+  return counted(GORT_NEXT(RwFn, pthread_rwlock_tryrdlock)(l));
+}
+
+int pthread_rwlock_timedrdlock(pthread_rwlock_t* l, const struct timespec* t) noexcept {
+  oslock_add(1);
+  return counted(GORT_NEXT(RwTimedFn, pthread_rwlock_timedrdlock)(l, t));
+}
+
+int pthread_rwlock_clockrdlock(pthread_rwlock_t* l, clockid_t c, const struct timespec* t) noexcept {
+  oslock_add(1);
+  return counted(GORT_NEXT(RwClockFn, pthread_rwlock_clockrdlock)(l, c, t));
+}
+
+int pthread_rwlock_wrlock(pthread_rwlock_t* l) noexcept {
+  oslock_add(1);
+  return counted(GORT_NEXT(RwFn, pthread_rwlock_wrlock)(l));
+}
+
+int pthread_rwlock_trywrlock(pthread_rwlock_t* l) noexcept {
+  oslock_add(1);
+  return counted(GORT_NEXT(RwFn, pthread_rwlock_trywrlock)(l));
+}
+
+int pthread_rwlock_timedwrlock(pthread_rwlock_t* l, const struct timespec* t) noexcept {
+  oslock_add(1);
+  return counted(GORT_NEXT(RwTimedFn, pthread_rwlock_timedwrlock)(l, t));
+}
+
+int pthread_rwlock_clockwrlock(pthread_rwlock_t* l, clockid_t c, const struct timespec* t) noexcept {
+  oslock_add(1);
+  return counted(GORT_NEXT(RwClockFn, pthread_rwlock_clockwrlock)(l, c, t));
+}
+
+int pthread_rwlock_unlock(pthread_rwlock_t* l) noexcept {
+  int r = GORT_NEXT(RwFn, pthread_rwlock_unlock)(l);
+  if (r == 0) oslock_add(-1);
+  return r;
+}
+
+// ---- spinlocks ----
+
+int pthread_spin_lock(pthread_spinlock_t* l) noexcept {
+  oslock_add(1);
+  return counted(GORT_NEXT(SpinFn, pthread_spin_lock)(l));
+}
+
+int pthread_spin_trylock(pthread_spinlock_t* l) noexcept {
+  oslock_add(1);
+  return counted(GORT_NEXT(SpinFn, pthread_spin_trylock)(l));
+}
+
+int pthread_spin_unlock(pthread_spinlock_t* l) noexcept {
+  int r = GORT_NEXT(SpinFn, pthread_spin_unlock)(l);
+  if (r == 0) oslock_add(-1);
+  return r;
+}
+
+// ---- one-time initialisation (std::call_once, function-local statics) ----
+
+int pthread_once(pthread_once_t* once, void (*init)()) {
+  oslock_add(1);
+  int r = GORT_NEXT(OnceFn, pthread_once)(once, init);
+  oslock_add(-1);
+  return r;
+}
+
+int __cxa_guard_acquire(int64_t* guard) {
+  int r = GORT_NEXT(GuardAcquireFn, __cxa_guard_acquire)(guard);
+  // 1: this thread runs the initialisation, until release or abort.
+  if (r != 0) oslock_add(1);
+  return r;
+}
+
+void __cxa_guard_release(int64_t* guard) noexcept {
+  GORT_NEXT(GuardFn, __cxa_guard_release)(guard);
+  oslock_add(-1);
+}
+
+void __cxa_guard_abort(int64_t* guard) noexcept {
+  GORT_NEXT(GuardFn, __cxa_guard_abort)(guard);
+  oslock_add(-1);
+}
+
+// ---- stdio's FILE locks (flockfile ... *_unlocked ... funlockfile) ----
+
+void flockfile(FILE* f) noexcept {
+  oslock_add(1);
+  GORT_NEXT(FileFn, flockfile)(f);
+}
+
+int ftrylockfile(FILE* f) noexcept {
+  oslock_add(1);
+  return counted(GORT_NEXT(FileTryFn, ftrylockfile)(f));
+}
+
+void funlockfile(FILE* f) noexcept {
+  GORT_NEXT(FileFn, funlockfile)(f);
+  oslock_add(-1);
+}
+
+}  // extern "C"
