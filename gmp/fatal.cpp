@@ -1,13 +1,16 @@
-// gmp/fatal.cpp — see fatal.hpp.
+// gmp/fatal.cpp — see fatal.hpp. Go's checkdead is here too: its verdict is
+// one more way to die, with the same goroutine dump.
 #include "gmp/fatal.hpp"
 
 #include <execinfo.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "gmp/sched.hpp"
+#include "gmp/timer.hpp"
 #include "gmp/tls.hpp"
 
 namespace gort::internal {
@@ -89,6 +92,52 @@ void fatal_panic(const char* what, long long goid) {
   write_stderr(what);
   write_stderr("\n\n");
   print_goroutine_header(goid, "running");
+  _exit(2);
+}
+
+namespace {
+
+int os_thread_count() {
+  FILE* f = std::fopen("/proc/self/stat", "r");
+  if (f == nullptr) return 1 << 30;  // unknown: assume others exist
+  char buf[1024];
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  // Field 20 (num_threads); skip "pid (comm)" first: comm may hold spaces.
+  const char* p = std::strrchr(buf, ')');
+  if (p == nullptr) return 1 << 30;
+  int field = 2;
+  for (p++; *p != '\0' && field < 20; p++) {
+    if (*p == ' ') field++;
+  }
+  return std::atoi(p);
+}
+
+}  // namespace
+
+// Sched::lock held.
+void check_dead_locked() {
+  if (sched.stopping.load(std::memory_order_relaxed)) return;
+  // Ms inside blocking() count as running: their call may return and
+  // wake someone.
+  int32_t run = sched.mcount - sched.nmidle;
+  if (run > 0) return;
+  if (sched.netpoll_blocked.load(std::memory_order_relaxed)) return;
+  if (sched.external_ops.load(std::memory_order_acquire) > 0) return;
+  if (sched.runqsize.load(std::memory_order_relaxed) > 0) return;
+  for (P* p : sched.allp) {
+    if (!p->runq.empty()) return;
+  }
+  if (timers_next() >= 0) return;
+  if (sched.hooks.netpoll_waiters != nullptr && sched.hooks.netpoll_waiters() > 0) return;
+  // Any thread besides the runtime's own (its Ms and sysmon) could still
+  // send on a channel or start a goroutine: then nothing is provably dead
+  // (as Go, which does not report deadlocks while cgo threads exist).
+  if (os_thread_count() > sched.mcount + sched.nsystem_threads.load()) return;
+  std::fflush(stdout);
+  write_stderr("fatal error: all goroutines are asleep - deadlock!\n");
+  dump_goroutines_locked(nullptr);
   _exit(2);
 }
 

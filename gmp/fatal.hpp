@@ -1,4 +1,5 @@
-// gmp/fatal.hpp — the runtime's two ways to die, as Go's throw and fatalpanic.
+// gmp/fatal.hpp — the runtime's ways to die, as Go's throw, fatalpanic and
+// checkdead.
 //
 // `fatal` is for broken invariants and unrecoverable conditions: it prints
 // `fatal error: <msg>` (plus the current goroutine when there is one) and
@@ -17,6 +18,11 @@ struct G;
 // Prints "goroutine N [state]:" for every live goroutine except `current`.
 // Sched::lock must be held (it guards the list of all Gs).
 void dump_goroutines_locked(G* current);
+
+// Go's checkdead, called by stopm when an M goes idle (Sched::lock held): if
+// no M is running a goroutine and nothing can ever make one runnable, prints
+// Go's deadlock report and exits with status 2.
+void check_dead_locked();
 
 // Writes a string to stderr without allocating (safe in signal handlers).
 void write_stderr(const char* s);

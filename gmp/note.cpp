@@ -8,6 +8,7 @@
 
 #include <cerrno>
 
+#include "gmp/clock_rand.hpp"
 #include "gmp/fatal.hpp"
 
 namespace gort::internal {
@@ -16,12 +17,6 @@ namespace {
 long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts) {
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op | FUTEX_PRIVATE_FLAG, val, ts,
                  nullptr, 0);
-}
-
-int64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
 }  // namespace
@@ -44,9 +39,9 @@ void Note::sleep() {
 
 bool Note::sleep_for(int64_t ns) {
   int saved = errno;
-  int64_t deadline = now_ns() + ns;
+  int64_t deadline = nanotime() + ns;
   while (key_.load(std::memory_order_acquire) == 0) {
-    int64_t left = deadline - now_ns();
+    int64_t left = deadline - nanotime();
     if (left <= 0) break;
     timespec ts{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};
     futex(&key_, FUTEX_WAIT, 0, &ts);

@@ -31,6 +31,7 @@
 #include <mutex>
 #include <vector>
 
+#include "gmp/clock_rand.hpp"
 #include "gmp/g.hpp"
 #include "gmp/m.hpp"
 #include "gmp/p.hpp"
@@ -126,7 +127,7 @@ struct Sched {
   SchedHooks hooks;
 };
 
-extern Sched sched;
+extern Sched sched;  // defined in schedule.cpp
 
 // ---- park / ready: the one mechanism every blocking primitive uses ----
 
@@ -182,6 +183,9 @@ void gfput(P* p, G* g);
 int gfree_scavenge(int64_t now, bool idle);
 // Body of every goroutine (runs the closure, then exits).
 [[noreturn]] void goroutine_main(G* self);
+// Destroys g's goroutine-local values (preempt/preempt_api.cpp); called by
+// goroutine_main on g's own stack when g's closure returns.
+void gls_destroy(G* g);
 
 // The scheduler loop on an M's g0; returns when the runtime stops.
 void schedule_loop();
@@ -190,12 +194,6 @@ void mstart_on_current_thread(M* m);
 
 // Puts g on the global run queue; Sched::lock must be held.
 void globrunqput_locked(G* g);
-
-// Monotonic clock in nanoseconds.
-int64_t nanotime();
-// Per-M fast random numbers.
-uint32_t fastrand();
-uint32_t fastrandn(uint32_t n);
 
 // Stack overflow / fatal signal handling (signals.cpp).
 void install_fatal_signal_handlers();

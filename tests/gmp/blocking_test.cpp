@@ -1,5 +1,5 @@
 // tests/gmp/blocking_test.cpp — gort::blocking (entersyscall/exitsyscall in
-// gmp/proc.cpp, retake/handoff in preempt/sysmon.cpp): a goroutine blocked
+// gmp/syscall.cpp, retake/handoff in preempt/sysmon.cpp): a goroutine blocked
 // in the kernel does not stop the others, even on one P; blocking() returns
 // f's result (values, references, move-only types) and propagates its
 // exceptions, also when the P was handed away meanwhile; the hand-off and

@@ -1,5 +1,6 @@
-// tests/gmp/proc_test.cpp — the scheduler (gmp/proc.cpp): park/ready, the
-// order in which a P runs its Gs, yield, fairness, work stealing.
+// tests/gmp/proc_test.cpp — the scheduler (gmp/schedule.cpp, gmp/park.cpp):
+// park/ready, the order in which a P runs its Gs, yield, fairness, work
+// stealing.
 #include <algorithm>
 #include <memory>
 #include <set>

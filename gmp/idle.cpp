@@ -1,0 +1,229 @@
+// gmp/idle.cpp — idle Ms and Ps, and starting Ms: Go's midle and pidle lists
+// (mput/mget, pidleput/pidleget) and everything in proc.go that moves an M or
+// a P on or off them: acquirep/releasep, startm/stopm, wakep, handoffp. newm
+// and mstart are here because an M is made only when startm finds midle
+// empty (M0 aside: run.cpp). Ms are never destroyed before shutdown: an M
+// with nothing to do sleeps on midle.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <mutex>
+#include <thread>
+
+#include "gmp/clock_rand.hpp"
+#include "gmp/fatal.hpp"
+#include "gmp/proc.hpp"
+#include "gmp/sched.hpp"
+#include "gmp/switch.hpp"
+#include "gmp/timer.hpp"
+#include "gmp/tls.hpp"
+
+namespace gort::internal {
+
+// Sched::lock held.
+void pidleput(P* p) {
+  if (!p->runq.empty()) fatal("pidleput: P has non-empty run queue");
+  p->link = sched.pidle;
+  sched.pidle = p;
+  sched.npidle.fetch_add(1, std::memory_order_acq_rel);
+}
+
+// Sched::lock held.
+P* pidleget() {
+  P* p = sched.pidle;
+  if (p != nullptr) {
+    sched.pidle = p->link;
+    p->link = nullptr;
+    sched.npidle.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  return p;
+}
+
+namespace {
+
+// Sched::lock held.
+void mput(M* m) {
+  m->link = sched.midle;
+  sched.midle = m;
+  sched.nmidle++;
+}
+
+// Sched::lock held.
+M* mget() {
+  M* m = sched.midle;
+  if (m != nullptr) {
+    sched.midle = m->link;
+    m->link = nullptr;
+    sched.nmidle--;
+  }
+  return m;
+}
+
+// Per-thread set-up of an M, on its own thread.
+void minit(M* m) {
+  setm(m);
+  m->tid = pthread_self();
+  m->os_tid.store(static_cast<int>(gettid()), std::memory_order_release);
+  m_thread_state_init(m);
+  m_signal_stack_init(m);
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    pthread_attr_getstack(&attr, &m->g0_stack_lo, &m->g0_stack_size);
+    pthread_attr_destroy(&attr);
+  }
+}
+
+void* mstart(void* arg) {
+  M* m = static_cast<M*>(arg);
+  // Every M gets the signal mask of the thread that called run, whoever
+  // started it (sysmon blocks the preemption signal for itself).
+  pthread_sigmask(SIG_SETMASK, &sched.m_sigmask, nullptr);
+  minit(m);
+  if (m->nextp != nullptr) {
+    acquirep(m, m->nextp);
+    m->nextp = nullptr;
+  }
+  schedule_loop();
+  if (m->p != nullptr && m->p->m == m) {
+    std::lock_guard<std::mutex> lock(sched.lock);
+    P* p = releasep(m);
+    p->link = nullptr;
+  }
+  m->p = nullptr;
+  m_signal_stack_free(m);
+  setm(nullptr);
+  return nullptr;
+}
+
+void newm(P* p, bool spinning) {
+  if (sched.stopping.load(std::memory_order_acquire)) {
+    // No new threads once stopping: run() may already have joined them.
+    // p is simply dropped: nothing schedules any more, teardown frees it.
+    if (spinning) sched.nmspinning.fetch_sub(1, std::memory_order_acq_rel);
+    return;
+  }
+  M* m = new M;
+  m->id = sched.mnext.fetch_add(1, std::memory_order_relaxed);
+  m->g0.is_g0 = true;
+  m->g0.status.store(GStatus::kRunning, std::memory_order_relaxed);
+  m->nextp = p;
+  m->spinning = spinning;
+  m->fastrand_state = static_cast<uint64_t>(nanotime()) ^ (static_cast<uint64_t>(m->id) << 32) ^
+                      0x9E3779B97F4A7C15ull;
+  {
+    std::lock_guard<std::mutex> lock(sched.lock);
+    sched.allm.push_back(m);
+    sched.mcount++;
+  }
+  m->thread = std::thread([m] { mstart(m); });
+}
+
+}  // namespace
+
+void acquirep(M* m, P* p) {
+  if (p->m != nullptr || p->status.load(std::memory_order_relaxed) != PStatus::kIdle) {
+    fatal("acquirep: P is not idle");
+  }
+  m->p = p;
+  p->m = m;
+  p->status.store(PStatus::kRunning, std::memory_order_release);
+  if (sched.sysmon_wait.load(std::memory_order_relaxed) && sched.sysmon_wake != nullptr) {
+    sched.sysmon_wake();
+  }
+}
+
+P* releasep(M* m) {
+  P* p = m->p;
+  if (p == nullptr || p->m != m) fatal("releasep: invalid P state");
+  p->m = nullptr;
+  p->status.store(PStatus::kIdle, std::memory_order_release);
+  m->p = nullptr;
+  return p;
+}
+
+void startm(P* p, bool spinning) {
+  std::unique_lock<std::mutex> lock(sched.lock);
+  if (p == nullptr) {
+    p = pidleget();
+    if (p == nullptr) {
+      lock.unlock();
+      if (spinning) sched.nmspinning.fetch_sub(1, std::memory_order_acq_rel);
+      return;
+    }
+  }
+  M* m = mget();
+  if (m == nullptr) {
+    lock.unlock();
+    newm(p, spinning);
+    return;
+  }
+  lock.unlock();
+  m->spinning = spinning;
+  m->nextp = p;
+  m->park.wakeup();
+}
+
+// Puts the M to sleep until somebody hands it a P (or shutdown).
+void stopm(M* m) {
+  {
+    std::lock_guard<std::mutex> lock(sched.lock);
+    // begin_stop wakes the idle Ms under this lock after setting stopping,
+    // so an M that gets here later must not go to sleep.
+    if (sched.stopping.load(std::memory_order_acquire)) return;
+    mput(m);
+    check_dead_locked();
+  }
+  m->park.sleep();
+  m->park.clear();
+  if (m->nextp != nullptr) {
+    acquirep(m, m->nextp);
+    m->nextp = nullptr;
+  }
+}
+
+void wakep() {
+  if (sched.npidle.load(std::memory_order_acquire) == 0) return;
+  if (sched.nmspinning.load(std::memory_order_acquire) != 0) return;
+  int32_t zero = 0;
+  if (!sched.nmspinning.compare_exchange_strong(zero, 1, std::memory_order_acq_rel)) return;
+  startm(nullptr, true);
+}
+
+void handoffp(P* p) {
+  // Work to do: start an M for it right away.
+  if (!p->runq.empty() || sched.runqsize.load(std::memory_order_acquire) > 0) {
+    startm(p, false);
+    return;
+  }
+  // Nobody spinning or idle: this P may be needed to find work soon.
+  if (sched.nmspinning.load() + sched.npidle.load() == 0) {
+    int32_t zero = 0;
+    if (sched.nmspinning.compare_exchange_strong(zero, 1)) {
+      startm(p, true);
+      return;
+    }
+  }
+  std::unique_lock<std::mutex> lock(sched.lock);
+  if (sched.runqsize.load(std::memory_order_relaxed) > 0) {
+    lock.unlock();
+    startm(p, false);
+    return;
+  }
+  // Its timers still need someone: the poller or an idle M will serve
+  // them (find_runnable runs other Ps' timers and blocks until the next).
+  int64_t first = timers_first(p);
+  pidleput(p);
+  lock.unlock();
+  if (first != 0 && sched.npidle.load() == sched.nprocs) wakep();
+}
+
+// Used by run.cpp for the thread that called gort::run.
+void mstart_on_current_thread(M* m) {
+  minit(m);
+  schedule_loop();
+  m_signal_stack_free(m);
+}
+
+}  // namespace gort::internal

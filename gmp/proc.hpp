@@ -1,0 +1,100 @@
+// gmp/proc.hpp — what the scheduler's own files share (Go keeps all of it in
+// proc.go; gort splits it: schedule.cpp, park.cpp, idle.cpp, syscall.cpp).
+// Nothing outside gmp/ needs it; the API other subsystems use is sched.hpp.
+//
+// The inline functions are the direct-switch hot path: park, ready, gosched
+// and a goroutine's exit (park.cpp) and execute (schedule.cpp) all go through
+// them. They were file-local to one translation unit; being inline here lets
+// both files keep inlining them (the library is built without LTO, and with
+// -fPIC GCC inlines no exported function into another).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+
+#include "gmp/clock_rand.hpp"
+#include "gmp/sched.hpp"
+#include "gmp/switch.hpp"
+#include "gmp/timer.hpp"
+#include "gmp/tls.hpp"
+
+namespace gort::internal {
+
+// ---- Ps and Ms (idle.cpp) ----
+
+// m takes the idle P p (from pidleget, or handed over in m->nextp).
+void acquirep(M* m, P* p);
+// m gives up its P, which it returns; the caller decides where it goes.
+P* releasep(M* m);
+// The idle P list. Sched::lock held.
+void pidleput(P* p);
+P* pidleget();
+// Puts the M to sleep until somebody hands it a P (or shutdown).
+void stopm(M* m);
+
+// ---- run queues and the direct switch (schedule.cpp, park.cpp) ----
+
+// Puts g on p's local queue (runnext when `next`); half of a full queue moves
+// to the global queue.
+inline void runqput(P* p, G* g, bool next) {
+  GQueue overflow;
+  if (!p->runq.put(g, next, &overflow, sched.nprocs == 1)) {
+    std::lock_guard<std::mutex> lock(sched.lock);
+    int32_t n = overflow.size;
+    sched.runq.push_back_all(&overflow);
+    sched.runqsize.fetch_add(n, std::memory_order_release);
+  }
+}
+
+// g (runnable, just taken from a queue) becomes m's running goroutine. A G
+// taken from runnext inherits the current time slice (Go's inheritTime):
+// otherwise a pair handing off to each other through runnext would start a
+// fresh slice at every hand-off, never be preempted, and starve the rest of
+// the P's queue.
+inline void make_current(M* m, G* g, bool inherit = false) {
+  set_status(g, GStatus::kRunnable, GStatus::kRunning);
+  P* p = m->p;
+  if (!inherit) {
+    p->schedtick++;
+    p->schedtick_seen.store(p->schedtick, std::memory_order_relaxed);
+    // A CPU-bound G: have the kernel signal this thread when its slice
+    // ends, rather than wait for sysmon to notice (a system call, paid only
+    // by Gs that use whole slices).
+    if (g->ran_out && sched.hooks.slice_started != nullptr) sched.hooks.slice_started(p, p->schedtick);
+  }
+  g->ran_out = false;
+  g->m = m;
+  g->preempt.store(false, std::memory_order_relaxed);
+  m->curg = g;
+}
+
+// Picks the next G of this P for a goroutine that is switching away,
+// without going through g0. Null: go to g0.
+inline G* next_local(M* m) {
+  P* p = m->p;
+  if (sched.stopping.load(std::memory_order_relaxed)) return nullptr;
+  if (p->schedtick % 61 == 0 && sched.runqsize.load(std::memory_order_relaxed) > 0) return nullptr;
+  // Timers due on this P are run by g0 (it is one load when there are none).
+  int64_t first = timers_first(p);
+  if (first != 0 && first <= nanotime()) return nullptr;
+  bool inherit = false;
+  G* g = p->runq.get(sched.nprocs == 1, &inherit);
+  if (g == nullptr) return nullptr;
+  make_current(m, g, inherit);
+  return g;
+}
+
+// Switches away from the running goroutine `self`; the next context does
+// `after` with it. Returns when self is resumed.
+inline void gschedule(G* self, AfterSwitch after) {
+  M* m = getm();
+  G* next = next_local(m);
+  m->after = after;
+  if (next == nullptr) {
+    m->curg = nullptr;
+    next = &m->g0;
+  }
+  switch_to(self, next);
+}
+
+}  // namespace gort::internal

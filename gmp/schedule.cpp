@@ -1,0 +1,261 @@
+// gmp/schedule.cpp — the scheduler: finding work and running it (Go's
+// schedule, findRunnable, execute), and the global run queue.
+//
+// Where a G runs next (schedule):
+//   - a goroutine that blocks or yields switches *directly* to the next G of
+//     its P's local queue (one jump), and to its M's g0 only when the local
+//     queue is empty or every 61st tick (so the global queue is not starved);
+//     next_local and gschedule (proc.hpp) do that;
+//   - g0 runs find_runnable: runnext, local queue, global queue (a batch),
+//     expired timers, a non-blocking netpoll, stealing half of a random
+//     victim's queue (four rounds over all Ps), then gives up its P and
+//     sleeps (or blocks in netpoll when it is the one M that may).
+//
+// Rejected: switching to g0 at every park (Go's mcall): it doubles the cost of
+// a channel hand-off, and the after-switch protocol (switch.hpp) gives the
+// same safety on a direct switch.
+#include <cstdint>
+#include <mutex>
+
+#include "gmp/clock_rand.hpp"
+#include "gmp/fatal.hpp"
+#include "gmp/proc.hpp"
+#include "gmp/sched.hpp"
+#include "gmp/switch.hpp"
+#include "gmp/timer.hpp"
+#include "gmp/tls.hpp"
+
+namespace gort::internal {
+
+Sched sched;
+
+void globrunqput_locked(G* g) {
+  sched.runq.push_back(g);
+  sched.runqsize.fetch_add(1, std::memory_order_release);
+}
+
+namespace {
+
+// Takes a batch from the global queue: returns one G and puts up to about a
+// fair share of the rest into p's local queue. Sched::lock held.
+G* globrunqget_locked(P* p, int32_t max) {
+  int32_t size = sched.runqsize.load(std::memory_order_relaxed);
+  if (size == 0) return nullptr;
+  int32_t n = size / sched.nprocs + 1;
+  if (n > size) n = size;
+  if (max > 0 && n > max) n = max;
+  if (n > static_cast<int32_t>(kRunqSize / 2)) n = kRunqSize / 2;
+  sched.runqsize.fetch_sub(n, std::memory_order_release);
+  G* g = sched.runq.pop();
+  for (int32_t i = 1; i < n; i++) {
+    G* g2 = sched.runq.pop();
+    GQueue overflow;
+    if (!p->runq.put(g2, false, &overflow)) fatal("globrunqget: local queue overflow");
+  }
+  return g;
+}
+
+void reset_spinning(M* m) {
+  m->spinning = false;
+  int32_t n = sched.nmspinning.fetch_sub(1, std::memory_order_acq_rel) - 1;
+  if (n < 0) fatal("reset_spinning: negative nmspinning");
+  // We found work: another M may find more (ramp up parallelism).
+  wakep();
+}
+
+G* steal_work(M* m) {
+  P* self = m->p;
+  // Serve the expired timers of other Ps first (an idle P has no M to run
+  // them); what they ready lands in our queue.
+  int64_t now = 0;
+  for (P* victim : sched.allp) {
+    if (victim == self) continue;
+    int64_t first = timers_first(victim);
+    if (first == 0) continue;
+    if (now == 0) now = nanotime();
+    if (first <= now) timers_run(victim, now);
+  }
+  if (G* g = self->runq.get()) return g;
+  int32_t n = sched.nprocs;
+  constexpr int kStealTries = 4;
+  for (int i = 0; i < kStealTries; i++) {
+    bool steal_next = i == kStealTries - 1;
+    // Visit every P once, in index order from a random start (a new one each
+    // round), so that no P is always the first victim.
+    uint32_t start = fastrandn(static_cast<uint32_t>(n));
+    for (int32_t k = 0; k < n; k++) {
+      P* victim = sched.allp[(start + static_cast<uint32_t>(k)) % static_cast<uint32_t>(n)];
+      if (victim == self) continue;
+      if (sched.stopping.load(std::memory_order_relaxed)) return nullptr;
+      bool running = victim->status.load(std::memory_order_relaxed) == PStatus::kRunning;
+      if (G* g = victim->runq.steal_into(&self->runq, steal_next, running)) return g;
+    }
+  }
+  return nullptr;
+}
+
+// Polls the network without blocking and queues what it finds. Returns one
+// G to run now, or null.
+G* poll_nonblocking(M* m) {
+  if (sched.hooks.netpoll == nullptr || sched.hooks.netpoll_waiters == nullptr) return nullptr;
+  if (sched.hooks.netpoll_waiters() == 0) return nullptr;
+  if (sched.netpoll_blocked.load(std::memory_order_relaxed)) return nullptr;
+  GQueue list;
+  if (!sched.hooks.netpoll(0, &list) || list.empty()) return nullptr;
+  sched.last_poll.store(nanotime(), std::memory_order_relaxed);
+  G* g = list.pop();
+  while (G* g2 = list.pop()) runqput(m->p, g2, false);
+  wakep();
+  return g;
+}
+
+// Finds a runnable G for m (which holds a P), sleeping if there is none.
+// Returns null only when the runtime is stopping.
+G* find_runnable(M* m) {
+top:
+  if (sched.stopping.load(std::memory_order_acquire)) return nullptr;
+  if (m->p == nullptr) {
+    // Back from blocking() with no P free: wait for one.
+    stopm(m);
+    goto top;
+  }
+  P* p = m->p;
+  int64_t now = 0;
+  if (timers_first(p) != 0) {
+    now = nanotime();
+    timers_run(p, now);
+  }
+  if (p->schedtick % 61 == 0 && sched.runqsize.load(std::memory_order_relaxed) > 0) {
+    std::lock_guard<std::mutex> lock(sched.lock);
+    // The fairness check is for Gs that have waited, not for the one this P
+    // has just preempted after a whole slice: taking that one back would
+    // make what the P readied meanwhile (a G whose timer fired) wait a
+    // second slice. Pass over it once; 61 ticks later it is taken.
+    if (sched.runq.head != nullptr && sched.runq.head == p->preempted && !p->runq.empty()) {
+      p->preempted = nullptr;
+    } else if (G* g = globrunqget_locked(p, 1)) {
+      return g;
+    }
+  }
+  if (G* g = p->runq.get(sched.nprocs == 1)) return g;
+  if (sched.runqsize.load(std::memory_order_relaxed) > 0) {
+    std::lock_guard<std::mutex> lock(sched.lock);
+    if (G* g = globrunqget_locked(p, 0)) return g;
+  }
+  if (G* g = poll_nonblocking(m)) return g;
+
+  // Steal, unless enough Ms are spinning already (half the busy Ps).
+  int32_t busy = sched.nprocs - sched.npidle.load(std::memory_order_acquire);
+  if (m->spinning || 2 * sched.nmspinning.load(std::memory_order_acquire) < busy) {
+    if (!m->spinning) {
+      m->spinning = true;
+      sched.nmspinning.fetch_add(1, std::memory_order_acq_rel);
+    }
+    if (G* g = steal_work(m)) return g;
+  }
+
+  // Nothing. Give up the P and sleep; re-check what could have arrived.
+  {
+    std::unique_lock<std::mutex> lock(sched.lock);
+    if (sched.stopping.load(std::memory_order_acquire)) return nullptr;
+    if (sched.runqsize.load(std::memory_order_relaxed) > 0) {
+      return globrunqget_locked(p, 0);
+    }
+    // Timers of this P must still be served while it is idle: the M that
+    // blocks in netpoll (or sleeps with a timeout) waits for the earliest.
+    if (!p->runq.empty()) {
+      lock.unlock();
+      goto top;
+    }
+    releasep(m);
+    pidleput(p);
+  }
+  bool was_spinning = m->spinning;
+  if (m->spinning) {
+    m->spinning = false;
+    if (sched.nmspinning.fetch_sub(1, std::memory_order_acq_rel) - 1 < 0) {
+      fatal("find_runnable: negative nmspinning");
+    }
+    // Work may have been queued between our last look and the decrement,
+    // by someone who saw us spinning and therefore did not wake an M.
+    for (P* pp : sched.allp) {
+      if (!pp->runq.empty()) {
+        std::unique_lock<std::mutex> lock(sched.lock);
+        P* np = pidleget();
+        lock.unlock();
+        if (np != nullptr) {
+          acquirep(m, np);
+          m->spinning = true;
+          sched.nmspinning.fetch_add(1, std::memory_order_acq_rel);
+          goto top;
+        }
+        break;
+      }
+    }
+  }
+  (void)was_spinning;
+
+  // Block in the poller until I/O, the next timer, or a wake-up, if we are
+  // the one M allowed to and there is something to wait for.
+  if (sched.hooks.netpoll != nullptr) {
+    int64_t when = timers_next();
+    bool waiters = sched.hooks.netpoll_waiters() > 0;
+    if ((when >= 0 || waiters) && !sched.netpoll_blocked.exchange(true)) {
+      int64_t timeout = -1;
+      if (when >= 0) {
+        timeout = when - nanotime();
+        if (timeout < 0) timeout = 0;
+      }
+      sched.poll_until.store(when >= 0 ? when : INT64_MAX, std::memory_order_release);
+      // A timer may have been added between timers_next and publishing
+      // poll_until; its adder saw poll_until == 0 and did not break us.
+      int64_t again = timers_next();
+      if (again >= 0 && (when < 0 || again < when)) timeout = 0;
+      GQueue list;
+      sched.hooks.netpoll(timeout, &list);
+      sched.poll_until.store(0, std::memory_order_release);
+      sched.netpoll_blocked.store(false);
+      sched.last_poll.store(nanotime(), std::memory_order_relaxed);
+      std::unique_lock<std::mutex> lock(sched.lock);
+      P* np = pidleget();
+      lock.unlock();
+      if (np == nullptr) {
+        if (!list.empty()) inject(&list);
+      } else {
+        acquirep(m, np);
+        while (G* g = list.pop()) runqput(np, g, false);
+        if (!np->runq.empty()) wakep();
+        goto top;
+      }
+    } else if (when >= 0) {
+      // Someone else blocks in the poller: make sure it wakes in time for
+      // the earliest timer (it may have computed its timeout while that
+      // timer was out of its heap, being re-armed).
+      int64_t until = sched.poll_until.load(std::memory_order_acquire);
+      if (until == 0 || until > when) sched.hooks.netpoll_break();
+    }
+  }
+  stopm(m);
+  goto top;
+}
+
+void execute(M* m, G* g) {
+  make_current(m, g);
+  m->after = AfterSwitch::kNone;
+  switch_to(&m->g0, g);
+}
+
+}  // namespace
+
+// The scheduler loop, on an M's g0, until the runtime stops.
+void schedule_loop() {
+  for (;;) {
+    M* m = getm();
+    G* g = find_runnable(m);
+    if (g == nullptr) return;
+    if (m->spinning) reset_spinning(m);
+    execute(m, g);
+  }
+}
+
+}  // namespace gort::internal
