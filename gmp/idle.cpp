@@ -65,6 +65,8 @@ M* mget() {
 void minit(M* m) {
   setm(m);
   m->tid = pthread_self();
+  // Before os_tid is published: sysmon reads it once it sees the thread.
+  pthread_getcpuclockid(m->tid, &m->cpuclock);
   m->os_tid.store(static_cast<int>(gettid()), std::memory_order_release);
   m_thread_state_init(m);
   m_signal_stack_init(m);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <pthread.h>
+#include <time.h>
 
 #include <atomic>
 #include <cstdint>
@@ -69,6 +70,14 @@ struct M {
   // Inside gort::blocking(), and the P it held when it entered.
   std::atomic<bool> in_blocking{false};
   P* blocking_p = nullptr;
+  // sysmon's retake of the P of an M that the kernel blocked outside
+  // blocking() (preempt/retake.cpp): kRetakeNone, kRetakeDeciding while it
+  // decides, kRetakeDone once the P is gone. The M looks at it (ensurep) at
+  // every runtime entry that uses its P, under acquirem.
+  std::atomic<uint32_t> retake{0};
+  // This thread's CPU-time clock (sysmon reads it to tell a thread asleep in
+  // the kernel from one that runs).
+  clockid_t cpuclock = 0;
   // Asynchronous preemption requests: sysmon bumps this for each new request
   // (its retries resend the same number) and sends it with the signal; the
   // handler acts only on the current one.
@@ -78,6 +87,14 @@ struct M {
   // queued), and sending another would only cost a system call.
   std::atomic<uint32_t> preempt_sent{0};
   std::atomic<uint32_t> preempt_seen{0};
+  // sysmon is between its look at in_blocking and the end of its
+  // pthread_sigqueue (the other half of a Dekker with entersyscall's store
+  // of in_blocking), and how many of its signals have been queued; the M
+  // compares the latter with preempt_queued_flushed (its own) to know that a
+  // signal may be pending that f's first system call would see as EINTR.
+  std::atomic<bool> preempt_sending{false};
+  std::atomic<uint32_t> preempt_queued{0};
+  uint32_t preempt_queued_flushed = 0;
   // The slice timer (preempt/signal.cpp): a POSIX timer, made by sysmon on
   // first use, that delivers the preemption signal to this thread when the
   // slice of the G sysmon saw running ends, so the preemption does not wait

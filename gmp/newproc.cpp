@@ -98,11 +98,6 @@ void allg_remove_locked(G* g) {
   sched.nallg--;
 }
 
-// Sched::lock held.
-void gfput_global_locked(G* g) {
-  sched.gfree.push_back(g);
-  sched.ngfree.store(sched.ngfree.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-}
 
 // Destroys Gs already unlinked from allg and gives their stacks back to the
 // pool (which returns the pages of those beyond its own warm limit).
@@ -160,6 +155,12 @@ int64_t next_goid(P* p) {
 }
 
 }  // namespace
+
+void gfput_global_locked(G* g) {
+  sched.gfree.push_back(g);
+  sched.ngfree.store(sched.ngfree.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
 
 void gfput(P* p, G* g) {
   g->m = nullptr;
@@ -272,7 +273,14 @@ G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
   // A goroutine, or an M's scheduler context (a timer starting a
   // goroutine) that holds a P: use that P's caches and queue. Inside
   // blocking() the P may be someone else's by now: act as a plain thread.
-  P* p = m != nullptr && !m->in_blocking.load(std::memory_order_relaxed) ? m->p : nullptr;
+  // The same for an M whose P sysmon took while the kernel blocked it
+  // (ensurep), when no other P is free.
+  bool gated = m != nullptr && !m->in_blocking.load(std::memory_order_relaxed);
+  P* p = nullptr;
+  if (gated) {
+    acquirem(m);
+    p = ensurep(m);
+  }
   if (p == nullptr) {
     // A plain thread: announce the call first, so that shutdown (which
     // waits for external_go to drain) cannot free the runtime under it.
@@ -281,6 +289,7 @@ G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
   if (!sched.running.load(std::memory_order_acquire) ||
       sched.stopping.load(std::memory_order_acquire)) {
     if (p == nullptr) sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
+    if (gated) releasem(m);
     throw panic_error("gort::go: the runtime is not running (call it inside gort::run)");
   }
   G* g = gfget(p);
@@ -295,6 +304,7 @@ G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
   g->invoke = invoke;
   g->destroy = destroy;
   g->started = false;
+  g->spawned_external = p == nullptr;
   g->param = nullptr;
   g->id = next_goid(p);
   capture_fp_control(g);
@@ -302,33 +312,50 @@ G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
   // has its stack, and this touches the page the G is on anyway.
   make_context(g);
   *storage = g->closure;
+  if (gated) releasem(m);
   return g;
 }
 
 void newproc_abort(G* g) {
   g->invoke = g->destroy = nullptr;
   M* m = getm();
-  P* p = m != nullptr && !m->in_blocking.load(std::memory_order_relaxed) ? m->p : nullptr;
-  if (p != nullptr) {
-    gfput(p, g);
-    return;
+  bool external = g->spawned_external;
+  if (m != nullptr && !m->in_blocking.load(std::memory_order_relaxed)) {
+    acquirem(m);
+    P* p = ensurep(m);
+    if (p != nullptr) gfput(p, g);
+    releasem(m);
+    if (p != nullptr) {
+      if (external) sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
+      return;
+    }
   }
   {
     std::lock_guard<std::mutex> lock(sched.lock);
     gfput_global_locked(g);
   }
-  sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
+  if (external) sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 void newproc_start(G* g) {
   GStatus from = g->status.load(std::memory_order_relaxed);
   set_status(g, from, GStatus::kRunnable);
   M* m = getm();
-  if (m != nullptr && m->p != nullptr && !m->in_blocking.load(std::memory_order_relaxed)) {
-    P* p = m->p;
+  bool external = g->spawned_external;
+  g->spawned_external = false;
+  P* p = nullptr;
+  bool gated = m != nullptr && !m->in_blocking.load(std::memory_order_relaxed);
+  if (gated) {
+    acquirem(m);
+    p = ensurep(m);
+  }
+  if (p != nullptr) {
+    if (external) sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
     p->created.store(p->created.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     GQueue overflow;
-    if (!p->runq.put(g, true, &overflow)) {
+    bool full = !p->runq.put(g, true, &overflow);
+    releasem(m);
+    if (full) {
       {
         std::lock_guard<std::mutex> lock(sched.lock);
         int32_t n = overflow.size;
@@ -344,7 +371,8 @@ void newproc_start(G* g) {
       // thousands of pages between two time slices (more when another P's
       // thread is descheduled by the OS).
       G* self = m->curg;
-      if (self != nullptr && self->nopreempt == 0 && m->locks.load(std::memory_order_relaxed) == 0) {
+      if (self != nullptr && self->nopreempt == 0 && m->locks.load(std::memory_order_relaxed) == 0 &&
+          m->oslocks.load(std::memory_order_relaxed) == 0) {
         preempt_park(self);
       }
       return;
@@ -352,9 +380,12 @@ void newproc_start(G* g) {
     wakep();
     return;
   }
-  // A plain thread (external_go was raised by newproc_alloc): hand it to
-  // the global queue and make sure an M sees it. external_ops keeps the
-  // deadlock detector quiet meanwhile.
+  if (gated) releasem(m);
+  // A plain thread (external_go was raised by newproc_alloc; an M that has
+  // lost its P since is counted the same way): hand it to the global queue
+  // and make sure an M sees it. external_ops keeps the deadlock detector
+  // quiet meanwhile.
+  if (!external) sched.external_go.fetch_add(1, std::memory_order_acq_rel);
   sched.external_ops.fetch_add(1, std::memory_order_acq_rel);
   sched.external_created.fetch_add(1, std::memory_order_relaxed);
   {
@@ -381,7 +412,8 @@ int procs() {
 int64_t num_goroutine() {
   using namespace internal;
   if (!sched.running.load(std::memory_order_acquire)) return 0;
-  int64_t n = sched.external_created.load(std::memory_order_relaxed);
+  int64_t n = sched.external_created.load(std::memory_order_relaxed) -
+              sched.detached_exited.load(std::memory_order_relaxed);
   for (P* p : sched.allp) {
     n += p->created.load(std::memory_order_relaxed) - p->exited.load(std::memory_order_relaxed);
   }

@@ -5,6 +5,7 @@
 // the switch itself (gschedule, next_local) is inline in proc.hpp.
 #include <sched.h>
 
+#include <cstdio>
 #include <exception>
 #include <mutex>
 
@@ -26,8 +27,11 @@ void after_switch(G* prev) {
       break;
     case AfterSwitch::kRunqTail:
       prev->m = nullptr;
-      runqput(m->p, prev, false);
-      break;
+      if (m->p != nullptr) {
+        runqput(m->p, prev, false);
+        break;
+      }
+      [[fallthrough]];  // no P (see ensurep)
     case AfterSwitch::kGlobal: {
       prev->m = nullptr;
       {
@@ -41,13 +45,47 @@ void after_switch(G* prev) {
       prev->m = nullptr;
       if (!m->park_unlock(prev, m->park_arg)) {
         set_status(prev, GStatus::kWaiting, GStatus::kRunnable);
-        runqput(m->p, prev, true);
+        if (m->p != nullptr) {
+          runqput(m->p, prev, true);
+        } else {
+          std::lock_guard<std::mutex> lock(sched.lock);
+          globrunqput_locked(prev);
+        }
       }
       break;
     case AfterSwitch::kExit:
       // prev's stack is no longer in use: it may be released with it.
-      gfput(m->p, prev);
+      if (m->p != nullptr) {
+        gfput(m->p, prev);
+      } else {
+        prev->m = nullptr;
+        std::lock_guard<std::mutex> lock(sched.lock);
+        gfput_global_locked(prev);
+      }
       break;
+  }
+}
+
+namespace {
+
+[[noreturn]] void fatal_named(const char* what, const char* why) {
+  char buf[320];
+  std::snprintf(buf, sizeof buf, "%s%s", what, why);
+  fatal(buf);
+}
+
+}  // namespace
+
+// A goroutine may leave its thread only when nothing of the thread's is
+// held: an OS lock or a one-time initialisation (M::oslocks), or the thread
+// itself (blocking(f): f runs outside the scheduler).
+void check_may_switch(M* m, const char* what) {
+  if (m->oslocks.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    fatal_named(what, " while holding an OS lock (a pthread or std:: mutex, rwlock or spinlock, a FILE lock, "
+                      "or inside a function-local static's or call_once's initialisation)");
+  }
+  if (m->in_blocking.load(std::memory_order_relaxed)) [[unlikely]] {
+    fatal_named(what, " inside gort::blocking (f must not call gort functions that may park)");
   }
 }
 
@@ -55,22 +93,32 @@ void park(bool (*unlock)(G*, void*), void* arg, WaitReason reason) {
   M* m = getm();
   G* self = m ? m->curg : nullptr;
   if (self == nullptr) fatal("park: not on a goroutine");
+  check_may_switch(m, "goroutine parked");
+  acquirem(m);
+  ensurep(m);
   m->park_unlock = unlock;
   m->park_arg = arg;
   self->waitreason = reason;
   set_status(self, GStatus::kRunning, GStatus::kWaiting);
   gschedule(self, AfterSwitch::kPark);
   self->waitreason = WaitReason::kNone;
+  releasem(getm());
 }
 
 void ready(G* g) {
   set_status(g, GStatus::kWaiting, GStatus::kRunnable);
   M* m = getm();
-  // Inside blocking() the P may already belong to another M: use the
+  // Inside blocking() the P may already belong to another M, and sysmon
+  // may have taken it from an M the kernel blocked (ensurep): then use the
   // global queue, as a plain thread does.
-  if (m != nullptr && m->p != nullptr && !m->in_blocking.load(std::memory_order_relaxed)) {
-    runqput(m->p, g, true);
-  } else {
+  P* p = nullptr;
+  if (m != nullptr && !m->in_blocking.load(std::memory_order_relaxed)) {
+    acquirem(m);
+    p = ensurep(m);
+    if (p != nullptr) runqput(p, g, true);
+    releasem(m);
+  }
+  if (p == nullptr) {
     std::lock_guard<std::mutex> lock(sched.lock);
     globrunqput_locked(g);
   }
@@ -97,9 +145,13 @@ void gosched() {
     sched_yield();
     return;
   }
-  P* p = m->p;
+  check_may_switch(m, "goroutine yielded");
+  acquirem(m);
+  P* p = ensurep(m);
   AfterSwitch after;
-  if (!p->runq.empty()) {
+  if (p == nullptr) {
+    after = AfterSwitch::kGlobal;  // no P: g0 waits for one
+  } else if (!p->runq.empty()) {
     after = AfterSwitch::kRunqTail;
   } else if (sched.runqsize.load(std::memory_order_relaxed) > 0) {
     after = AfterSwitch::kGlobal;
@@ -111,31 +163,41 @@ void gosched() {
              self->preempt.load(std::memory_order_relaxed)) {
     after = AfterSwitch::kRunqTail;  // let g0 see the stop / the request
   } else {
+    releasem(m);
     return;  // nothing else could run
   }
   set_status(self, GStatus::kRunning, GStatus::kRunnable);
   gschedule(self, after);
+  releasem(getm());
 }
 
 void preempt_park(G* g) {
+  M* m = getm();
+  acquirem(m);
   g->preempt.store(false, std::memory_order_relaxed);
   g->ran_out = true;
-  getm()->p->preempted = g;
+  if (P* p = ensurep(m)) p->preempted = g;
   set_status(g, GStatus::kRunning, GStatus::kRunnable);
   gschedule(g, AfterSwitch::kGlobal);
+  releasem(getm());
 }
 
 void preempt_check() {
   M* m = getm();
   // Inside blocking()'s f the thread is outside the scheduler: never yield.
+  // Nor while the thread holds an OS lock or runs a one-time
+  // initialisation: the goroutine must stay on it.
   if (m == nullptr || m->in_blocking.load(std::memory_order_relaxed)) return;
   G* g = m->curg;
-  if (g != nullptr && g->preempt.load(std::memory_order_relaxed) && m->locks.load(std::memory_order_relaxed) == 0) {
+  if (g != nullptr && g->preempt.load(std::memory_order_relaxed) && m->locks.load(std::memory_order_relaxed) == 0 &&
+      m->oslocks.load(std::memory_order_relaxed) == 0) {
     preempt_park(g);
   }
 }
 
 void goroutine_main(G* self) {
+  // The count the switch that started us carried (see gschedule).
+  releasem(getm());
   self->started = true;
   try {
     self->invoke(self->closure);
@@ -147,9 +209,17 @@ void goroutine_main(G* self) {
   }
   self->nopreempt = 0;
   M* m = getm();
-  P* p = m->p;
+  if (m->oslocks.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    fatal("goroutine exited while holding an OS lock");
+  }
+  acquirem(m);  // carried by switch_exit to the next context
+  P* p = ensurep(m);
   set_status(self, GStatus::kRunning, GStatus::kDead);
-  p->exited.store(p->exited.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  if (p != nullptr) {
+    p->exited.store(p->exited.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  } else {
+    sched.detached_exited.fetch_add(1, std::memory_order_relaxed);
+  }
   G* next = next_local(m);
   m->after = AfterSwitch::kExit;
   if (next == nullptr) {

@@ -72,7 +72,8 @@ inline void make_current(M* m, G* g, bool inherit = false) {
 // without going through g0. Null: go to g0.
 inline G* next_local(M* m) {
   P* p = m->p;
-  if (sched.stopping.load(std::memory_order_relaxed)) return nullptr;
+  // No P (sysmon took it, see ensurep): g0 waits for one.
+  if (p == nullptr || sched.stopping.load(std::memory_order_relaxed)) return nullptr;
   if (p->schedtick % 61 == 0 && sched.runqsize.load(std::memory_order_relaxed) > 0) return nullptr;
   // Timers due on this P are run by g0 (it is one load when there are none).
   int64_t first = timers_first(p);
@@ -85,7 +86,10 @@ inline G* next_local(M* m) {
 }
 
 // Switches away from the running goroutine `self`; the next context does
-// `after` with it. Returns when self is resumed.
+// `after` with it. Returns when self is resumed. Called under acquirem,
+// after ensurep (the switch carries that count to the next context, which
+// drops it: M::locks is per thread, and every context resumes where it
+// switched away holding exactly as many).
 inline void gschedule(G* self, AfterSwitch after) {
   M* m = getm();
   G* next = next_local(m);

@@ -94,6 +94,7 @@ void reset_sched(const Config& cfg) {
   sched.goidgen.store(0);
   sched.mnext.store(0);
   sched.external_created.store(0);
+  sched.detached_exited.store(0);
   sched.external_ops.store(0);
   sched.external_go.store(0);
   sched.nblocking.store(0);

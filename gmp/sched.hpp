@@ -105,6 +105,9 @@ struct Sched {
   std::atomic<int64_t> mnext{0};
   // Goroutines started from plain threads (their exits count on a P).
   std::atomic<int64_t> external_created{0};
+  // Goroutines that exited on an M whose P sysmon had taken (no P to
+  // count them on).
+  std::atomic<int64_t> detached_exited{0};
   // Plain-thread calls in progress that may ready a goroutine (the
   // deadlock detector stands down while > 0).
   std::atomic<int32_t> external_ops{0};
@@ -170,6 +173,25 @@ inline void releasem(M* m) {
   m->locks.store(m->locks.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
 }
 
+// M::retake states.
+inline constexpr uint32_t kRetakeNone = 0;
+inline constexpr uint32_t kRetakeDeciding = 1;
+inline constexpr uint32_t kRetakeDone = 2;
+
+// The P of the calling M, or null: sysmon may have taken it while the
+// thread slept in the kernel outside blocking(); then this gets an idle P
+// if there is one, as exitsyscall does (ensurep_slow, syscall.cpp). Call
+// under acquirem and use the result only until releasem: the pair is the
+// M's side of a Dekker with sysmon (acquirem's store, then this load; sysmon
+// stores kRetakeDeciding, runs membarrier(2), then loads m->locks), so
+// sysmon never takes a P that the M is using.
+P* ensurep_slow(M* m);
+inline P* ensurep(M* m) {
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (m->retake.load(std::memory_order_relaxed) == kRetakeNone) [[likely]] return m->p;
+  return ensurep_slow(m);
+}
+
 // Called by switch.cpp on the context that was switched to, once the
 // previous context `prev` is saved: carries out the M's pending AfterSwitch.
 void after_switch(G* prev);
@@ -177,6 +199,8 @@ void after_switch(G* prev);
 // that follows g's last switch, so that g's stack is no longer in use: g
 // may be released (destroyed, its stack given back) before gfput returns.
 void gfput(P* p, G* g);
+// The same onto the global free list; Sched::lock held.
+void gfput_global_locked(G* g);
 // Releases dead Gs (with their stacks) beyond StackPool::kWarmLimit that the
 // global free list did not need for a while, a batch per call; all of them
 // when `idle` (every P is idle). Called by sysmon; returns how many went.

@@ -240,9 +240,11 @@ top:
 }
 
 void execute(M* m, G* g) {
+  acquirem(m);  // carried to g (see gschedule)
   make_current(m, g);
   m->after = AfterSwitch::kNone;
   switch_to(&m->g0, g);
+  releasem(getm());
 }
 
 }  // namespace

@@ -2,6 +2,14 @@
 // exitsyscall: the P of an M inside a blocking call is left for sysmon to
 // take (retake, preempt/sysmon.cpp) and hand off, so a long call does not
 // hold up the other goroutines; a short one costs a few atomic operations.
+//
+// C++ code also blocks in the kernel without telling anyone (a futex on
+// someone's std::mutex or absl::Mutex, a plain read() in a library). sysmon
+// takes the P of such an M too (preempt/retake.cpp); the M finds out at its
+// next runtime entry (ensurep) and gets a P back here, as exitsyscall does.
+#include <sched.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <mutex>
 
@@ -13,14 +21,49 @@
 
 namespace gort::internal {
 
+P* ensurep_slow(M* m) {
+  // sysmon is deciding (a membarrier away): wait for its verdict.
+  uint32_t r;
+  while ((r = m->retake.load(std::memory_order_acquire)) == kRetakeDeciding) sched_yield();
+  if (r == kRetakeDone) {
+    // The P went to another M while this thread slept in the kernel.
+    m->p = nullptr;
+    m->retake.store(kRetakeNone, std::memory_order_relaxed);
+    std::unique_lock<std::mutex> lock(sched.lock);
+    P* np = pidleget();
+    lock.unlock();
+    if (np != nullptr) acquirep(m, np);
+  }
+  return m->p;
+}
+
 void entersyscall() {
   M* m = getm();
-  if (m == nullptr || m->curg == nullptr || m->p == nullptr) return;
-  P* p = m->p;
+  if (m == nullptr || m->curg == nullptr) return;
+  // Under acquirem until p is kBlocking: sysmon takes only a kRunning P
+  // from an M that is outside the runtime.
+  acquirem(m);
+  P* p = ensurep(m);
+  // No P (sysmon took it and none was free): nothing to hand off.
+  if (p == nullptr) {
+    releasem(m);
+    return;
+  }
   m->blocking_p = p;
   sched.nblocking.fetch_add(1, std::memory_order_relaxed);
   p->syscalltick.store(p->syscalltick.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   m->in_blocking.store(true, std::memory_order_seq_cst);
+  // A preemption signal sysmon sent just before it could see in_blocking
+  // would interrupt f's first system call (EINTR): wait until sysmon is
+  // done sending (Dekker with preempt_one), and if it queued anything since
+  // we last looked, make one system call so that the kernel delivers it now,
+  // to a handler that ignores it (in_blocking).
+  while (m->preempt_sending.load(std::memory_order_seq_cst)) sched_yield();
+  uint32_t queued = m->preempt_queued.load(std::memory_order_acquire);
+  if (queued != m->preempt_queued_flushed) {
+    m->preempt_queued_flushed = queued;
+    (void)getppid();
+  }
   // A slice timer still to fire would interrupt f's system calls (EINTR):
   // stop it, here on its own thread, before f runs. Whatever its deadline
   // says: a timer fires up to the timer slack late.
@@ -34,6 +77,7 @@ void entersyscall() {
   // only as a hint for which timer heap to use.
   p->m = nullptr;
   p->status.store(PStatus::kBlocking, std::memory_order_release);
+  releasem(m);
 }
 
 void exitsyscall() {
@@ -65,10 +109,12 @@ void exitsyscall() {
     }
   }
   // No P free: queue ourselves and let this M go idle.
+  acquirem(m);  // carried to g0 (see gschedule)
   set_status(g, GStatus::kRunning, GStatus::kRunnable);
   m->after = AfterSwitch::kGlobal;
   m->curg = nullptr;
   switch_to(g, &m->g0);
+  releasem(getm());
 }
 
 }  // namespace gort::internal

@@ -31,6 +31,7 @@
 namespace gort::internal {
 
 struct G;
+struct M;
 struct P;
 
 // Installs the signal handler (once per process) and finds the code ranges
@@ -61,6 +62,22 @@ void delete_slice_timers();
 // Whether async preemption is possible in this process (x86-64, not TSan,
 // gort not linked into the main executable).
 bool async_preempt_supported();
+
+// What sysmon remembers of a P's M between rounds to tell that its thread
+// sleeps in the kernel (retake.cpp).
+struct BlockedWatch {
+  M* m = nullptr;
+  uint32_t tick = 0;
+  int64_t cpu = 0;
+  int64_t since = 0;
+};
+// Registers for membarrier(2); without it, Ms the kernel blocks outside
+// blocking() keep their P.
+void retake_init();
+// Takes p from its M if the M's thread has slept in the kernel outside
+// blocking() for about kBlockedNs, and hands p off; true if it did.
+// *next_look: lowered to when sysmon should look again.
+bool retake_blocked(P* p, BlockedWatch* w, int64_t now, int64_t* next_look);
 
 // Finds the main program's TLS block and the signal-return trampoline
 // (after the preemption handler is installed).

@@ -181,10 +181,18 @@ PreemptRequest preempt_one(P* p) {
   // and this is a retry.
   bool retry = g->preempt.exchange(true, std::memory_order_acq_rel);
   if (!sched.cfg.preempt || !g_supported) return PreemptRequest::kNone;  // cooperative only
-  // Never signal those.
-  if (m->in_blocking.load(std::memory_order_acquire)) return PreemptRequest::kNone;
+  // Never signal those. Dekker with entersyscall: sending is stored before
+  // in_blocking is loaded, and stays set until the signal is queued; the M
+  // stores in_blocking, then waits for sending to clear and takes delivery
+  // of whatever was queued before f runs.
+  m->preempt_sending.store(true, std::memory_order_seq_cst);
+  if (m->in_blocking.load(std::memory_order_seq_cst)) {
+    m->preempt_sending.store(false, std::memory_order_release);
+    return PreemptRequest::kNone;
+  }
   if (retry && m->preempt_seen.load(std::memory_order_acquire) !=
                    m->preempt_sent.load(std::memory_order_acquire)) {
+    m->preempt_sending.store(false, std::memory_order_release);
     return PreemptRequest::kPending;
   }
   // A retry keeps the request number. SIGURG is not queued: while the first
@@ -199,6 +207,8 @@ PreemptRequest preempt_one(P* p) {
   v.sival_int = static_cast<int>((kTagRequest << 24) | gen);
   m->preempt_sent.fetch_add(1, std::memory_order_acq_rel);
   pthread_sigqueue(m->tid, g_sig, v);
+  m->preempt_queued.fetch_add(1, std::memory_order_release);
+  m->preempt_sending.store(false, std::memory_order_release);
   return PreemptRequest::kSignalled;
 }
 

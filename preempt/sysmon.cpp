@@ -44,6 +44,7 @@ struct SysmonTick {
   int64_t schedwhen = 0;
   uint32_t syscalltick = 0;
   int64_t syscallwhen = 0;
+  BlockedWatch blocked;
 };
 
 struct Sysmon {
@@ -103,6 +104,11 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
     if (st == PStatus::kRunning && sched.stopping.load(std::memory_order_relaxed)) {
       // Shutting down: every M must get back to its scheduler loop.
       preempt_one(p);
+      n++;
+      continue;
+    }
+    if (st == PStatus::kRunning && retake_blocked(p, &pd.blocked, now, next_deadline)) {
+      // Its M sleeps in the kernel outside blocking(): handed off.
       n++;
       continue;
     }
@@ -225,6 +231,7 @@ void sysmon_start() {
   g_sysmon = s;
   sched.sysmon_wake = &wake_sysmon;
   preempt_init();
+  retake_init();
   sched.nsystem_threads.fetch_add(1);
   s->thread = std::thread([s] {
     // Short sleeps must be short: the default 50 µs timer slack would

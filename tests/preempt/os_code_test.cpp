@@ -331,7 +331,7 @@ TEST_P(OsCode, AtomicSharedPtr) {
 // absl::Mutex takes no pthread lock (it is not counted): its holder may be
 // preempted, and a waiter on the same M then sleeps on its futex. The P of
 // that M must go to another M so the holder runs again.
-TEST_P(OsCode, DISABLED_AbslMutex) {
+TEST_P(OsCode, AbslMutex) {
   auto child = reporting([&] {
     absl::Mutex mu;
     long counter = 0;
@@ -355,7 +355,7 @@ TEST_P(OsCode, DISABLED_AbslMutex) {
 // A library that knows nothing of gort reads a pipe with a plain blocking
 // read(): its thread sleeps in the kernel holding a P. The writer needs
 // that P when there is only one.
-TEST_P(OsCode, DISABLED_PlainBlockingReadOnAPipe) {
+TEST_P(OsCode, PlainBlockingReadOnAPipe) {
   auto child = reporting([&] {
     constexpr int kPipes = 3;
     int fds[kPipes][2];

@@ -1,0 +1,133 @@
+// preempt/retake.cpp — taking the P of an M that the kernel blocked outside
+// gort::blocking (Go gets this from entersyscall on every system call; C++
+// code makes system calls without telling anyone, so sysmon detects the
+// blocked thread instead).
+//
+// Detection, each sysmon round, for a P whose M runs a goroutine outside the
+// runtime: the thread's CPU-time clock has not moved for kBlockedNs (about
+// one round past 20 µs) while the P's schedtick stayed the same, and
+// /proc/self/task/TID/stat says the thread sleeps ('S') or waits on I/O
+// ('D'), not that it is runnable and merely waiting for a CPU ('R').
+//
+// The retake is a Dekker between sysmon and the M (M::retake):
+//
+//   sysmon                               the M (ensurep, at a runtime entry)
+//   retake: None -> Deciding             acquirem: locks++ (plain store)
+//   membarrier(PRIVATE_EXPEDITED)        signal fence (compiler only)
+//   load locks, curg, schedtick          load retake
+//
+// membarrier makes every other thread of the process execute a full fence,
+// so at least one side sees the other's store: either sysmon sees locks > 0
+// (the M is in the runtime: sysmon backs off, retake -> None) or the M sees
+// Deciding and waits for the verdict. Once sysmon has seen locks == 0 with
+// the same G and tick, the M cannot enter the runtime without stopping at
+// ensurep, so the P is handed off (handoffp) with the M frozen outside it,
+// and retake -> Done tells the M, at its next entry, to get a P back as
+// exitsyscall does. The M's fast path stays a plain load: the cost is all on
+// sysmon's side, and only when it takes a P.
+//
+// The goroutine's preempt flag is set too, so that it reaches the
+// scheduler (and gets a P) at its next gort call even if that call would
+// not need one.
+#include <fcntl.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+
+#include "gmp/sched.hpp"
+#include "preempt/preempt.hpp"
+
+namespace gort::internal {
+namespace {
+
+constexpr int64_t kBlockedNs = 20 * 1000;
+
+bool g_retake_enabled = false;
+
+int64_t thread_cpu_ns(clockid_t c) {
+  timespec ts;
+  if (clock_gettime(c, &ts) != 0) return -1;
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+// Whether the thread sleeps in the kernel: state S (interruptible) or D.
+bool thread_sleeps(int tid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[512];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  // "tid (comm) S ...": comm may hold spaces and parentheses.
+  const char* p = nullptr;
+  for (ssize_t i = n - 1; i >= 0; i--) {
+    if (buf[i] == ')') {
+      p = buf + i;
+      break;
+    }
+  }
+  if (p == nullptr || p[1] != ' ') return false;
+  return p[2] == 'S' || p[2] == 'D';
+}
+
+}  // namespace
+
+void retake_init() {
+  g_retake_enabled =
+      syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+bool retake_blocked(P* p, BlockedWatch* w, int64_t now, int64_t* next_look) {
+  if (!g_retake_enabled) return false;
+  M* m = p->m;
+  G* g = m != nullptr ? m->curg : nullptr;
+  int tid = m != nullptr ? m->os_tid.load(std::memory_order_acquire) : 0;
+  if (g == nullptr || g->is_g0 || tid == 0 || m->locks.load(std::memory_order_relaxed) != 0 ||
+      m->in_blocking.load(std::memory_order_relaxed)) {
+    w->m = nullptr;
+    return false;
+  }
+  uint32_t tick = p->schedtick_seen.load(std::memory_order_relaxed);
+  int64_t cpu = thread_cpu_ns(m->cpuclock);
+  if (w->m != m || w->tick != tick || w->cpu != cpu) {
+    *w = BlockedWatch{m, tick, cpu, now};
+    return false;
+  }
+  // No CPU time since w->since.
+  if (now - w->since < kBlockedNs) {
+    if (w->since + kBlockedNs < *next_look) *next_look = w->since + kBlockedNs;
+    return false;
+  }
+  if (!thread_sleeps(tid)) {
+    w->since = now;  // runnable, waiting for a CPU: not ours to take
+    return false;
+  }
+  uint32_t none = kRetakeNone;
+  if (!m->retake.compare_exchange_strong(none, kRetakeDeciding, std::memory_order_seq_cst)) return false;
+  syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+  PStatus running = PStatus::kRunning;
+  if (m->locks.load(std::memory_order_seq_cst) != 0 || m->curg != g || p->m != m ||
+      p->schedtick_seen.load(std::memory_order_relaxed) != tick ||
+      !p->status.compare_exchange_strong(running, PStatus::kIdle, std::memory_order_acq_rel)) {
+    m->retake.store(kRetakeNone, std::memory_order_release);
+    return false;
+  }
+  // The M is frozen outside the runtime (it stops at ensurep): p is ours.
+  p->m = nullptr;
+  g->preempt.store(true, std::memory_order_relaxed);
+  m->retake.store(kRetakeDone, std::memory_order_release);
+  w->m = nullptr;
+  // Its slice timer would interrupt the call it sleeps in (EINTR).
+  if (sched.hooks.slice_timer_stop != nullptr) sched.hooks.slice_timer_stop(m);
+  handoffp(p);
+  return true;
+}
+
+}  // namespace gort::internal
