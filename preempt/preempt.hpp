@@ -26,6 +26,7 @@
 
 #include <sys/ucontext.h>
 
+#include <atomic>
 #include <cstdint>
 
 namespace gort::internal {
@@ -74,6 +75,8 @@ struct BlockedWatch {
 // Registers for membarrier(2); without it, Ms the kernel blocks outside
 // blocking() keep their P.
 void retake_init();
+// Tests turn the retake of blocked Ms off to check the other mechanisms alone.
+extern std::atomic<bool> retake_blocked_allowed;
 // Takes p from its M if the M's thread has slept in the kernel outside
 // blocking() for about kBlockedNs, and hands p off; true if it did.
 // *next_look: lowered to when sysmon should look again.

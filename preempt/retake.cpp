@@ -48,6 +48,12 @@ constexpr int64_t kBlockedNs = 20 * 1000;
 
 bool g_retake_enabled = false;
 
+}  // namespace
+
+std::atomic<bool> retake_blocked_allowed{true};
+
+namespace {
+
 int64_t thread_cpu_ns(clockid_t c) {
   timespec ts;
   if (clock_gettime(c, &ts) != 0) return -1;
@@ -85,7 +91,7 @@ void retake_init() {
 }
 
 bool retake_blocked(P* p, BlockedWatch* w, int64_t now, int64_t* next_look) {
-  if (!g_retake_enabled) return false;
+  if (!g_retake_enabled || !retake_blocked_allowed.load(std::memory_order_relaxed)) return false;
   M* m = p->m;
   G* g = m != nullptr ? m->curg : nullptr;
   int tid = m != nullptr ? m->os_tid.load(std::memory_order_acquire) : 0;

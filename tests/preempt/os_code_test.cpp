@@ -32,6 +32,7 @@
 #include <absl/synchronization/mutex.h>
 
 #include "gort/gort.hpp"
+#include "preempt/preempt.hpp"
 #include "tests/preempt/helpers.hpp"
 
 namespace gort::test {
@@ -46,6 +47,15 @@ struct Case {
 
 class OsCode : public ::testing::TestWithParam<Case> {
  protected:
+  // The OS-lock cases check the counting alone: with the retake of blocked
+  // Ms on, a waiter's M asleep on the lock would lose its P and hide a
+  // preempted holder (each is also the subject of the retake cases below).
+  void SetUp() override { internal::retake_blocked_allowed.store(!counting_only()); }
+  void TearDown() override { internal::retake_blocked_allowed.store(true); }
+  bool counting_only() const {
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    return name.find("AbslMutex") == std::string::npos && name.find("Blocking") == std::string::npos;
+  }
   gort::Config cfg() const {
     return preempt_cfg(GetParam().procs, absl::Milliseconds(GetParam().slice_ms));
   }
@@ -447,6 +457,70 @@ INSTANTIATE_TEST_SUITE_P(Slices, OsCode,
                          ::testing::Values(Case{1, 1}, Case{1, 10}, Case{2, 1}, Case{2, 10}, Case{4, 1},
                                            Case{4, 10}),
                          case_name);
+
+}  // namespace
+}  // namespace gort::test
+
+namespace gort::test {
+namespace {
+
+// ---- mistakes that would hang: fatal errors that name them ----
+
+TEST(OsCodeDeath, ParkWhileHoldingAnOsLockIsFatal) {
+  EXPECT_EXIT(
+      {
+        std::mutex mu;
+        gort::run([&] {
+          std::lock_guard<std::mutex> g(mu);
+          gort::sleep(absl::Milliseconds(1));
+        });
+        ::_exit(0);
+      },
+      ::testing::ExitedWithCode(2), "fatal error: goroutine parked while holding an OS lock");
+}
+
+TEST(OsCodeDeath, YieldWhileInsideAStaticInitialiserIsFatal) {
+  EXPECT_EXIT(
+      {
+        gort::run([&] {
+          gort::go([] {});
+          static int v = [] {
+            gort::yield();
+            return 1;
+          }();
+          (void)v;
+        });
+        ::_exit(0);
+      },
+      ::testing::ExitedWithCode(2), "fatal error: goroutine yielded while holding an OS lock");
+}
+
+TEST(OsCodeDeath, ParkInsideBlockingIsFatal) {
+  EXPECT_EXIT(
+      {
+        gort::run([&] { gort::blocking([] { gort::sleep(absl::Milliseconds(1)); }); });
+        ::_exit(0);
+      },
+      ::testing::ExitedWithCode(2), "fatal error: goroutine parked inside gort::blocking");
+}
+
+// A preemption signal sent just before the goroutine entered blocking()
+// must not interrupt f's system calls.
+TEST(OsCodeBlocking, NoEintrRightAfterASlice) {
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
+  std::atomic<int> eintr{0};
+  run_cfg(preempt_cfg(1, absl::Milliseconds(1)), [&] {
+    for (int i = 0; i < 400; i++) {
+      spin_for(1500us);
+      int r = gort::blocking([] {
+        timespec ts{0, 20000};
+        return nanosleep(&ts, nullptr) == 0 ? 0 : errno;
+      });
+      if (r == EINTR) eintr++;
+    }
+  });
+  EXPECT_EQ(eintr.load(), 0);
+}
 
 }  // namespace
 }  // namespace gort::test
