@@ -5,12 +5,23 @@
 // event or a deadline timer that refers to a recycled descriptor is
 // recognised by a sequence number and dropped.
 //
+// The end of a run (poll_abandon_all): a descriptor still open then belongs
+// to a socket whose owner was abandoned with its goroutine (a Conn in a
+// closure parked in read) or kept past the run, where no poller would ever
+// report its events again. Its fd is closed, its waiter forgotten (the G is
+// gone) and the descriptor marked abandoned: closing for every later call,
+// and never recycled, so that a late poll_close by the owner neither
+// closes the fd number again (another file may have it by then) nor frees
+// the descriptor twice. The waiter count starts from zero in the next run,
+// whose deadlock detector would otherwise wait for the old waiters forever.
+//
 // Lock order: PollDesc::lock, then a timer heap's lock (timer_reset and
 // timer_stop are called with the descriptor locked; a deadline timer's
 // callback takes the descriptor lock while holding nothing).
 #include <poll.h>
 #include <sched.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <mutex>
@@ -38,6 +49,8 @@ struct PollDesc {
   std::atomic<uintptr_t> rg{0};
   std::atomic<uintptr_t> wg{0};
   std::atomic<bool> closing{false};
+  // Its run ended while it was open (see the top of the file).
+  std::atomic<bool> abandoned{false};
   // Sticky: an event said hang-up, peer shutdown or error (see
   // poll_hangup_seen).
   std::atomic<bool> hangup{false};
@@ -57,6 +70,8 @@ struct PollDesc {
 
 namespace {
 
+constexpr int kBlock = 64;
+
 std::mutex g_cache_mu;
 PollDesc* g_free = nullptr;
 std::vector<PollDesc*> g_blocks;  // keeps every block reachable
@@ -67,7 +82,6 @@ std::atomic<uintptr_t>* slot(PollDesc* pd, int mode) { return mode == 'r' ? &pd-
 PollDesc* alloc_pd() {
   std::lock_guard<std::mutex> lock(g_cache_mu);
   if (g_free == nullptr) {
-    constexpr int kBlock = 64;
     auto* block = new PollDesc[kBlock];
     g_blocks.push_back(block);
     for (int i = 0; i < kBlock; i++) {
@@ -181,6 +195,7 @@ PollDesc* poll_open(int fd) {
   pd->rt.arg = pd->wt.arg = pd;
   int err = netpoll_open(fd, pd, tag_of(pd));
   if (err != 0) {
+    pd->fd = -1;  // the caller closes fd; poll_abandon_all must not
     free_pd(pd);
     errno = err;
     return nullptr;
@@ -204,7 +219,8 @@ void poll_evict(PollDesc* pd) {
   if (G* g = unblock(pd, 'w', false)) ready(g);
 }
 
-void poll_close(PollDesc* pd) {
+bool poll_close(PollDesc* pd) {
+  if (pd->abandoned.load(std::memory_order_acquire)) return false;
   if (!pd->closing.load()) poll_evict(pd);
   uintptr_t r = pd->rg.load(), w = pd->wg.load();
   if (r > kWait || w > kWait) fatal("poll_close: a goroutine still waits on the descriptor");
@@ -212,6 +228,26 @@ void poll_close(PollDesc* pd) {
   pd->fdseq.fetch_add(1, std::memory_order_acq_rel);
   pd->fd = -1;
   free_pd(pd);
+  return true;
+}
+
+void poll_abandon_all() {
+  std::lock_guard<std::mutex> lock(g_cache_mu);
+  for (PollDesc* block : g_blocks) {
+    for (int i = 0; i < kBlock; i++) {
+      PollDesc* pd = &block[i];
+      if (pd->fd < 0 || pd->abandoned.load(std::memory_order_relaxed)) continue;
+      pd->closing.store(true);
+      pd->rseq++;
+      pd->wseq++;
+      pd->rg.store(0);
+      pd->wg.store(0);
+      ::close(pd->fd);  // the epoll instance is closed next: no EPOLL_CTL_DEL
+      pd->fd = -1;
+      pd->abandoned.store(true, std::memory_order_release);
+    }
+  }
+  g_waiters.store(0);
 }
 
 int poll_check(PollDesc* pd, int mode) {
@@ -312,14 +348,25 @@ namespace {
 
 int64_t hook_waiters() { return netpoll_waiters(); }
 
+void hook_init() {
+  g_waiters.store(0);
+  netpoll_init();
+}
+
+// After teardown: every goroutine is gone, every M joined.
+void hook_fini() {
+  poll_abandon_all();
+  netpoll_shutdown();
+}
+
 // Plugs the poller into the scheduler (gmp knows nothing of sockets).
 struct Register {
   Register() {
     sched.hooks.netpoll = &netpoll;
     sched.hooks.netpoll_break = &netpoll_break;
     sched.hooks.netpoll_waiters = &hook_waiters;
-    sched.hooks.netpoll_init = &netpoll_init;
-    sched.hooks.netpoll_fini = &netpoll_shutdown;
+    sched.hooks.netpoll_init = &hook_init;
+    sched.hooks.netpoll_fini = &hook_fini;
   }
 } g_register;
 

@@ -78,7 +78,10 @@
 // that is gone is an error (EPIPE, ECONNRESET).
 //
 // The runtime must be running (inside gort::run, from goroutines or plain
-// threads); destroy sockets before run returns.
+// threads); destroy sockets before run returns. A socket still open when
+// run returns (one kept past it, or owned by a goroutine that was
+// abandoned, say parked in read) is closed by run: every later call on it
+// fails as on a closed socket, and destroying it afterwards is harmless.
 #pragma once
 
 #include <cstddef>
