@@ -15,6 +15,15 @@
 // the descriptor twice. The waiter count starts from zero in the next run,
 // whose deadlock detector would otherwise wait for the old waiters forever.
 //
+// Memory orders. Close and an expiring deadline race a parking waiter in
+// a store-buffering (Dekker) pattern: the notifier stores its flag
+// (`closing`, or -1 in `rd`/`wd`) and then loads the waiter slot; the
+// waiter stores kWait into the slot and then loads the flags. With release
+// stores and acquire loads both loads may miss the other side's store
+// (allowed by the C++ model, and by ARM and POWER hardware), and the waiter
+// parks with nobody left to wake it. Each store and each load of such a
+// pair is seq_cst; every one is marked "Dekker with ...".
+//
 // Lock order: PollDesc::lock, then a timer heap's lock (timer_reset and
 // timer_stop are called with the descriptor locked; a deadline timer's
 // callback takes the descriptor lock while holding nothing).
@@ -112,7 +121,10 @@ uint64_t tag_of(PollDesc* pd) {
 G* unblock(PollDesc* pd, int mode, bool ioready) {
   auto* gpp = slot(pd, mode);
   for (;;) {
-    uintptr_t old = gpp->load(std::memory_order_acquire);
+    // Dekker with poll_wait's kWait store, for close and deadlines: after
+    // their seq_cst flag store, this load sees kWait, or the waiter's
+    // seq_cst flag load sees the flag.
+    uintptr_t old = gpp->load(std::memory_order_seq_cst);
     if (old == kReady) return nullptr;
     if (old == 0 && !ioready) return nullptr;
     uintptr_t next = ioready ? kReady : 0;
@@ -147,7 +159,8 @@ void deadline_fired(Timer* t, int64_t) {
     unlock_word(&pd->lock);
     return;  // stale: the deadline was changed or the fd closed
   }
-  (mode == 'r' ? pd->rd : pd->wd).store(-1, std::memory_order_release);
+  // Dekker with poll_wait: this store, then unblock's slot load.
+  (mode == 'r' ? pd->rd : pd->wd).store(-1, std::memory_order_seq_cst);
   unlock_word(&pd->lock);
   if (G* g = unblock(pd, mode, false)) ready(g);
 }
@@ -209,7 +222,8 @@ void poll_evict(PollDesc* pd) {
     unlock_word(&pd->lock);
     return;
   }
-  pd->closing.store(true, std::memory_order_release);
+  // Dekker with poll_wait: this store, then unblock's slot load below.
+  pd->closing.store(true, std::memory_order_seq_cst);
   pd->rseq++;
   pd->wseq++;
   timer_stop(&pd->rt);
@@ -251,9 +265,11 @@ void poll_abandon_all() {
 }
 
 int poll_check(PollDesc* pd, int mode) {
-  if (pd->closing.load(std::memory_order_acquire)) return kPollErrClosing;
-  if (mode == 'r' && pd->rd.load(std::memory_order_acquire) < 0) return kPollErrTimeout;
-  if (mode == 'w' && pd->wd.load(std::memory_order_acquire) < 0) return kPollErrTimeout;
+  // Dekker with poll_evict and the deadlines (see poll_wait). On x86 a
+  // seq_cst load is the same plain load as an acquire one.
+  if (pd->closing.load(std::memory_order_seq_cst)) return kPollErrClosing;
+  if (mode == 'r' && pd->rd.load(std::memory_order_seq_cst) < 0) return kPollErrTimeout;
+  if (mode == 'w' && pd->wd.load(std::memory_order_seq_cst) < 0) return kPollErrTimeout;
   return kPollOk;
 }
 
@@ -279,7 +295,9 @@ int poll_wait(PollDesc* pd, int mode) {
         return kPollOk;
       }
       if (old != 0) fatal("poll_wait: two goroutines wait on one descriptor in the same mode");
-      if (gpp->compare_exchange_weak(old, kWait, std::memory_order_acq_rel)) break;
+      // Dekker with poll_evict and the deadlines: this store of kWait,
+      // then poll_check's flag loads below.
+      if (gpp->compare_exchange_weak(old, kWait, std::memory_order_seq_cst)) break;
     }
     // close() and deadlines store their flag, then look at the slot; we set
     // the slot, then look at the flags: one of us sees the other.
@@ -322,7 +340,9 @@ void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now) {
       return false;
     }
     if (deadline <= now) {
-      d.store(-1, std::memory_order_release);
+      // Dekker with poll_wait: this store, then unblock's slot load after
+      // the unlock. (A deadline in the future wakes nobody: release.)
+      d.store(-1, std::memory_order_seq_cst);
       timer_stop(&t);
       return true;
     }
