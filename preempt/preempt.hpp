@@ -17,6 +17,7 @@
 // Otherwise nothing happens and sysmon asks again a little later.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 namespace gort::internal {
@@ -51,6 +52,11 @@ void delete_slice_timers();
 // Whether async preemption is possible in this process (x86-64, not TSan,
 // gort not linked into the main executable).
 bool async_preempt_supported();
+
+// For tests: when set, called by the trampoline's yield on the preempted
+// goroutine's stack before it gives up the P, so that a test can unwind
+// through the trampoline (tests/preempt/unwind_test.cpp).
+extern std::atomic<void (*)()> async_preempt_hook;
 
 // Code ranges where an interrupted goroutine may be preempted.
 bool pc_preemptible(uintptr_t pc);
