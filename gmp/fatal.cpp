@@ -40,6 +40,19 @@ void write_stderr_int(long long v) {
   write_stderr(p);
 }
 
+void write_stderr_hex(unsigned long long v) {
+  char buf[32];
+  char* p = buf + sizeof buf;
+  *--p = '\0';
+  do {
+    *--p = "0123456789abcdef"[v & 15];
+    v >>= 4;
+  } while (v != 0);
+  *--p = 'x';
+  *--p = '0';
+  write_stderr(p);
+}
+
 namespace {
 
 void print_goroutine_header(long long id, const char* state) {

@@ -27,5 +27,7 @@ void check_dead_locked();
 // Writes a string to stderr without allocating (safe in signal handlers).
 void write_stderr(const char* s);
 void write_stderr_int(long long v);
+// "0x" and v in lower-case hex, as Go prints addresses.
+void write_stderr_hex(unsigned long long v);
 
 }  // namespace gort::internal

@@ -3,9 +3,17 @@
 // Each stack has a guard region below it. A goroutine that runs into it
 // faults with SIGSEGV; the handler runs on the M's alternate signal stack
 // (the faulting stack is unusable), checks that the address lies in the
-// running G's guard, and prints Go's `fatal error: stack overflow`. Any other
-// fault goes to whatever handler was installed before us (ASan's, the
-// application's) or, if none, gets the default action.
+// running G's guard, and prints Go's `fatal error: stack overflow`.
+//
+// A frame larger than the guard (code built without -fstack-clash-protection)
+// can jump it: its first touch lands in the stack below, or in that stack's
+// guard or further down, having maybe overwritten other goroutines' frames
+// and the G at the top of their stacks. So a fault anywhere in the stack
+// pool's memory while a goroutine runs is reported as that goroutine's
+// stack overflow too, naming the stack it hit (StackPool::find is
+// async-signal-safe). Any other fault goes to whatever handler was
+// installed before us (ASan's, the application's) or, if none, gets the
+// default action.
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -40,15 +48,41 @@ void chain(int sig, siginfo_t* info, void* uc) {
   signal(sig, SIG_DFL);
 }
 
+// Names the stack at slot (not the running G's): its owner's G sits at
+// its top, if the slot is in use and that G was not overwritten.
+void describe_hit(char* addr, const StackSlot& slot) {
+  char* hi = slot.lo + sched.stacks.stack_size() - kGSize;
+  const G* owner = reinterpret_cast<const G*>(hi);
+  write_stderr("runtime: fault at ");
+  write_stderr_hex(reinterpret_cast<uintptr_t>(addr));
+  write_stderr(slot.guard ? " in the guard of " : " in ");
+  if (owner->stack_lo == slot.lo && owner->stack_hi == hi && !owner->is_g0 &&
+      owner->status.load(std::memory_order_relaxed) != GStatus::kDead) {
+    write_stderr("goroutine ");
+    write_stderr_int(owner->id);
+    write_stderr("'s stack [");
+  } else {
+    write_stderr("an unused stack [");
+  }
+  write_stderr_hex(reinterpret_cast<uintptr_t>(slot.lo));
+  write_stderr(", ");
+  write_stderr_hex(reinterpret_cast<uintptr_t>(hi));
+  write_stderr(")\n");
+}
+
 void on_fault(int sig, siginfo_t* info, void* uc) {
   M* m = getm();
   G* g = m ? m->curg : nullptr;
   if (g != nullptr && g->stack_lo != nullptr) {
     char* addr = static_cast<char*>(info->si_addr);
-    if (addr >= g->stack_lo - kGuardSize && addr < g->stack_lo) {
+    bool own_guard = addr >= g->stack_lo - kGuardSize && addr < g->stack_lo;
+    StackSlot slot;
+    if (own_guard || sched.stacks.find(addr, &slot)) {
       write_stderr("runtime: goroutine stack exceeds ");
       write_stderr_int(static_cast<long long>(g->stack_hi - g->stack_lo));
-      write_stderr("-byte limit\nfatal error: stack overflow\n\ngoroutine ");
+      write_stderr("-byte limit\n");
+      if (!own_guard) describe_hit(addr, slot);
+      write_stderr("fatal error: stack overflow\n\ngoroutine ");
       write_stderr_int(g->id);
       write_stderr(" [running]:\n");
       _exit(2);

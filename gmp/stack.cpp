@@ -65,6 +65,17 @@ void StackPool::grow_locked() {
   if (mem == MAP_FAILED) fatal("stack: out of address space for goroutine stacks (mmap failed)");
   char* base = static_cast<char*>(mem);
   slabs_.emplace_back(base, bytes);
+  SlabRange* r = spare_ranges_;
+  if (r != nullptr) {
+    spare_ranges_ = r->next.load(std::memory_order_relaxed);
+  } else {
+    r = new SlabRange;
+  }
+  r->base.store(reinterpret_cast<uintptr_t>(base), std::memory_order_relaxed);
+  r->bytes.store(bytes, std::memory_order_relaxed);
+  r->slot.store(slot_, std::memory_order_relaxed);
+  r->next.store(ranges_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  ranges_.store(r, std::memory_order_release);
   // LeakSanitizer scans goroutine stacks as roots. Each stack is registered
   // on its own: a region spanning the slab would include the guards, and a
   // leak check reading a guard page faults.
@@ -108,6 +119,33 @@ void StackPool::free(char* const* lows, size_t n) {
   }
 }
 
+StackPool::~StackPool() {
+  for (SlabRange* list : {ranges_.exchange(nullptr), spare_ranges_}) {
+    while (list != nullptr) {
+      SlabRange* next = list->next.load(std::memory_order_relaxed);
+      delete list;
+      list = next;
+    }
+  }
+  spare_ranges_ = nullptr;
+}
+
+bool StackPool::find(const void* addr, StackSlot* out) const {
+  auto a = reinterpret_cast<uintptr_t>(addr);
+  for (SlabRange* r = ranges_.load(std::memory_order_acquire); r != nullptr;
+       r = r->next.load(std::memory_order_relaxed)) {
+    uintptr_t base = r->base.load(std::memory_order_relaxed);
+    uintptr_t bytes = r->bytes.load(std::memory_order_relaxed);
+    uintptr_t slot = r->slot.load(std::memory_order_relaxed);
+    if (a < base || a - base >= bytes || slot == 0) continue;
+    uintptr_t off = (a - base) % slot;
+    out->lo = reinterpret_cast<char*>(a - off + kGuardSize);
+    out->guard = off < kGuardSize;
+    return true;
+  }
+  return false;
+}
+
 size_t StackPool::slabs() const {
   std::lock_guard<std::mutex> lock(mu_);
   return slabs_.size();
@@ -115,6 +153,15 @@ size_t StackPool::slabs() const {
 
 void StackPool::destroy(bool keep_mapped) {
   std::lock_guard<std::mutex> lock(mu_);
+  // Unpublish the ranges before unmapping; a fault handler still walking
+  // them reads nodes that stay allocated.
+  SlabRange* r = ranges_.exchange(nullptr, std::memory_order_acq_rel);
+  while (r != nullptr) {
+    SlabRange* next = r->next.load(std::memory_order_relaxed);
+    r->next.store(spare_ranges_, std::memory_order_relaxed);
+    spare_ranges_ = r;
+    r = next;
+  }
   for (auto& [base, bytes] : slabs_) {
     if (keep_mapped) continue;  // deliberately never unmapped (see header)
     for (size_t i = 0; i < bytes / slot_; i++) lsan_unregister_root(base + i * slot_ + kGuardSize, size_);

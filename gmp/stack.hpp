@@ -24,10 +24,17 @@
 // forever. Address space is released only at shutdown.
 //
 // Thread-safety: StackPool's methods take its lock; it is not on the hot
-// path (only batch refills and releases reach it).
+// path (only batch refills and releases reach it). find() is the exception:
+// the fault handler (signals.cpp) asks it which stack an address lies in,
+// so the slabs' address ranges are also kept in a list that is read
+// without the lock. Its nodes are freed only with the pool (at exit for
+// the scheduler's), and reused for later slabs, so a reader never touches
+// freed memory.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <vector>
 
@@ -35,9 +42,21 @@ namespace gort::internal {
 
 inline constexpr size_t kGuardSize = 16 * 1024;
 
+// Where an address lies in the pool (StackPool::find).
+struct StackSlot {
+  char* lo = nullptr;   // the usable stack: [lo, lo + stack_size())
+  bool guard = false;   // in the guard right below lo
+};
+
 class StackPool {
  public:
   static constexpr size_t kWarmLimit = 1024;
+
+  StackPool() = default;
+  // Frees the range list's nodes (not the slabs: destroy() does that).
+  ~StackPool();
+  StackPool(const StackPool&) = delete;
+  StackPool& operator=(const StackPool&) = delete;
 
   // stack_size is rounded up to whole pages and to at least 16 KiB.
   void init(size_t stack_size);
@@ -60,7 +79,18 @@ class StackPool {
   // Number of slabs (for tests and the demo).
   size_t slabs() const;
 
+  // Whether addr lies in memory the pool reserved, and where. Lock-free and
+  // async-signal-safe.
+  bool find(const void* addr, StackSlot* out) const;
+
  private:
+  struct SlabRange {
+    std::atomic<uintptr_t> base{0};
+    std::atomic<uintptr_t> bytes{0};
+    std::atomic<uintptr_t> slot{0};  // guard + stack
+    std::atomic<SlabRange*> next{nullptr};
+  };
+
   void grow_locked();
 
   mutable std::mutex mu_;
@@ -70,6 +100,10 @@ class StackPool {
   std::vector<std::pair<char*, size_t>> slabs_;
   std::vector<char*> warm_;
   std::vector<char*> cold_;
+  // The slabs' ranges, newest first; published with release.
+  std::atomic<SlabRange*> ranges_{nullptr};
+  // Nodes of slabs released by destroy(), for later slabs (under mu_).
+  SlabRange* spare_ranges_ = nullptr;
 };
 
 // True while the madvise guard mechanism works on this kernel.

@@ -49,9 +49,14 @@ enum PollResult : int {
 PollDesc* poll_open(int fd);
 // Marks pd closing and wakes its waiters (they get kPollErrClosing).
 void poll_evict(PollDesc* pd);
-// Deregisters and recycles pd. No goroutine may still use it. The caller
-// closes the fd afterwards.
-void poll_close(PollDesc* pd);
+// Deregisters and recycles pd. No goroutine may still use it. Returns true
+// if the caller still owns the fd and closes it afterwards; false if the
+// run it was opened in has ended, which closed the fd (poll_abandon_all).
+bool poll_close(PollDesc* pd);
+// At the end of a run, once its goroutines are gone: closes the fd of every
+// descriptor still open, marks them closing for good and resets the count
+// of waiters.
+void poll_abandon_all();
 
 // Before an I/O attempt in `mode` ('r' or 'w'): returns an error if the
 // descriptor is closing or the deadline passed.

@@ -5,12 +5,32 @@
 // event or a deadline timer that refers to a recycled descriptor is
 // recognised by a sequence number and dropped.
 //
+// The end of a run (poll_abandon_all): a descriptor still open then belongs
+// to a socket whose owner was abandoned with its goroutine (a Conn in a
+// closure parked in read) or kept past the run, where no poller would ever
+// report its events again. Its fd is closed, its waiter forgotten (the G is
+// gone) and the descriptor marked abandoned: closing for every later call,
+// and never recycled, so that a late poll_close by the owner neither
+// closes the fd number again (another file may have it by then) nor frees
+// the descriptor twice. The waiter count starts from zero in the next run,
+// whose deadlock detector would otherwise wait for the old waiters forever.
+//
+// Memory orders. Close and an expiring deadline race a parking waiter in
+// a store-buffering (Dekker) pattern: the notifier stores its flag
+// (`closing`, or -1 in `rd`/`wd`) and then loads the waiter slot; the
+// waiter stores kWait into the slot and then loads the flags. With release
+// stores and acquire loads both loads may miss the other side's store
+// (allowed by the C++ model, and by ARM and POWER hardware), and the waiter
+// parks with nobody left to wake it. Each store and each load of such a
+// pair is seq_cst; every one is marked "Dekker with ...".
+//
 // Lock order: PollDesc::lock, then a timer heap's lock (timer_reset and
 // timer_stop are called with the descriptor locked; a deadline timer's
 // callback takes the descriptor lock while holding nothing).
 #include <poll.h>
 #include <sched.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <mutex>
@@ -38,6 +58,8 @@ struct PollDesc {
   std::atomic<uintptr_t> rg{0};
   std::atomic<uintptr_t> wg{0};
   std::atomic<bool> closing{false};
+  // Its run ended while it was open (see the top of the file).
+  std::atomic<bool> abandoned{false};
   // Sticky: an event said hang-up, peer shutdown or error (see
   // poll_hangup_seen).
   std::atomic<bool> hangup{false};
@@ -57,6 +79,8 @@ struct PollDesc {
 
 namespace {
 
+constexpr int kBlock = 64;
+
 std::mutex g_cache_mu;
 PollDesc* g_free = nullptr;
 std::vector<PollDesc*> g_blocks;  // keeps every block reachable
@@ -67,7 +91,6 @@ std::atomic<uintptr_t>* slot(PollDesc* pd, int mode) { return mode == 'r' ? &pd-
 PollDesc* alloc_pd() {
   std::lock_guard<std::mutex> lock(g_cache_mu);
   if (g_free == nullptr) {
-    constexpr int kBlock = 64;
     auto* block = new PollDesc[kBlock];
     g_blocks.push_back(block);
     for (int i = 0; i < kBlock; i++) {
@@ -98,7 +121,10 @@ uint64_t tag_of(PollDesc* pd) {
 G* unblock(PollDesc* pd, int mode, bool ioready) {
   auto* gpp = slot(pd, mode);
   for (;;) {
-    uintptr_t old = gpp->load(std::memory_order_acquire);
+    // Dekker with poll_wait's kWait store, for close and deadlines: after
+    // their seq_cst flag store, this load sees kWait, or the waiter's
+    // seq_cst flag load sees the flag.
+    uintptr_t old = gpp->load(std::memory_order_seq_cst);
     if (old == kReady) return nullptr;
     if (old == 0 && !ioready) return nullptr;
     uintptr_t next = ioready ? kReady : 0;
@@ -133,7 +159,8 @@ void deadline_fired(Timer* t, int64_t) {
     unlock_word(&pd->lock);
     return;  // stale: the deadline was changed or the fd closed
   }
-  (mode == 'r' ? pd->rd : pd->wd).store(-1, std::memory_order_release);
+  // Dekker with poll_wait: this store, then unblock's slot load.
+  (mode == 'r' ? pd->rd : pd->wd).store(-1, std::memory_order_seq_cst);
   unlock_word(&pd->lock);
   if (G* g = unblock(pd, mode, false)) ready(g);
 }
@@ -181,6 +208,7 @@ PollDesc* poll_open(int fd) {
   pd->rt.arg = pd->wt.arg = pd;
   int err = netpoll_open(fd, pd, tag_of(pd));
   if (err != 0) {
+    pd->fd = -1;  // the caller closes fd; poll_abandon_all must not
     free_pd(pd);
     errno = err;
     return nullptr;
@@ -194,7 +222,8 @@ void poll_evict(PollDesc* pd) {
     unlock_word(&pd->lock);
     return;
   }
-  pd->closing.store(true, std::memory_order_release);
+  // Dekker with poll_wait: this store, then unblock's slot load below.
+  pd->closing.store(true, std::memory_order_seq_cst);
   pd->rseq++;
   pd->wseq++;
   timer_stop(&pd->rt);
@@ -204,7 +233,8 @@ void poll_evict(PollDesc* pd) {
   if (G* g = unblock(pd, 'w', false)) ready(g);
 }
 
-void poll_close(PollDesc* pd) {
+bool poll_close(PollDesc* pd) {
+  if (pd->abandoned.load(std::memory_order_acquire)) return false;
   if (!pd->closing.load()) poll_evict(pd);
   uintptr_t r = pd->rg.load(), w = pd->wg.load();
   if (r > kWait || w > kWait) fatal("poll_close: a goroutine still waits on the descriptor");
@@ -212,12 +242,34 @@ void poll_close(PollDesc* pd) {
   pd->fdseq.fetch_add(1, std::memory_order_acq_rel);
   pd->fd = -1;
   free_pd(pd);
+  return true;
+}
+
+void poll_abandon_all() {
+  std::lock_guard<std::mutex> lock(g_cache_mu);
+  for (PollDesc* block : g_blocks) {
+    for (int i = 0; i < kBlock; i++) {
+      PollDesc* pd = &block[i];
+      if (pd->fd < 0 || pd->abandoned.load(std::memory_order_relaxed)) continue;
+      pd->closing.store(true);
+      pd->rseq++;
+      pd->wseq++;
+      pd->rg.store(0);
+      pd->wg.store(0);
+      ::close(pd->fd);  // the epoll instance is closed next: no EPOLL_CTL_DEL
+      pd->fd = -1;
+      pd->abandoned.store(true, std::memory_order_release);
+    }
+  }
+  g_waiters.store(0);
 }
 
 int poll_check(PollDesc* pd, int mode) {
-  if (pd->closing.load(std::memory_order_acquire)) return kPollErrClosing;
-  if (mode == 'r' && pd->rd.load(std::memory_order_acquire) < 0) return kPollErrTimeout;
-  if (mode == 'w' && pd->wd.load(std::memory_order_acquire) < 0) return kPollErrTimeout;
+  // Dekker with poll_evict and the deadlines (see poll_wait). On x86 a
+  // seq_cst load is the same plain load as an acquire one.
+  if (pd->closing.load(std::memory_order_seq_cst)) return kPollErrClosing;
+  if (mode == 'r' && pd->rd.load(std::memory_order_seq_cst) < 0) return kPollErrTimeout;
+  if (mode == 'w' && pd->wd.load(std::memory_order_seq_cst) < 0) return kPollErrTimeout;
   return kPollOk;
 }
 
@@ -243,7 +295,9 @@ int poll_wait(PollDesc* pd, int mode) {
         return kPollOk;
       }
       if (old != 0) fatal("poll_wait: two goroutines wait on one descriptor in the same mode");
-      if (gpp->compare_exchange_weak(old, kWait, std::memory_order_acq_rel)) break;
+      // Dekker with poll_evict and the deadlines: this store of kWait,
+      // then poll_check's flag loads below.
+      if (gpp->compare_exchange_weak(old, kWait, std::memory_order_seq_cst)) break;
     }
     // close() and deadlines store their flag, then look at the slot; we set
     // the slot, then look at the flags: one of us sees the other.
@@ -286,7 +340,9 @@ void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now) {
       return false;
     }
     if (deadline <= now) {
-      d.store(-1, std::memory_order_release);
+      // Dekker with poll_wait: this store, then unblock's slot load after
+      // the unlock. (A deadline in the future wakes nobody: release.)
+      d.store(-1, std::memory_order_seq_cst);
       timer_stop(&t);
       return true;
     }
@@ -312,14 +368,25 @@ namespace {
 
 int64_t hook_waiters() { return netpoll_waiters(); }
 
+void hook_init() {
+  g_waiters.store(0);
+  netpoll_init();
+}
+
+// After teardown: every goroutine is gone, every M joined.
+void hook_fini() {
+  poll_abandon_all();
+  netpoll_shutdown();
+}
+
 // Plugs the poller into the scheduler (gmp knows nothing of sockets).
 struct Register {
   Register() {
     sched.hooks.netpoll = &netpoll;
     sched.hooks.netpoll_break = &netpoll_break;
     sched.hooks.netpoll_waiters = &hook_waiters;
-    sched.hooks.netpoll_init = &netpoll_init;
-    sched.hooks.netpoll_fini = &netpoll_shutdown;
+    sched.hooks.netpoll_init = &hook_init;
+    sched.hooks.netpoll_fini = &hook_fini;
   }
 } g_register;
 

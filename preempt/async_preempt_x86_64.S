@@ -13,6 +13,26 @@
 //
 // Offsets: 15 general registers + RFLAGS = 128 bytes pushed; the XSAVE
 // area is 64-byte aligned below them.
+//
+// CFI, so that gdb, profilers and exception unwinding can walk a preempted
+// goroutine's stack. The interrupted frame's CFA (its RSP) is the entry
+// RSP + 8 + 128, and its RIP is at the entry RSP; every pushed register is
+// recorded where it was pushed. From the realignment on, the CFA is
+// computed from RBX, which holds the RSP after the pushes. The frame is a
+// signal frame: the interrupted RIP is the next instruction to run, not a
+// return address, and unwinders must not step back from it.
+
+        .macro PUSH reg
+        pushq   \reg
+        .cfi_adjust_cfa_offset 8
+        .cfi_rel_offset \reg, 0
+        .endm
+
+        .macro POP reg
+        popq    \reg
+        .cfi_adjust_cfa_offset -8
+        .cfi_restore \reg
+        .endm
 
         .text
         .globl  gort_async_preempt
@@ -21,23 +41,29 @@
         .p2align 4
 gort_async_preempt:
         .cfi_startproc
+        .cfi_signal_frame
+        .cfi_def_cfa %rsp, 136
+        .cfi_offset %rip, -136
         pushfq
-        pushq   %rax
-        pushq   %rbx
-        pushq   %rcx
-        pushq   %rdx
-        pushq   %rsi
-        pushq   %rdi
-        pushq   %rbp
-        pushq   %r8
-        pushq   %r9
-        pushq   %r10
-        pushq   %r11
-        pushq   %r12
-        pushq   %r13
-        pushq   %r14
-        pushq   %r15
+        .cfi_adjust_cfa_offset 8
+        .cfi_rel_offset %rflags, 0
+        PUSH    %rax
+        PUSH    %rbx
+        PUSH    %rcx
+        PUSH    %rdx
+        PUSH    %rsi
+        PUSH    %rdi
+        PUSH    %rbp
+        PUSH    %r8
+        PUSH    %r9
+        PUSH    %r10
+        PUSH    %r11
+        PUSH    %r12
+        PUSH    %r13
+        PUSH    %r14
+        PUSH    %r15
         movq    %rsp, %rbx              // callee-saved: survives the call
+        .cfi_def_cfa_register %rbx
         subq    gort_xsave_size(%rip), %rsp
         andq    $-64, %rsp
         cld                             // the ABI wants DF clear at a call
@@ -71,22 +97,25 @@ gort_async_preempt:
         fxrstor64 (%rsp)
 4:
         movq    %rbx, %rsp
-        popq    %r15
-        popq    %r14
-        popq    %r13
-        popq    %r12
-        popq    %r11
-        popq    %r10
-        popq    %r9
-        popq    %r8
-        popq    %rbp
-        popq    %rdi
-        popq    %rsi
-        popq    %rdx
-        popq    %rcx
-        popq    %rbx
-        popq    %rax
+        .cfi_def_cfa_register %rsp
+        POP     %r15
+        POP     %r14
+        POP     %r13
+        POP     %r12
+        POP     %r11
+        POP     %r10
+        POP     %r9
+        POP     %r8
+        POP     %rbp
+        POP     %rdi
+        POP     %rsi
+        POP     %rdx
+        POP     %rcx
+        POP     %rbx
+        POP     %rax
         popfq
+        .cfi_adjust_cfa_offset -8
+        .cfi_restore %rflags
         ret     $128
         .cfi_endproc
         .size   gort_async_preempt, .-gort_async_preempt

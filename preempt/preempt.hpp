@@ -89,6 +89,11 @@ void frames_init(int preempt_sig);
 // signal handler. Reads the G's live stack: O(depth).
 bool frames_preemptible(const G* g, const ucontext_t* uc);
 
+// For tests: when set, called by the trampoline's yield on the preempted
+// goroutine's stack before it gives up the P, so that a test can unwind
+// through the trampoline (tests/preempt/unwind_test.cpp).
+extern std::atomic<void (*)()> async_preempt_hook;
+
 // Code ranges where an interrupted goroutine may be preempted.
 bool pc_preemptible(uintptr_t pc);
 void preempt_ranges_init();

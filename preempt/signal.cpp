@@ -32,6 +32,8 @@ namespace gort::internal {
 
 void preempt_park(G* g);
 
+std::atomic<void (*)()> async_preempt_hook{nullptr};
+
 namespace {
 
 int g_sig = SIGURG;
@@ -318,5 +320,6 @@ extern "C" void gort_async_preempt_yield() {
   M* m = getm();
   G* g = m->curg;
   g->async_preempts++;
+  if (auto* hook = async_preempt_hook.load(std::memory_order_relaxed)) hook();
   preempt_park(g);
 }

@@ -5,6 +5,7 @@
 // parked partner, or to close; the protocol is at the top of
 // stdlib/chan_ring.hpp.
 #include <bit>
+#include <cstdint>
 #include <new>
 
 #include "gmp/fatal.hpp"
@@ -18,6 +19,10 @@ namespace gort::internal {
 namespace {
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+// Go's maxAlloc: no single allocation can be larger than the user address
+// space (47 bits on x86-64 Linux with 4-level page tables).
+constexpr size_t kMaxAlloc = sizeof(void*) == 8 ? size_t{1} << 47 : size_t{1} << 31;
 
 // The core's lines are laid out in chan_impl.hpp; the ring starts on the
 // line after them.
@@ -65,14 +70,33 @@ void block_waiter(Waiter* w, bool (*unlock)(G*, void*), void* arg, WaitReason re
 }
 
 ChanCore* chan_make(const ElemType* et, size_t cap) {
-  if (cap > (size_t{1} << 40) / (et->size ? et->size : 1)) throw panic_error("makechan: size out of range");
   size_t align = core_align(et);
   size_t header = round_up(sizeof(ChanCore), align);
   // A slot: the stamp, then the element at its alignment.
   size_t slot_align = et->align > sizeof(uint64_t) ? et->align : sizeof(uint64_t);
   size_t elem_off = round_up(sizeof(uint64_t), et->align);
-  size_t slot = cap == 0 ? 0 : round_up(elem_off + (et->size ? et->size : 1), slot_align);
-  void* mem = ::operator new(header + slot * cap, std::align_val_t(align));
+  size_t esize = et->size ? et->size : 1;
+  size_t slot = 0;
+  if (cap > 0) {
+    // Go bounds the element bytes by maxAlloc; the ring also spends a stamp
+    // and padding per slot, so the bound is on the bytes really allocated.
+    // Each step is checked before it could wrap around; a slot must also
+    // fit ChanCore::slot_size (32 bits).
+    if (esize > kMaxAlloc) throw panic_error("makechan: size out of range");
+    slot = round_up(elem_off + esize, slot_align);
+    if (slot > UINT32_MAX || cap > (kMaxAlloc - header) / slot) {
+      throw panic_error("makechan: size out of range");
+    }
+  }
+  void* mem;
+  try {
+    mem = ::operator new(header + slot * cap, std::align_val_t(align));
+  } catch (const std::bad_alloc&) {
+    // Under the bound but more than the system will give (overcommit
+    // policy, RLIMIT_AS): the caller's capacity is still what is wrong, and
+    // a panic is what the caller can recover from.
+    throw panic_error("makechan: size out of range");
+  }
   auto* c = new (mem) ChanCore;
   c->cap = cap;
   c->et = et;

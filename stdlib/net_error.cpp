@@ -42,8 +42,22 @@ std::string op_prefix(std::string_view op, std::string_view net, std::string_vie
 }
 
 absl::StatusCode errno_code(int err) {
-  if (err == EADDRINUSE) return absl::StatusCode::kAlreadyExists;
-  return absl::ErrnoToStatusCode(err);
+  switch (err) {
+    case EADDRINUSE:  // absl: FailedPrecondition; the address is taken
+      return absl::StatusCode::kAlreadyExists;
+    // absl: AlreadyExists, though nothing exists: bind was given an address
+    // this host does not have (yet: an IPv6 address still in DAD), or
+    // connect found no free local port. A condition of the host and the
+    // network, as ENETUNREACH and EHOSTUNREACH are.
+    case EADDRNOTAVAIL:
+      return absl::StatusCode::kUnavailable;
+    case EALREADY:  // absl: AlreadyExists; a connect already in progress
+      return absl::StatusCode::kFailedPrecondition;
+    case EMSGSIZE:  // absl: Unknown; a datagram larger than the socket takes
+      return absl::StatusCode::kInvalidArgument;
+    default:
+      return absl::ErrnoToStatusCode(err);
+  }
 }
 
 std::string errno_text(int err) {

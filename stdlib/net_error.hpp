@@ -53,7 +53,9 @@ std::string op_prefix(std::string_view op, std::string_view net, std::string_vie
                       std::string_view addr);
 
 // The status code of a kernel error: absl's errno mapping, except
-// EADDRINUSE (AlreadyExists, absl says Unavailable).
+// EADDRINUSE (AlreadyExists), EADDRNOTAVAIL (Unavailable), EALREADY
+// (FailedPrecondition) and EMSGSIZE (InvalidArgument), where absl's codes
+// say something else happened.
 absl::StatusCode errno_code(int err);
 // strerror's text, thread-safe.
 std::string errno_text(int err);

@@ -144,8 +144,9 @@ void NetFD::decref() {
 }
 
 void NetFD::destroy() {
-  internal::poll_close(pd_);
-  ::close(sysfd_);  // Linux: the descriptor is gone even on EINTR; never retry
+  // Linux: the descriptor is gone even on EINTR; never retry. Not ours to
+  // close when the run that opened it has closed it (poll_abandon_all).
+  if (internal::poll_close(pd_)) ::close(sysfd_);
   destroyed_.store(true, std::memory_order_release);
   // Nothing of *this may be touched from here on: release() may free it.
 }
@@ -448,6 +449,12 @@ int NetFD::expire_write() {
 
 int NetFD::shutdown(int how) {
   if (!incref()) return kErrClosing;
+  // The other calls learn it from poll_check: the run that opened this
+  // socket has ended and closed it, and sysfd_ may name another file now.
+  if (internal::poll_check(pd_, 0) == internal::kPollErrClosing) {
+    decref();
+    return kErrClosing;
+  }
   int err = ::shutdown(sysfd_, how) == 0 ? 0 : errno;
   decref();
   return err;
@@ -455,6 +462,10 @@ int NetFD::shutdown(int how) {
 
 int NetFD::setsockopt(int level, int name, const void* val, socklen_t len) {
   if (!incref()) return kErrClosing;
+  if (internal::poll_check(pd_, 0) == internal::kPollErrClosing) {  // as shutdown
+    decref();
+    return kErrClosing;
+  }
   int err = ::setsockopt(sysfd_, level, name, val, len) == 0 ? 0 : errno;
   decref();
   return err;

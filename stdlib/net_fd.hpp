@@ -10,6 +10,9 @@
 //     one who drops the last ref of a closed NetFD destroys it: poll_close,
 //     then ::close. So the descriptor number cannot be reused while a
 //     caller may still touch it, and poll_close never finds a parked G.
+//     (The end of a run closes the fd of a NetFD still open and marks its
+//     poll descriptor closing; poll_close then says so and destroy leaves
+//     the fd number alone.)
 //   - Readers hold rmu_, writers wmu_ (gort::Mutex: they park) while they
 //     do I/O: the poll descriptor allows one waiter per mode. They are taken
 //     after the ref, so a goroutine queued on them keeps the NetFD alive and

@@ -50,6 +50,36 @@ TEST(StackPool, SizeIsRoundedToPagesAndAtLeast16K) {
   pool.destroy();
 }
 
+// The fault handler's lookup (signals.cpp): any address of a slab names
+// its slot, and whether it is the slot's guard; nothing outside the pool.
+TEST(StackPool, FindNamesTheSlotAndGuardOfAnAddress) {
+  StackPool pool;
+  pool.init(64 * 1024);
+  char* s[3];
+  pool.alloc(s, 3);
+  internal::StackSlot slot;
+  for (char* lo : s) {
+    ASSERT_TRUE(pool.find(lo, &slot));
+    EXPECT_EQ(slot.lo, lo);
+    EXPECT_FALSE(slot.guard);
+    ASSERT_TRUE(pool.find(lo + pool.stack_size() - 1, &slot));
+    EXPECT_EQ(slot.lo, lo);
+    EXPECT_FALSE(slot.guard);
+    ASSERT_TRUE(pool.find(lo - 1, &slot));
+    EXPECT_EQ(slot.lo, lo);
+    EXPECT_TRUE(slot.guard);
+    ASSERT_TRUE(pool.find(lo - kGuardSize, &slot));
+    EXPECT_EQ(slot.lo, lo);
+    EXPECT_TRUE(slot.guard);
+  }
+  int local = 0;
+  EXPECT_FALSE(pool.find(&local, &slot));
+  EXPECT_FALSE(pool.find(&pool, &slot));
+  pool.free(s, 3);
+  pool.destroy();
+  EXPECT_FALSE(pool.find(s[0], &slot)) << "a destroyed pool still claims its slabs";
+}
+
 TEST(StackPool, AllocatesDistinctWritableStacksInSlabs) {
   StackPool pool;
   pool.init(64 * 1024);

@@ -10,6 +10,7 @@
 #include "gort/net.hpp"
 #include "gort/sync.hpp"
 #include "gort/time.hpp"
+#include "stdlib/net_error.hpp"
 #include "tests/stdlib/net_helpers.hpp"
 
 namespace {
@@ -153,6 +154,33 @@ TEST_P(NetTest, AddressInUse) {
     auto p2 = gort::net::listen_packet("udp", p.local_addr());
     EXPECT_EQ(p2.status().code(), absl::StatusCode::kAlreadyExists);
   });
+}
+
+// An address the host does not have (TEST-NET-1 is never assigned; bind
+// sends nothing): EADDRNOTAVAIL is Unavailable, not AlreadyExists as
+// absl's errno table has it.
+TEST_P(NetTest, AddressNotAvailable) {
+  run_test([] {
+    auto l = gort::net::listen("tcp", "192.0.2.1:0");
+    EXPECT_EQ(l.status(), absl::UnavailableError(
+                              "listen tcp 192.0.2.1:0: bind: Cannot assign requested address"));
+    auto p = gort::net::listen_packet("udp", "192.0.2.1:0");
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kUnavailable) << p.status();
+  });
+}
+
+TEST(NetErrors, ErrnoCodes) {
+  using gort::net::detail::errno_code;
+  EXPECT_EQ(errno_code(EADDRINUSE), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(errno_code(EADDRNOTAVAIL), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(errno_code(EALREADY), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(errno_code(EMSGSIZE), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(errno_code(ECONNREFUSED), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(errno_code(ECONNRESET), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(errno_code(ETIMEDOUT), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(errno_code(ENOENT), absl::StatusCode::kNotFound);
+  EXPECT_EQ(errno_code(EACCES), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(errno_code(EPIPE), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(NetErrors, PermissionDenied) {

@@ -38,8 +38,9 @@
 // `op network local->remote: syscall: strerror` — for example
 // `dial tcp 127.0.0.1:1: connect: Connection refused` — with the status
 // code of its errno (ECONNREFUSED and ECONNRESET: Unavailable, ETIMEDOUT:
-// DeadlineExceeded, EADDRINUSE: AlreadyExists, ENOENT: NotFound, EACCES:
-// PermissionDenied, EINVAL: InvalidArgument, EPIPE: FailedPrecondition, ...).
+// DeadlineExceeded, EADDRINUSE: AlreadyExists, EADDRNOTAVAIL: Unavailable,
+// ENOENT: NotFound, EACCES: PermissionDenied, EINVAL: InvalidArgument,
+// EPIPE: FailedPrecondition, ...).
 // Malformed input is InvalidArgument (`dial tcp: address 127.0.0.1: missing
 // port in address`, `dial foo: unknown network foo`). Two errors are
 // returned exactly, so that they can be compared: any call on a closed
@@ -77,7 +78,10 @@
 // that is gone is an error (EPIPE, ECONNRESET).
 //
 // The runtime must be running (inside gort::run, from goroutines or plain
-// threads); destroy sockets before run returns.
+// threads); destroy sockets before run returns. A socket still open when
+// run returns (one kept past it, or owned by a goroutine that was
+// abandoned, say parked in read) is closed by run: every later call on it
+// fails as on a closed socket, and destroying it afterwards is harmless.
 #pragma once
 
 #include <cstddef>
