@@ -15,7 +15,19 @@
 //                       shared unbuffered channel; bytes/goroutine = (RSS once
 //                       all have started - RSS before spawning) / N; then the
 //                       channel is closed and all are joined.
+//   os_mutex/procs:1    a goroutine locks and unlocks an uncontended
+//                       std::mutex N = 10,000,000 times: ns/lock is the pair,
+//                       through libgort's interposed pthread_mutex_lock/unlock
+//                       (they count the OS locks an M holds, so that it is
+//                       never preempted holding one); ns/lock_unwrapped is the
+//                       same loop calling libc's functions directly, the
+//                       difference being what the counting costs. Go's twin
+//                       uses an uncontended sync.Mutex.
+#include <dlfcn.h>
+#include <pthread.h>
+
 #include <atomic>
+#include <mutex>
 #include <cstdint>
 
 #include <benchmark/benchmark.h>
@@ -108,6 +120,39 @@ void parked(benchmark::State& state, int procs) {
   state.counters["peak_rss_MiB"] = gortbench::mib(gortbench::peak_rss_bytes());
 }
 
+constexpr int64_t kLocks = 10'000'000;
+
+void os_mutex(benchmark::State& state, int procs) {
+  const int64_t n = gortbench::scaled(kLocks);
+  using LockFn = int (*)(pthread_mutex_t*);
+  void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  auto raw_lock = reinterpret_cast<LockFn>(dlsym(libc, "pthread_mutex_lock"));
+  auto raw_unlock = reinterpret_cast<LockFn>(dlsym(libc, "pthread_mutex_unlock"));
+  double seconds = 0, unwrapped = 0;
+  gort::run(
+      [&] {
+        std::mutex mu;
+        Stopwatch sw;
+        for (int64_t i = 0; i < n; i++) {
+          mu.lock();
+          mu.unlock();
+        }
+        seconds = sw.seconds();
+        pthread_mutex_t* raw = mu.native_handle();
+        Stopwatch sw2;
+        for (int64_t i = 0; i < n; i++) {
+          raw_lock(raw);
+          raw_unlock(raw);
+        }
+        unwrapped = sw2.seconds();
+      },
+      gort::Config{.procs = procs});
+  if (libc != nullptr) dlclose(libc);
+  state.SetIterationTime(seconds);
+  state.counters["ns/lock"] = seconds * 1e9 / static_cast<double>(n);
+  state.counters["ns/lock_unwrapped"] = unwrapped * 1e9 / static_cast<double>(n);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,6 +160,7 @@ int main(int argc, char** argv) {
   gortbench::register_once("spawn_join_warm", 2, [](benchmark::State& s, int p) { spawn_join(s, p, true); });
   gortbench::register_once("yield_ping", 1, yield_ping);
   gortbench::register_once("parked", 2, parked);
+  gortbench::register_once("os_mutex", 1, os_mutex);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

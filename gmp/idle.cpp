@@ -36,7 +36,7 @@ P* pidleget() {
   if (p != nullptr) {
     sched.pidle = p->link;
     p->link = nullptr;
-    sched.npidle.fetch_sub(1, std::memory_order_acq_rel);
+    sched.npidle.fetch_sub(1, std::memory_order_seq_cst);
   }
   return p;
 }
@@ -131,7 +131,10 @@ void acquirep(M* m, P* p) {
   m->p = p;
   p->m = m;
   p->status.store(PStatus::kRunning, std::memory_order_release);
-  if (sched.sysmon_wait.load(std::memory_order_relaxed) && sched.sysmon_wake != nullptr) {
+  // Dekker with sysmon's deep sleep (sysmon.cpp sleep_ns: it stores sysmon_wait, then
+  // loads npidle): pidleget's decrement of npidle and this load are both
+  // seq_cst, so one side sees the other and sysmon is never left asleep.
+  if (sched.sysmon_wait.load(std::memory_order_seq_cst) && sched.sysmon_wake != nullptr) {
     sched.sysmon_wake();
   }
 }

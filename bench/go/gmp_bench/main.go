@@ -15,6 +15,7 @@ import (
 const (
 	goroutines = 1_000_000
 	yields     = 1_000_000
+	locks      = 10_000_000
 )
 
 // spawnJoinRound runs one round of spawn+join and returns its duration.
@@ -83,11 +84,25 @@ func parked(r *harness.Result) {
 	r.Report("peak_rss_MiB", harness.MiB(harness.PeakRSSBytes()))
 }
 
+// osMutex: an uncontended sync.Mutex locked and unlocked `locks` times.
+func osMutex(r *harness.Result) {
+	n := harness.Scaled(locks)
+	var mu sync.Mutex
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		mu.Lock()
+		mu.Unlock()
+	}
+	d := time.Since(start)
+	r.Report("ns/lock", float64(d.Nanoseconds())/float64(n))
+}
+
 func main() {
 	harness.Main([]harness.Case{
 		{Workload: "spawn_join", Procs: 2, Run: spawnJoin(false)},
 		{Workload: "spawn_join_warm", Procs: 2, Run: spawnJoin(true)},
 		{Workload: "yield_ping", Procs: 1, Run: yieldPing},
 		{Workload: "parked", Procs: 2, Run: parked},
+		{Workload: "os_mutex", Procs: 1, Run: osMutex},
 	})
 }
