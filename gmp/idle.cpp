@@ -114,11 +114,12 @@ void newm(P* p, bool spinning) {
   m->spinning = spinning;
   m->fastrand_state = static_cast<uint64_t>(nanotime()) ^ (static_cast<uint64_t>(m->id) << 32) ^
                       0x9E3779B97F4A7C15ull;
-  {
-    std::lock_guard<std::mutex> lock(sched.lock);
-    sched.allm.push_back(m);
-    sched.mcount++;
-  }
+  // The thread is started under the lock that run()'s join_ms reads allm
+  // with: an M it finds there is always joinable (it used to find one whose
+  // std::thread was not assigned yet, skip it, and destroy it joinable).
+  std::lock_guard<std::mutex> lock(sched.lock);
+  sched.allm.push_back(m);
+  sched.mcount++;
   m->thread = std::thread([m] { mstart(m); });
 }
 

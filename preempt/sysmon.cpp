@@ -107,7 +107,8 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
       n++;
       continue;
     }
-    if (st == PStatus::kRunning && retake_blocked(p, &pd.blocked, now, next_deadline)) {
+    if (st == PStatus::kRunning && !sched.stopping.load(std::memory_order_relaxed) &&
+        retake_blocked(p, &pd.blocked, now, next_deadline)) {
       // Its M sleeps in the kernel outside blocking(): handed off.
       n++;
       continue;
