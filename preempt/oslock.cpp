@@ -41,18 +41,10 @@
 
 #include <atomic>
 
-#include "gmp/tls.hpp"
+#include "preempt/preempt.hpp"
 
 namespace gort::internal {
 namespace {
-
-inline void oslock_add(int32_t delta) {
-  M* m = getm();
-  if (m == nullptr) return;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  m->oslocks.store(m->oslocks.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-}
 
 [[noreturn]] void die(const char* msg) {
   (void)!write(2, msg, __builtin_strlen(msg));
@@ -79,8 +71,8 @@ Fn next_fn(std::atomic<Fn>* slot, const char* name) {
 }  // namespace
 }  // namespace gort::internal
 
-// The next definition of `name`, a function of type Fn.
-#define GORT_NEXT(Fn, name) (::gort::internal::next_fn<Fn>(&next_##name, #name))
+// The next definition of `name` (its type is its slot's, below).
+#define GORT_NEXT(name) (::gort::internal::next_fn(&next_##name, #name))
 
 using MutexFn = int (*)(pthread_mutex_t*);
 using MutexTimedFn = int (*)(pthread_mutex_t*, const struct timespec*);
@@ -126,30 +118,30 @@ GORT_SLOT(FileFn, funlockfile)
 
 // Before main, while one thread runs: no lock call pays for a lookup later.
 __attribute__((constructor(101))) void resolve_all() {
-  (void)GORT_NEXT(MutexFn, pthread_mutex_lock);
-  (void)GORT_NEXT(MutexFn, pthread_mutex_trylock);
-  (void)GORT_NEXT(MutexTimedFn, pthread_mutex_timedlock);
-  (void)GORT_NEXT(MutexClockFn, pthread_mutex_clocklock);
-  (void)GORT_NEXT(MutexFn, pthread_mutex_unlock);
-  (void)GORT_NEXT(RwFn, pthread_rwlock_rdlock);
-  (void)GORT_NEXT(RwFn, pthread_rwlock_tryrdlock);
-  (void)GORT_NEXT(RwTimedFn, pthread_rwlock_timedrdlock);
-  (void)GORT_NEXT(RwClockFn, pthread_rwlock_clockrdlock);
-  (void)GORT_NEXT(RwFn, pthread_rwlock_wrlock);
-  (void)GORT_NEXT(RwFn, pthread_rwlock_trywrlock);
-  (void)GORT_NEXT(RwTimedFn, pthread_rwlock_timedwrlock);
-  (void)GORT_NEXT(RwClockFn, pthread_rwlock_clockwrlock);
-  (void)GORT_NEXT(RwFn, pthread_rwlock_unlock);
-  (void)GORT_NEXT(SpinFn, pthread_spin_lock);
-  (void)GORT_NEXT(SpinFn, pthread_spin_trylock);
-  (void)GORT_NEXT(SpinFn, pthread_spin_unlock);
-  (void)GORT_NEXT(OnceFn, pthread_once);
-  (void)GORT_NEXT(GuardAcquireFn, __cxa_guard_acquire);
-  (void)GORT_NEXT(GuardFn, __cxa_guard_release);
-  (void)GORT_NEXT(GuardFn, __cxa_guard_abort);
-  (void)GORT_NEXT(FileFn, flockfile);
-  (void)GORT_NEXT(FileTryFn, ftrylockfile);
-  (void)GORT_NEXT(FileFn, funlockfile);
+  (void)GORT_NEXT(pthread_mutex_lock);
+  (void)GORT_NEXT(pthread_mutex_trylock);
+  (void)GORT_NEXT(pthread_mutex_timedlock);
+  (void)GORT_NEXT(pthread_mutex_clocklock);
+  (void)GORT_NEXT(pthread_mutex_unlock);
+  (void)GORT_NEXT(pthread_rwlock_rdlock);
+  (void)GORT_NEXT(pthread_rwlock_tryrdlock);
+  (void)GORT_NEXT(pthread_rwlock_timedrdlock);
+  (void)GORT_NEXT(pthread_rwlock_clockrdlock);
+  (void)GORT_NEXT(pthread_rwlock_wrlock);
+  (void)GORT_NEXT(pthread_rwlock_trywrlock);
+  (void)GORT_NEXT(pthread_rwlock_timedwrlock);
+  (void)GORT_NEXT(pthread_rwlock_clockwrlock);
+  (void)GORT_NEXT(pthread_rwlock_unlock);
+  (void)GORT_NEXT(pthread_spin_lock);
+  (void)GORT_NEXT(pthread_spin_trylock);
+  (void)GORT_NEXT(pthread_spin_unlock);
+  (void)GORT_NEXT(pthread_once);
+  (void)GORT_NEXT(__cxa_guard_acquire);
+  (void)GORT_NEXT(__cxa_guard_release);
+  (void)GORT_NEXT(__cxa_guard_abort);
+  (void)GORT_NEXT(flockfile);
+  (void)GORT_NEXT(ftrylockfile);
+  (void)GORT_NEXT(funlockfile);
 }
 
 }  // namespace
@@ -180,26 +172,26 @@ extern "C" {
 
 int pthread_mutex_lock(pthread_mutex_t* m) noexcept {
   oslock_add(1);
-  return counted(GORT_NEXT(MutexFn, pthread_mutex_lock)(m));
+  return counted(GORT_NEXT(pthread_mutex_lock)(m));
 }
 
 int pthread_mutex_trylock(pthread_mutex_t* m) noexcept {
   oslock_add(1);
-  return counted(GORT_NEXT(MutexFn, pthread_mutex_trylock)(m));
+  return counted(GORT_NEXT(pthread_mutex_trylock)(m));
 }
 
 int pthread_mutex_timedlock(pthread_mutex_t* m, const struct timespec* t) noexcept {
   oslock_add(1);
-  return counted(GORT_NEXT(MutexTimedFn, pthread_mutex_timedlock)(m, t));
+  return counted(GORT_NEXT(pthread_mutex_timedlock)(m, t));
 }
 
 int pthread_mutex_clocklock(pthread_mutex_t* m, clockid_t c, const struct timespec* t) noexcept {
   oslock_add(1);
-  return counted(GORT_NEXT(MutexClockFn, pthread_mutex_clocklock)(m, c, t));
+  return counted(GORT_NEXT(pthread_mutex_clocklock)(m, c, t));
 }
 
 int pthread_mutex_unlock(pthread_mutex_t* m) noexcept {
-  int r = GORT_NEXT(MutexFn, pthread_mutex_unlock)(m);
+  int r = GORT_NEXT(pthread_mutex_unlock)(m);
   if (r == 0) oslock_add(-1);
   return r;
 }
@@ -208,46 +200,46 @@ int pthread_mutex_unlock(pthread_mutex_t* m) noexcept {
 
 int pthread_rwlock_rdlock(pthread_rwlock_t* l) noexcept {
   oslock_add(1);
-  return counted(GORT_NEXT(RwFn, pthread_rwlock_rdlock)(l));
+  return counted(GORT_NEXT(pthread_rwlock_rdlock)(l));
 }
 
 int pthread_rwlock_tryrdlock(pthread_rwlock_t* l) noexcept {
   oslock_add(1);
-  return counted(GORT_NEXT(RwFn, pthread_rwlock_tryrdlock)(l));
+  return counted(GORT_NEXT(pthread_rwlock_tryrdlock)(l));
 }
 
 int pthread_rwlock_timedrdlock(pthread_rwlock_t* l, const struct timespec* t) noexcept {
   oslock_add(1);
-  return counted(GORT_NEXT(RwTimedFn, pthread_rwlock_timedrdlock)(l, t));
+  return counted(GORT_NEXT(pthread_rwlock_timedrdlock)(l, t));
 }
 
 int pthread_rwlock_clockrdlock(pthread_rwlock_t* l, clockid_t c, const struct timespec* t) noexcept {
   oslock_add(1);
-  return counted(GORT_NEXT(RwClockFn, pthread_rwlock_clockrdlock)(l, c, t));
+  return counted(GORT_NEXT(pthread_rwlock_clockrdlock)(l, c, t));
 }
 
 int pthread_rwlock_wrlock(pthread_rwlock_t* l) noexcept {
   oslock_add(1);
-  return counted(GORT_NEXT(RwFn, pthread_rwlock_wrlock)(l));
+  return counted(GORT_NEXT(pthread_rwlock_wrlock)(l));
 }
 
 int pthread_rwlock_trywrlock(pthread_rwlock_t* l) noexcept {
   oslock_add(1);
-  return counted(GORT_NEXT(RwFn, pthread_rwlock_trywrlock)(l));
+  return counted(GORT_NEXT(pthread_rwlock_trywrlock)(l));
 }
 
 int pthread_rwlock_timedwrlock(pthread_rwlock_t* l, const struct timespec* t) noexcept {
   oslock_add(1);
-  return counted(GORT_NEXT(RwTimedFn, pthread_rwlock_timedwrlock)(l, t));
+  return counted(GORT_NEXT(pthread_rwlock_timedwrlock)(l, t));
 }
 
 int pthread_rwlock_clockwrlock(pthread_rwlock_t* l, clockid_t c, const struct timespec* t) noexcept {
   oslock_add(1);
-  return counted(GORT_NEXT(RwClockFn, pthread_rwlock_clockwrlock)(l, c, t));
+  return counted(GORT_NEXT(pthread_rwlock_clockwrlock)(l, c, t));
 }
 
 int pthread_rwlock_unlock(pthread_rwlock_t* l) noexcept {
-  int r = GORT_NEXT(RwFn, pthread_rwlock_unlock)(l);
+  int r = GORT_NEXT(pthread_rwlock_unlock)(l);
   if (r == 0) oslock_add(-1);
   return r;
 }
@@ -256,16 +248,16 @@ int pthread_rwlock_unlock(pthread_rwlock_t* l) noexcept {
 
 int pthread_spin_lock(pthread_spinlock_t* l) noexcept {
   oslock_add(1);
-  return counted(GORT_NEXT(SpinFn, pthread_spin_lock)(l));
+  return counted(GORT_NEXT(pthread_spin_lock)(l));
 }
 
 int pthread_spin_trylock(pthread_spinlock_t* l) noexcept {
   oslock_add(1);
-  return counted(GORT_NEXT(SpinFn, pthread_spin_trylock)(l));
+  return counted(GORT_NEXT(pthread_spin_trylock)(l));
 }
 
 int pthread_spin_unlock(pthread_spinlock_t* l) noexcept {
-  int r = GORT_NEXT(SpinFn, pthread_spin_unlock)(l);
+  int r = GORT_NEXT(pthread_spin_unlock)(l);
   if (r == 0) oslock_add(-1);
   return r;
 }
@@ -274,25 +266,25 @@ int pthread_spin_unlock(pthread_spinlock_t* l) noexcept {
 
 int pthread_once(pthread_once_t* once, void (*init)()) {
   oslock_add(1);
-  int r = GORT_NEXT(OnceFn, pthread_once)(once, init);
+  int r = GORT_NEXT(pthread_once)(once, init);
   oslock_add(-1);
   return r;
 }
 
 int __cxa_guard_acquire(int64_t* guard) {
-  int r = GORT_NEXT(GuardAcquireFn, __cxa_guard_acquire)(guard);
+  int r = GORT_NEXT(__cxa_guard_acquire)(guard);
   // 1: this thread runs the initialisation, until release or abort.
   if (r != 0) oslock_add(1);
   return r;
 }
 
 void __cxa_guard_release(int64_t* guard) noexcept {
-  GORT_NEXT(GuardFn, __cxa_guard_release)(guard);
+  GORT_NEXT(__cxa_guard_release)(guard);
   oslock_add(-1);
 }
 
 void __cxa_guard_abort(int64_t* guard) noexcept {
-  GORT_NEXT(GuardFn, __cxa_guard_abort)(guard);
+  GORT_NEXT(__cxa_guard_abort)(guard);
   oslock_add(-1);
 }
 
@@ -300,16 +292,16 @@ void __cxa_guard_abort(int64_t* guard) noexcept {
 
 void flockfile(FILE* f) noexcept {
   oslock_add(1);
-  GORT_NEXT(FileFn, flockfile)(f);
+  GORT_NEXT(flockfile)(f);
 }
 
 int ftrylockfile(FILE* f) noexcept {
   oslock_add(1);
-  return counted(GORT_NEXT(FileTryFn, ftrylockfile)(f));
+  return counted(GORT_NEXT(ftrylockfile)(f));
 }
 
 void funlockfile(FILE* f) noexcept {
-  GORT_NEXT(FileFn, funlockfile)(f);
+  GORT_NEXT(funlockfile)(f);
   oslock_add(-1);
 }
 

@@ -20,7 +20,7 @@
 #include <absl/base/options.h>
 #include <absl/synchronization/mutex.h>
 
-#include "gmp/tls.hpp"
+#include "preempt/preempt.hpp"
 
 namespace gort::internal {
 namespace {
@@ -62,54 +62,46 @@ Fn next(std::atomic<Fn>* slot, const char* method) {
 std::atomic<MemberFn> g_lock{nullptr}, g_unlock{nullptr}, g_rlock{nullptr}, g_runlock{nullptr};
 std::atomic<MemberTryFn> g_trylock{nullptr}, g_rtrylock{nullptr};
 
-inline void count(int32_t delta) {
-  M* m = getm();
-  if (m == nullptr) return;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  m->oslocks.store(m->oslocks.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-}
-
 }  // namespace
 }  // namespace gort::internal
 
 namespace absl {
 ABSL_NAMESPACE_BEGIN
 
-using gort::internal::count;
 using gort::internal::next;
+using gort::internal::oslock_add;
 
 void Mutex::Lock() {
-  count(1);
+  oslock_add(1);
   next(&gort::internal::g_lock, "Lock")(this);
 }
 
 void Mutex::Unlock() {
   next(&gort::internal::g_unlock, "Unlock")(this);
-  count(-1);
+  oslock_add(-1);
 }
 
 bool Mutex::TryLock() {
-  count(1);
+  oslock_add(1);
   bool ok = next(&gort::internal::g_trylock, "TryLock")(this);
-  if (!ok) count(-1);
+  if (!ok) oslock_add(-1);
   return ok;
 }
 
 void Mutex::ReaderLock() {
-  count(1);
+  oslock_add(1);
   next(&gort::internal::g_rlock, "ReaderLock")(this);
 }
 
 void Mutex::ReaderUnlock() {
   next(&gort::internal::g_runlock, "ReaderUnlock")(this);
-  count(-1);
+  oslock_add(-1);
 }
 
 bool Mutex::ReaderTryLock() {
-  count(1);
+  oslock_add(1);
   bool ok = next(&gort::internal::g_rtrylock, "ReaderTryLock")(this);
-  if (!ok) count(-1);
+  if (!ok) oslock_add(-1);
   return ok;
 }
 

@@ -29,6 +29,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "gmp/tls.hpp"
+
 namespace gort::internal {
 
 struct G;
@@ -72,6 +74,17 @@ struct BlockedWatch {
   int64_t cpu = 0;
   int64_t since = 0;
 };
+// Adds delta to the calling thread's count of OS locks held (M::oslocks;
+// oslock.cpp, oslock_absl.cpp). Only the M's own thread writes it and its
+// signal handler reads it: plain load and store, as acquirem.
+inline void oslock_add(int32_t delta) {
+  M* m = getm();
+  if (m == nullptr) return;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  m->oslocks.store(m->oslocks.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+}
+
 // Registers for membarrier(2); without it, Ms the kernel blocks outside
 // blocking() keep their P.
 void retake_init();

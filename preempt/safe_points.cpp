@@ -99,11 +99,15 @@ void frames_init(int preempt_sig) {
 }
 
 bool frames_preemptible(const G* g, const ucontext_t* uc) {
+#if !defined(__x86_64__)
+  (void)g;
+  (void)uc;
+  return false;  // no trampoline elsewhere: never asked
+#else
   uintptr_t tp = thread_pointer();
   uintptr_t tls_lo = tp + static_cast<uintptr_t>(g_tls_lo);
   uintptr_t tls_hi = tp + static_cast<uintptr_t>(g_tls_hi);
   auto in_tls = [&](uintptr_t v) { return v - tls_lo < tls_hi - tls_lo; };
-#if defined(__x86_64__)
   // A register pointing into the thread's TLS: the code works on a
   // thread_local object through its address (a constructor's `this`, a
   // hoisted &tls_var) and would use the old thread's after migrating.
@@ -113,10 +117,6 @@ bool frames_preemptible(const G* g, const ucontext_t* uc) {
     if (in_tls(static_cast<uintptr_t>(uc->uc_mcontext.gregs[r]))) return false;
   }
   uintptr_t sp = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]);
-#else
-  uintptr_t sp = 0;
-  return false;
-#endif
   // The same for the goroutine's live frames (a spilled `this`; a leaf
   // function's red zone included), and a signal frame below us: a user
   // handler that runs on this stack with SA_NODEFER and so left the mask
@@ -129,6 +129,7 @@ bool frames_preemptible(const G* g, const ucontext_t* uc) {
     if (in_tls(v) || (v == g_restore_rt && v != 0)) return false;
   }
   return true;
+#endif
 }
 
 bool add_preemptible_range(uintptr_t lo, uintptr_t hi) {
