@@ -45,17 +45,13 @@ struct Case {
   int slice_ms;
 };
 
+// The OS-lock cases check the counting alone: with the retake of blocked Ms
+// on, a waiter's M asleep on the lock would lose its P and hide a preempted
+// holder. BlockedM (below) is the fixture of the retake's own cases.
 class OsCode : public ::testing::TestWithParam<Case> {
  protected:
-  // The OS-lock cases check the counting alone: with the retake of blocked
-  // Ms on, a waiter's M asleep on the lock would lose its P and hide a
-  // preempted holder (each is also the subject of the retake cases below).
-  void SetUp() override { internal::retake_blocked_allowed.store(!counting_only()); }
+  void SetUp() override { internal::retake_blocked_allowed.store(false); }
   void TearDown() override { internal::retake_blocked_allowed.store(true); }
-  bool counting_only() const {
-    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    return name.find("AbslMutex") == std::string::npos && name.find("Blocking") == std::string::npos;
-  }
   gort::Config cfg() const {
     return preempt_cfg(GetParam().procs, absl::Milliseconds(GetParam().slice_ms));
   }
@@ -87,18 +83,21 @@ constexpr int kRounds = 60;
 
 // ---- OS locks held while the goroutine runs user code ----
 
-template <class Mutex, class Guard>
-void locked_counter(const gort::Config& cfg, int n) {
+// workers() goroutines each run kRounds critical sections that spin for
+// kInside and count; under_lock(i, section) runs section() holding the lock
+// (i: the goroutine's index). The count must come out exact.
+template <class UnderLock>
+void locked_counter(const gort::Config& cfg, int n, UnderLock under_lock) {
   auto child = reporting([&] {
-    Mutex mu;
     long counter = 0;
     gort::run(
         [&] {
-          on_goroutines(n, [&](int) {
+          on_goroutines(n, [&](int i) {
             for (int r = 0; r < kRounds; r++) {
-              Guard g(mu);
-              spin_for(kInside);
-              counter++;
+              under_lock(i, [&] {
+                spin_for(kInside);
+                counter++;
+              });
             }
           });
         },
@@ -108,56 +107,36 @@ void locked_counter(const gort::Config& cfg, int n) {
   GORT_EXPECT_SUBPROCESS_OK(30, child);
 }
 
-TEST_P(OsCode, StdMutex) { locked_counter<std::mutex, std::lock_guard<std::mutex>>(cfg(), workers()); }
+TEST_P(OsCode, StdMutex) {
+  std::mutex mu;
+  locked_counter(cfg(), workers(), [&](int, auto section) {
+    std::lock_guard<std::mutex> g(mu);
+    section();
+  });
+}
 
 TEST_P(OsCode, RecursiveMutex) {
-  auto child = reporting([&] {
-    std::recursive_mutex mu;
-    long counter = 0;
-    int n = workers();
-    gort::run(
-        [&] {
-          on_goroutines(n, [&](int) {
-            for (int r = 0; r < kRounds; r++) {
-              std::lock_guard<std::recursive_mutex> outer(mu);
-              spin_for(kInside / 2);
-              std::lock_guard<std::recursive_mutex> inner(mu);
-              spin_for(kInside / 2);
-              counter++;
-            }
-          });
-        },
-        cfg());
-    EXPECT_EQ(counter, long{n} * kRounds);
+  std::recursive_mutex mu;
+  locked_counter(cfg(), workers(), [&](int, auto section) {
+    std::lock_guard<std::recursive_mutex> outer(mu);
+    spin_for(kInside / 2);
+    std::lock_guard<std::recursive_mutex> inner(mu);
+    section();
   });
-  GORT_EXPECT_SUBPROCESS_OK(30, child);
 }
 
 TEST_P(OsCode, TimedMutex) {
-  auto child = reporting([&] {
-    std::timed_mutex mu;
-    long counter = 0;
-    int n = workers();
-    gort::run(
-        [&] {
-          on_goroutines(n, [&](int i) {
-            for (int r = 0; r < kRounds; r++) {
-              if (i % 2 == 0) {
-                while (!mu.try_lock_for(50ms)) {
-                }
-              } else {
-                mu.lock();
-              }
-              spin_for(kInside);
-              counter++;
-              mu.unlock();
-            }
-          });
-        },
-        cfg());
-    EXPECT_EQ(counter, long{n} * kRounds);
+  std::timed_mutex mu;
+  locked_counter(cfg(), workers(), [&](int i, auto section) {
+    if (i % 2 == 0) {
+      while (!mu.try_lock_for(50ms)) {
+      }
+    } else {
+      mu.lock();
+    }
+    section();
+    mu.unlock();
   });
-  GORT_EXPECT_SUBPROCESS_OK(30, child);
 }
 
 TEST_P(OsCode, SharedMutex) {
@@ -194,27 +173,14 @@ TEST_P(OsCode, SharedMutex) {
 }
 
 TEST_P(OsCode, PthreadSpinlock) {
-  auto child = reporting([&] {
-    pthread_spinlock_t spin;
-    pthread_spin_init(&spin, PTHREAD_PROCESS_PRIVATE);
-    long counter = 0;
-    int n = workers();
-    gort::run(
-        [&] {
-          on_goroutines(n, [&](int) {
-            for (int r = 0; r < kRounds; r++) {
-              pthread_spin_lock(&spin);
-              spin_for(kInside);
-              counter++;
-              pthread_spin_unlock(&spin);
-            }
-          });
-        },
-        cfg());
-    pthread_spin_destroy(&spin);
-    EXPECT_EQ(counter, long{n} * kRounds);
+  pthread_spinlock_t spin;
+  pthread_spin_init(&spin, PTHREAD_PROCESS_PRIVATE);
+  locked_counter(cfg(), workers(), [&](int, auto section) {
+    pthread_spin_lock(&spin);
+    section();
+    pthread_spin_unlock(&spin);
   });
-  GORT_EXPECT_SUBPROCESS_OK(30, child);
+  pthread_spin_destroy(&spin);
 }
 
 // ---- one-time initialisation ----
@@ -338,34 +304,26 @@ TEST_P(OsCode, AtomicSharedPtr) {
 
 // ---- threads the kernel blocks: sysmon hands their P to another M ----
 
-// absl::Mutex takes no pthread lock (it is not counted): its holder may be
-// preempted, and a waiter on the same M then sleeps on its futex. The P of
-// that M must go to another M so the holder runs again.
-TEST_P(OsCode, AbslMutex) {
-  auto child = reporting([&] {
-    absl::Mutex mu;
-    long counter = 0;
-    int n = workers();
-    gort::run(
-        [&] {
-          on_goroutines(n, [&](int) {
-            for (int r = 0; r < kRounds; r++) {
-              absl::MutexLock g(&mu);
-              spin_for(kInside);
-              counter++;
-            }
-          });
-        },
-        cfg());
-    EXPECT_EQ(counter, long{n} * kRounds);
+class BlockedM : public OsCode {
+ protected:
+  void SetUp() override { internal::retake_blocked_allowed.store(true); }
+};
+
+// absl::Mutex is counted like pthread's; a waiter's M sleeps on absl's own
+// futex, and its P must go to another M so that the holder (on another P)
+// is not the only goroutine left to run.
+TEST_P(BlockedM, AbslMutex) {
+  absl::Mutex mu;
+  locked_counter(cfg(), workers(), [&](int, auto section) {
+    absl::MutexLock g(&mu);
+    section();
   });
-  GORT_EXPECT_SUBPROCESS_OK(30, child);
 }
 
 // A library that knows nothing of gort reads a pipe with a plain blocking
 // read(): its thread sleeps in the kernel holding a P. The writer needs
 // that P when there is only one.
-TEST_P(OsCode, PlainBlockingReadOnAPipe) {
+TEST_P(BlockedM, PlainBlockingReadOnAPipe) {
   auto child = reporting([&] {
     constexpr int kPipes = 3;
     int fds[kPipes][2];
@@ -453,10 +411,9 @@ TEST_P(OsCode, ProfilerSignalHandler) {
   GORT_EXPECT_SUBPROCESS_OK(60, child);
 }
 
-INSTANTIATE_TEST_SUITE_P(Slices, OsCode,
-                         ::testing::Values(Case{1, 1}, Case{1, 10}, Case{2, 1}, Case{2, 10}, Case{4, 1},
-                                           Case{4, 10}),
-                         case_name);
+const auto kCases = ::testing::Values(Case{1, 1}, Case{1, 10}, Case{2, 1}, Case{2, 10}, Case{4, 1}, Case{4, 10});
+INSTANTIATE_TEST_SUITE_P(Slices, OsCode, kCases, case_name);
+INSTANTIATE_TEST_SUITE_P(Slices, BlockedM, kCases, case_name);
 
 }  // namespace
 }  // namespace gort::test
