@@ -45,12 +45,7 @@ void after_switch(G* prev) {
       prev->m = nullptr;
       if (!m->park_unlock(prev, m->park_arg)) {
         set_status(prev, GStatus::kWaiting, GStatus::kRunnable);
-        if (m->p != nullptr) {
-          runqput(m->p, prev, true);
-        } else {
-          std::lock_guard<std::mutex> lock(sched.lock);
-          globrunqput_locked(prev);
-        }
+        runqput_or_global(m->p, prev, true);
       }
       break;
     case AfterSwitch::kExit:
@@ -111,17 +106,10 @@ void ready(G* g) {
   // Inside blocking() the P may already belong to another M, and sysmon
   // may have taken it from an M the kernel blocked (ensurep): then use the
   // global queue, as a plain thread does.
-  P* p = nullptr;
-  if (m != nullptr && !m->in_blocking.load(std::memory_order_relaxed)) {
-    acquirem(m);
-    p = ensurep(m);
-    if (p != nullptr) runqput(p, g, true);
-    releasem(m);
-  }
-  if (p == nullptr) {
-    std::lock_guard<std::mutex> lock(sched.lock);
-    globrunqput_locked(g);
-  }
+  bool gated = m != nullptr && !m->in_blocking.load(std::memory_order_relaxed);
+  if (gated) acquirem(m);
+  runqput_or_global(gated ? ensurep(m) : nullptr, g, true);
+  if (gated) releasem(m);
   wakep();
 }
 

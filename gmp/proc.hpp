@@ -46,6 +46,17 @@ inline void runqput(P* p, G* g, bool next) {
   }
 }
 
+// The same, or the global queue when the M has no P (sysmon took it while
+// the thread slept in the kernel, see ensurep).
+inline void runqput_or_global(P* p, G* g, bool next) {
+  if (p != nullptr) {
+    runqput(p, g, next);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(sched.lock);
+  globrunqput_locked(g);
+}
+
 // g (runnable, just taken from a queue) becomes m's running goroutine. A G
 // taken from runnext inherits the current time slice (Go's inheritTime):
 // otherwise a pair handing off to each other through runnext would start a
