@@ -4,7 +4,7 @@
 // blocked thread instead).
 //
 // Detection, each sysmon round, for a P whose M runs a goroutine outside the
-// runtime: the thread's CPU-time clock has not moved for kBlockedNs (1 ms) while the P's schedtick stayed the same, and
+// runtime: the thread's CPU-time clock has hardly moved for kBlockedNs (1 ms) while the P's schedtick stayed the same, and
 // /proc/self/task/TID/stat says the thread sleeps ('S') or waits on I/O
 // ('D'), not that it is runnable and merely waiting for a CPU ('R').
 //
@@ -46,10 +46,9 @@ namespace {
 // How long a thread must have slept in the kernel. Go retakes a P from a
 // system call after 20 µs, but that call announced itself; an unannounced
 // sleep is most often short (a page fault waiting for mmap_lock while
-// another thread faults, a brief futex wait), and taking the P at 20 µs
-// churned Ms and Ps in a spawn-heavy program (100,000 goroutines started on
-// 2 Ps ran 5 % slower, and its sleepers stopped overlapping). 1 ms keeps
-// those, and still frees a P from a real block within about a millisecond.
+// another thread faults, a brief futex wait), and each retake costs a
+// membarrier, a hand-off and a thread wake-up. 1 ms leaves the short ones
+// alone and still frees a P from a real block within about a millisecond.
 constexpr int64_t kBlockedNs = 1000 * 1000;
 
 bool g_retake_enabled = false;
@@ -107,12 +106,25 @@ bool retake_blocked(P* p, BlockedWatch* w, int64_t now, int64_t* next_look) {
     return false;
   }
   uint32_t tick = p->schedtick_seen.load(std::memory_order_relaxed);
-  int64_t cpu = thread_cpu_ns(m->cpuclock);
-  if (w->m != m || w->tick != tick || w->cpu != cpu) {
-    *w = BlockedWatch{m, tick, cpu, now};
+  if (w->m != m || w->tick != tick) {
+    // A new run. Its thread's clock is read from the next look on: reading
+    // another thread's CPU clock is a system call that locks that CPU's run
+    // queue, and a P that keeps scheduling must not pay it every round (a
+    // test waking 100,000 sleepers on 2 Ps slowed down until they stopped
+    // overlapping).
+    *w = BlockedWatch{m, tick, -1, now};
     return false;
   }
-  // No CPU time since w->since.
+  int64_t cpu = thread_cpu_ns(m->cpuclock);
+  // Asleep since w->since unless it used more than a sixteenth of the time
+  // (not "no CPU at all": the preemption signals sysmon keeps sending a run
+  // this long are handled, and each costs the sleeper a few µs).
+  if (w->cpu < 0 || (cpu - w->cpu) * 16 > now - w->since) {
+    w->cpu = cpu;
+    w->since = now;
+    if (now + kBlockedNs < *next_look) *next_look = now + kBlockedNs;
+    return false;
+  }
   if (now - w->since < kBlockedNs) {
     if (w->since + kBlockedNs < *next_look) *next_look = w->since + kBlockedNs;
     return false;
