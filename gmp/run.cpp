@@ -146,7 +146,7 @@ void teardown() {
   sched.allp.clear();
 #ifdef GORT_ASAN
   // Under LeakSanitizer, heap owned through an abandoned goroutine's frames
-  // must stay reachable (SPEC: no leaks under ASan/LSan): keep its stacks.
+  // must stay reachable (docs/runtime.md: no leaks under ASan/LSan): keep its stacks.
   sched.stacks.destroy(/*keep_mapped=*/abandoned);
 #else
   (void)abandoned;

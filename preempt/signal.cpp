@@ -1,7 +1,6 @@
 // preempt/signal.cpp — the preemption signal: sending it, and deciding in
 // the handler whether the interrupted point is asynchronously safe. See
-// preempt.hpp for the rules and DESIGN.md ("Preemption pitfalls") for why
-// each one exists.
+// preempt.hpp for the rules and docs/preemption.md for why each one exists.
 #include <cpuid.h>
 #include <pthread.h>
 #include <signal.h>

@@ -200,7 +200,7 @@ TEST_P(Run, ShutdownWithParkedAndUnstartedGoroutines) {
   expect_no_leaks(before);
 }
 
-// SPEC.md: goroutines still around when main returns are abandoned, and
+// docs/runtime.md: goroutines still around when main returns are abandoned, and
 // run leaves "no leaks under ASan/LSan". A parked goroutine that owns heap
 // memory through its stack frame must not make LeakSanitizer report a leak
 // once run has returned. Only meaningful in a sanitizer build.
@@ -345,7 +345,7 @@ TEST(RunMaxprocs, EnvironmentVariableSetsProcs) {
 }
 
 // A goroutine parked on something only a plain thread will set later: the
-// runtime cannot know the thread will, but SPEC.md lists outside threads
+// runtime cannot know the thread will, but docs/runtime.md lists outside threads
 // among the things that can wake a goroutine, so this is not a deadlock.
 TEST(RunExternalWake, PlainThreadReadiesParkedMainLater) {
   auto child = [&] {
