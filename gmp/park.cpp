@@ -69,20 +69,26 @@ namespace {
   fatal(buf);
 }
 
-}  // namespace
-
-// A goroutine may leave its thread only when nothing of the thread's is
-// held: an OS lock or a one-time initialisation (M::oslocks), or the thread
-// itself (blocking(f): f runs outside the scheduler).
-void check_may_switch(M* m, const char* what) {
-  if (m->oslocks.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+[[noreturn, gnu::cold, gnu::noinline]] void may_not_switch(M* m, const char* what) {
+  if (m->oslocks.load(std::memory_order_relaxed) != 0) {
     fatal_named(what, " while holding an OS lock (a pthread or std:: mutex, rwlock or spinlock, a FILE lock, "
                       "or inside a function-local static's or call_once's initialisation)");
   }
-  if (m->in_blocking.load(std::memory_order_relaxed)) [[unlikely]] {
-    fatal_named(what, " inside gort::blocking (f must not call gort functions that may park)");
+  fatal_named(what, " inside gort::blocking (f must not call gort functions that may park)");
+}
+
+// A goroutine may leave its thread only when nothing of the thread's is
+// held: an OS lock or a one-time initialisation (M::oslocks), or the thread
+// itself (blocking(f): f runs outside the scheduler). Inline: park and
+// gosched are the hot path.
+inline void check_may_switch(M* m, const char* what) {
+  if ((m->oslocks.load(std::memory_order_relaxed) != 0) | m->in_blocking.load(std::memory_order_relaxed))
+      [[unlikely]] {
+    may_not_switch(m, what);
   }
 }
+
+}  // namespace
 
 void park(bool (*unlock)(G*, void*), void* arg, WaitReason reason) {
   M* m = getm();
