@@ -1,17 +1,33 @@
 // gmp/fatal.cpp — see fatal.hpp. Go's checkdead is here too: its verdict is
 // one more way to die, with the same goroutine dump.
+//
+// Dying (die): one thread at a time prints (a second one that dies waits
+// for the first to exit the process); the message goes out first, then on
+// the M's own stack the tracebacks: the dying goroutine's from registers
+// taken where it failed, then, for fatal errors or GORT_TRACEBACK=all, every
+// other goroutine's, after the other Ms were stopped in their signal
+// handlers (freeze_world) so that nothing moves while it is read. A
+// watchdog ends a traceback that makes no progress for 20 s (a lock it
+// needs held by a stopped thread) with exit status 2 all the same.
 #include "gmp/fatal.hpp"
 
-#include <execinfo.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "gmp/sched.hpp"
+#include "gmp/switch.hpp"
+#include "gmp/symbolize.hpp"
 #include "gmp/timer.hpp"
 #include "gmp/tls.hpp"
+#include "gmp/traceback.hpp"
 
 namespace gort::internal {
 
@@ -55,58 +71,143 @@ void write_stderr_hex(unsigned long long v) {
 
 namespace {
 
-void print_goroutine_header(long long id, const char* state) {
-  write_stderr("goroutine ");
-  write_stderr_int(id);
-  write_stderr(" [");
-  write_stderr(state);
-  write_stderr("]:\n");
+std::atomic<int> g_dying_tid{0};
+
+void on_watchdog(int) {
+  write_stderr("\ngort: printing the traceback took too long; giving up\n");
+  _exit(2);
+}
+
+// Seconds without progress after which a dying process stops printing: a
+// lock the traceback needs may be held by a thread it stopped.
+constexpr unsigned kWatchdogSeconds = 20;
+
+void arm_watchdog() {
+  struct sigaction sa = {};
+  sa.sa_handler = &on_watchdog;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGALRM, &sa, nullptr);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGALRM);
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  alarm(kWatchdogSeconds);
+}
+
+// Runs on the M's own stack (systemstack): libdw and the demangler need
+// more than a goroutine may have left.
+void print_tracebacks(void* arg) {
+  Death* d = static_cast<Death*>(arg);
+  TracebackSettings s = traceback_settings();
+  int level = d->runtime_error ? 2 : s.level;
+  bool all = d->all || s.all;
+  arm_watchdog();
+  // One traceback at a time; a thread printing one finishes soon, and none
+  // is stopped yet (freeze_world comes after).
+  std::timed_mutex& mu = symbolizer_mutex();
+  bool locked = mu.try_lock_for(std::chrono::seconds(5));
+  if (all) freeze_world(500 * 1000 * 1000);
+  TraceWriter w(2);
+  w.set_watchdog(kWatchdogSeconds);
+  GoroutineFrames f;
+  if (d->have_regs) {
+    unwind(d->regs, d->view, d->first_is_return, &f.pcs);
+    f.kind = GoroutineFrames::kWalked;
+    f.skip = d->skip;
+    f.cut_at_throw = d->cut_at_throw;
+  }
+  if (d->g != nullptr) {
+    w.put("\n");
+    print_goroutine(w, d->g, "running", f, level);
+  } else if (d->runtime_stack && d->have_regs) {
+    w.put("\nruntime stack:\n");
+    print_frames(w, f, level);
+  }
+  w.flush();
+  if (all) {
+    // The stopped threads may hold Sched::lock: then walk allg without it
+    // (nothing changes it any more).
+    std::unique_lock<std::mutex> lock(sched.lock, std::defer_lock);
+    if (!d->sched_locked) {
+      for (int i = 0; i < 100 && !lock.try_lock(); i++) {
+        timespec ts{0, 1000 * 1000};
+        nanosleep(&ts, nullptr);
+      }
+    }
+    print_all(w, d->g, level, true);
+  }
+  w.flush();
+  if (locked) mu.unlock();
+  alarm(0);
+}
+
+[[noreturn]] void finish(bool crash) {
+  if (crash) {
+    // GORT_TRACEBACK=crash: die of SIGABRT, so that a core is written.
+    signal(SIGABRT, SIG_DFL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGABRT);
+    pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+    abort();
+  }
+  _exit(2);
 }
 
 }  // namespace
 
-void dump_goroutines_locked(G* current) {
-  int shown = 0;
-  for (G* g = sched.allg; g != nullptr; g = g->allg_next) {
-    GStatus s = g->status.load(std::memory_order_relaxed);
-    if (g == current || s == GStatus::kDead || s == GStatus::kIdle) continue;
-    if (++shown > 64) {
-      write_stderr("...additional goroutines elided...\n");
-      break;
+bool dying_on_this_thread() {
+  return g_dying_tid.load(std::memory_order_acquire) == static_cast<int>(gettid());
+}
+
+void die(Death* d) {
+  int me = static_cast<int>(gettid());
+  int prev = 0;
+  if (!g_dying_tid.compare_exchange_strong(prev, me, std::memory_order_acq_rel)) {
+    if (prev == me) {
+      write_stderr("\nfatal error: the runtime failed while printing a traceback\n");
+      _exit(2);
     }
-    write_stderr("\n");
-    const char* what = s == GStatus::kWaiting ? wait_reason_string(g->waitreason) : gstatus_string(s);
-    print_goroutine_header(g->id, what);
+    // Another thread is dying and prints for both: wait for its exit.
+    for (;;) pause();
   }
+  if (!d->in_signal_handler) std::fflush(stdout);
+  for (const char* t : d->text) {
+    if (t != nullptr) write_stderr(t);
+  }
+  TracebackSettings s = traceback_settings();
+  if (s.level > 0 || d->runtime_error) systemstack(&print_tracebacks, d);
+  finish(s.crash);
 }
 
-void fatal(const char* msg) {
-  std::fflush(stdout);
-  write_stderr("fatal error: ");
-  write_stderr(msg);
-  write_stderr("\n");
-  G* g = getg();
-  if (g != nullptr) {
-    write_stderr("\n");
-    print_goroutine_header(g->id, "running");
+namespace {
+
+// fatal and fatal_user: the calling goroutine (or thread) as it called.
+[[noreturn, gnu::noinline]] void fatal_common(const char* msg, bool runtime_error) {
+  Death d;
+  d.text[0] = "fatal error: ";
+  d.text[1] = msg;
+  d.text[2] = "\n";
+  d.runtime_error = runtime_error;
+  d.all = true;
+  current_regs(&d.regs, &d.view);
+  d.have_regs = true;
+  d.first_is_return = true;
+  M* m = getm();
+  G* g = m != nullptr ? m->curg : nullptr;
+  if (g != nullptr && d.view.hi == reinterpret_cast<uintptr_t>(g->stack_hi)) {
+    d.g = g;
+  } else {
+    d.runtime_stack = true;
   }
-  // Go prints the stacks on a throw; we have no unwinder of goroutine
-  // stacks, but the native frames of the failing thread say where.
-  write_stderr("\nruntime stack:\n");
-  void* frames[48];
-  int n = backtrace(frames, 48);
-  backtrace_symbols_fd(frames, n, 2);
-  _exit(2);
+  die(&d);
 }
 
-void fatal_panic(const char* what, long long goid) {
-  std::fflush(stdout);
-  write_stderr("panic: ");
-  write_stderr(what);
-  write_stderr("\n\n");
-  print_goroutine_header(goid, "running");
-  _exit(2);
-}
+}  // namespace
+
+void fatal(const char* msg) { fatal_common(msg, true); }
+
+void fatal_user(const char* msg) { fatal_common(msg, false); }
 
 namespace {
 
@@ -148,10 +249,11 @@ void check_dead_locked() {
   // send on a channel or start a goroutine: then nothing is provably dead
   // (as Go, which does not report deadlocks while cgo threads exist).
   if (os_thread_count() > sched.mcount + sched.nsystem_threads.load()) return;
-  std::fflush(stdout);
-  write_stderr("fatal error: all goroutines are asleep - deadlock!\n");
-  dump_goroutines_locked(nullptr);
-  _exit(2);
+  Death d;
+  d.text[0] = "fatal error: all goroutines are asleep - deadlock!\n";
+  d.all = true;
+  d.sched_locked = true;
+  die(&d);
 }
 
 }  // namespace gort::internal

@@ -107,6 +107,16 @@ struct alignas(64) G {
   // Asynchronous preemptions taken (for tests and dumps).
   uint32_t async_preempts = 0;
   int64_t id = 0;
+  // Who made it, for tracebacks' "created by F in goroutine K": the return
+  // address of its newproc_alloc call (in the caller of gort::go, which is
+  // always inlined) and the creating goroutine's id (0: a plain thread or
+  // the runtime). Two stores at spawn; everything else is worked out only
+  // when a traceback prints them.
+  uintptr_t gopc = 0;
+  int64_t parent_goid = 0;
+  // When it parked (Sched::coarse_now, a clock sysmon keeps): a dump shows
+  // the wait in minutes once it reaches one, as Go does.
+  int64_t waitsince = 0;
   // Links of sched.allg (under Sched::lock). Intrusive, so that a G costs
   // no memory outside the stack page it lives on, and leaves allg in O(1).
   G* allg_prev = nullptr;

@@ -82,6 +82,8 @@ void* mstart(void* arg) {
   // Every M gets the signal mask of the thread that called run, whoever
   // started it (sysmon blocks the preemption signal for itself).
   pthread_sigmask(SIG_SETMASK, &sched.m_sigmask, nullptr);
+  // A dying process stopped the runtime to print it: no new M joins in.
+  while (sched.frozen.load(std::memory_order_acquire)) pause();
   minit(m);
   if (m->nextp != nullptr) {
     acquirep(m, m->nextp);

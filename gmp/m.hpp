@@ -35,6 +35,34 @@ enum class AfterSwitch : uint8_t {
   kExit,        // the previous G is dead: recycle it
 };
 
+// A request for this M's running goroutine's registers (gmp/unwind.cpp):
+// one asker at a time (under symbolizer_mutex) fills in the fields and
+// moves `state` kTbIdle -> kTbAsked, then sends the preemption signal; the
+// M's handler takes it (kTbAsked -> kTbBusy), records the goroutine it
+// interrupted, copies its stack, publishes kTbDone, and with `freeze` stays
+// in the handler for good (a dying process stops its other threads so that
+// the stacks it prints hold still). An asker that gives up moves kTbAsked ->
+// kTbIdle; if the handler was quicker it waits for kTbDone instead, so the
+// handler never writes into a buffer its asker has let go of.
+inline constexpr uint32_t kTbIdle = 0;
+inline constexpr uint32_t kTbAsked = 1;
+inline constexpr uint32_t kTbBusy = 2;
+inline constexpr uint32_t kTbDone = 3;
+
+struct TracebackRequest {
+  std::atomic<uint32_t> state{kTbIdle};
+  bool freeze = false;
+  char* buf = nullptr;  // where to copy the stack (null: no copy)
+  size_t cap = 0;
+  // The answer: the goroutine interrupted on its own stack (null if the M
+  // was elsewhere: on g0, idle, in the runtime's switch), its registers in
+  // DWARF order (unwind.hpp), and the copied bytes [copy_lo, copy_lo+copied).
+  G* g = nullptr;
+  uint64_t regs[17] = {};
+  uintptr_t copy_lo = 0;
+  size_t copied = 0;
+};
+
 struct M {
   int64_t id = 0;
   G g0;
@@ -105,6 +133,8 @@ struct M {
   std::atomic<int> slice_timer_state{0};  // 0 none, 1 being made, 2 made
   std::atomic<uint32_t> slice_timer_tick{0};
   std::atomic<int64_t> slice_timer_deadline{0};
+
+  TracebackRequest tb;
 
   // Per-M alternate signal stack (for the stack-overflow handler).
   void* sigstack = nullptr;

@@ -307,6 +307,9 @@ G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
   g->spawned_external = p == nullptr;
   g->param = nullptr;
   g->id = next_goid(p);
+  g->gopc = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
+  G* parent = m != nullptr ? m->curg : nullptr;
+  g->parent_goid = parent != nullptr ? parent->id : 0;
   capture_fp_control(g);
   // The first frame is laid out now, as Go's newproc does: the G already
   // has its stack, and this touches the page the G is on anyway.

@@ -6,7 +6,6 @@
 #include <sched.h>
 
 #include <cstdio>
-#include <exception>
 #include <mutex>
 
 #include "gmp/fatal.hpp"
@@ -66,7 +65,7 @@ namespace {
 [[noreturn]] void fatal_named(const char* what, const char* why) {
   char buf[320];
   std::snprintf(buf, sizeof buf, "%s%s", what, why);
-  fatal(buf);
+  fatal_user(buf);
 }
 
 [[noreturn, gnu::cold, gnu::noinline]] void may_not_switch(M* m, const char* what) {
@@ -100,6 +99,7 @@ void park(bool (*unlock)(G*, void*), void* arg, WaitReason reason) {
   m->park_unlock = unlock;
   m->park_arg = arg;
   self->waitreason = reason;
+  self->waitsince = sched.coarse_now.load(std::memory_order_relaxed);
   set_status(self, GStatus::kRunning, GStatus::kWaiting);
   gschedule(self, AfterSwitch::kPark);
   self->waitreason = WaitReason::kNone;
@@ -193,18 +193,14 @@ void goroutine_main(G* self) {
   // The count the switch that started us carried (see gschedule).
   releasem(getm());
   self->started = true;
-  try {
-    self->invoke(self->closure);
-    if (self->locals != nullptr) gls_destroy(self);
-  } catch (const std::exception& e) {
-    fatal_panic(e.what(), self->id);
-  } catch (...) {
-    fatal_panic("(unknown exception)", self->id);
-  }
+  // No catch: an exception that escapes is reported by panic.cpp from the
+  // stack where it was thrown, before anything is unwound.
+  self->invoke(self->closure);
+  if (self->locals != nullptr) gls_destroy(self);
   self->nopreempt = 0;
   M* m = getm();
   if (m->oslocks.load(std::memory_order_relaxed) != 0) [[unlikely]] {
-    fatal("goroutine exited while holding an OS lock");
+    fatal_user("goroutine exited while holding an OS lock");
   }
   acquirem(m);  // carried by switch_exit to the next context
   P* p = ensurep(m);

@@ -20,6 +20,7 @@
 #include "gmp/sched.hpp"
 #include "gmp/timer.hpp"
 #include "gmp/tls.hpp"
+#include "gmp/traceback.hpp"
 
 namespace gort::internal {
 namespace {
@@ -98,6 +99,8 @@ void reset_sched(const Config& cfg) {
   sched.external_ops.store(0);
   sched.external_go.store(0);
   sched.nblocking.store(0);
+  sched.coarse_now.store(nanotime());
+  sched.frozen.store(false);
   sched.cfg = cfg;
   sched.nprocs = cfg.procs;
   sched.time_slice_ns = absl::ToInt64Nanoseconds(cfg.time_slice);
@@ -167,6 +170,8 @@ int run_main(void (*body)(void*, int*), void* arg, const Config& cfg_in) {
   pthread_sigmask(SIG_SETMASK, nullptr, &sched.m_sigmask);
   sched.stacks.init(cfg.stack_size);
   install_fatal_signal_handlers();
+  traceback_init();
+  panic_init();
   if (sched.hooks.netpoll_init != nullptr) sched.hooks.netpoll_init();
 
   for (int i = 0; i < cfg.procs; i++) {

@@ -61,6 +61,9 @@ struct SchedHooks {
   void (*slice_started)(P* p, uint32_t tick) = nullptr;
   // Disarms m's slice timer (m enters blocking(); called on m).
   void (*slice_timer_stop)(M* m) = nullptr;
+  // Sends m the runtime's signal for a traceback request (m->tb, see
+  // unwind.hpp); false if it could not be sent.
+  bool (*traceback_signal)(M* m) = nullptr;
 };
 
 struct Sched {
@@ -117,6 +120,14 @@ struct Sched {
   std::atomic<int32_t> nsystem_threads{0};
   // Ms inside gort::blocking().
   std::atomic<int32_t> nblocking{0};
+  // A clock for stamps that need no precision (G::waitsince): sysmon
+  // stores nanotime() every round, and whoever wakes it from its deep sleep
+  // stores it first, so it is never more than a sysmon round behind while
+  // goroutines run. On its own cache line: parking reads it.
+  alignas(64) std::atomic<int64_t> coarse_now{0};
+  // A dying process stopped its threads to print their goroutines
+  // (traceback.cpp): sysmon stops acting and a new M never starts.
+  alignas(64) std::atomic<bool> frozen{false};
   // sysmon is in a long sleep because every P is idle; wake it when one
   // starts running again.
   std::atomic<bool> sysmon_wait{false};

@@ -11,7 +11,9 @@
 // and the G at the top of their stacks. So a fault anywhere in the stack
 // pool's memory while a goroutine runs is reported as that goroutine's
 // stack overflow too, naming the stack it hit (StackPool::find is
-// async-signal-safe). Any other fault goes to whatever handler was
+// async-signal-safe). The report is Go's, with the goroutine's frames from
+// the faulting instruction (fatal.cpp's die, on the M's own stack: the
+// alternate signal stack is too small for a symbolizer). Any other fault goes to whatever handler was
 // installed before us (ASan's, the application's) or, if none, gets the
 // default action.
 #include <signal.h>
@@ -24,6 +26,7 @@
 #include "gmp/fatal.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
+#include "gmp/unwind.hpp"
 
 namespace gort::internal {
 namespace {
@@ -71,6 +74,12 @@ void describe_hit(char* addr, const StackSlot& slot) {
 }
 
 void on_fault(int sig, siginfo_t* info, void* uc) {
+  if (dying_on_this_thread()) {
+    // The traceback of a dying process faulted (a stack it read changed
+    // under it, a bug of ours): the message is out, end with it.
+    write_stderr("\nruntime: fault while printing the traceback\n");
+    _exit(2);
+  }
   M* m = getm();
   G* g = m ? m->curg : nullptr;
   if (g != nullptr && g->stack_lo != nullptr) {
@@ -82,10 +91,15 @@ void on_fault(int sig, siginfo_t* info, void* uc) {
       write_stderr_int(static_cast<long long>(g->stack_hi - g->stack_lo));
       write_stderr("-byte limit\n");
       if (!own_guard) describe_hit(addr, slot);
-      write_stderr("fatal error: stack overflow\n\ngoroutine ");
-      write_stderr_int(g->id);
-      write_stderr(" [running]:\n");
-      _exit(2);
+      Death d;
+      d.text[0] = "fatal error: stack overflow\n";
+      d.all = true;
+      d.g = g;
+      regs_from_ucontext(static_cast<const ucontext_t*>(uc), &d.regs);
+      d.view = goroutine_stack(g);
+      d.have_regs = true;
+      d.in_signal_handler = true;
+      die(&d);
     }
   }
   chain(sig, info, uc);

@@ -14,6 +14,7 @@
 #include "gmp/sanitizer.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
+#include "gmp/unwind.hpp"
 
 namespace gort::internal {
 namespace bctx = boost::context::detail;
@@ -141,6 +142,15 @@ void capture_fp_control(G* g) {
 #endif
 }
 
+// Boost.Context's saved context on x86-64 (jump_x86_64_sysv_elf_gas.S,
+// make_x86_64_sysv_elf_gas.S): the fcontext_t points at
+//   0x00 MXCSR, x87 control word   0x08 r12   0x10 r13   0x18 r14
+//   0x20 r15   0x28 rbx   0x30 rbp   0x38 the return address
+// and the context's stack pointer is fcontext + 0x40 once resumed. A new
+// context's "rbp" is the address of its `finish` label, which its
+// trampoline pushes as the entry function's return address.
+constexpr size_t kCtxR12 = 0x08, kCtxRbx = 0x28, kCtxRbp = 0x30, kCtxRip = 0x38, kCtxSize = 0x40;
+
 void make_context(G* g) {
   size_t size = static_cast<size_t>(g->stack_hi - g->stack_lo);
   g->ctx = bctx::make_fcontext(g->stack_hi, size, &entry);
@@ -150,12 +160,82 @@ void make_context(G* g) {
   // its creator's instead.
   std::memcpy(static_cast<char*>(g->ctx), &g->fp_mxcsr, sizeof g->fp_mxcsr);
   std::memcpy(static_cast<char*>(g->ctx) + 4, &g->fp_x87cw, sizeof g->fp_x87cw);
+  // A zero return address below the first frame, as a thread's start has:
+  // unwinders (tracebacks, gdb, and the C++ runtime looking for a handler)
+  // stop there instead of walking into the G above the stack. `entry`
+  // never returns, so the finish label it replaces is never needed. An
+  // exception nothing catches so ends its search at the bottom of the
+  // goroutine and std::terminate runs on the intact stack (panic.cpp).
+  std::memset(static_cast<char*>(g->ctx) + kCtxRbp, 0, 8);
 #endif
   if (g->tsan_fiber == nullptr) g->tsan_fiber = tsan_create_fiber();
   g->saved_errno = 0;
   g->eh_caught = nullptr;
   g->eh_uncaught = 0;
   g->asan_fake_stack = nullptr;
+}
+
+namespace {
+
+__attribute__((no_sanitize("address", "thread"))) uint64_t ctx_word(const void* ctx, size_t off) {
+  return *reinterpret_cast<const volatile uint64_t*>(static_cast<const char*>(ctx) + off);
+}
+
+}  // namespace
+
+void parked_regs(const G* g, UnwindRegs* regs) {
+  *regs = UnwindRegs{};
+#if defined(__x86_64__)
+  const void* ctx = g->ctx;
+  if (ctx == nullptr) return;
+  for (int i = 0; i < 4; i++) regs->r[12 + i] = ctx_word(ctx, kCtxR12 + 8 * static_cast<size_t>(i));
+  regs->r[kRegRbx] = ctx_word(ctx, kCtxRbx);
+  regs->r[kRegRbp] = ctx_word(ctx, kCtxRbp);
+  regs->r[kRegRip] = ctx_word(ctx, kCtxRip);
+  regs->r[kRegRsp] = reinterpret_cast<uintptr_t>(ctx) + kCtxSize;
+  regs->known = (1u << kRegRbx) | (1u << kRegRbp) | (1u << kRegRsp) | (0xFu << 12) | (1u << kRegRip);
+#else
+  (void)g;
+#endif
+}
+
+namespace {
+
+struct SystemCall {
+  void (*fn)(void*);
+  void* arg;
+};
+
+void systemstack_entry(bctx::transfer_t t) {
+  auto* c = static_cast<SystemCall*>(t.data);
+  c->fn(c->arg);
+  // Back to the caller; this context is simply abandoned.
+  bctx::jump_fcontext(t.fctx, nullptr);
+}
+
+}  // namespace
+
+void systemstack(void (*fn)(void*), void* arg) {
+#if defined(GORT_ASAN) || defined(GORT_TSAN_ON)
+  fn(arg);  // no fiber annotations for this one-off stack: run in place
+#else
+  M* m = getm();
+  G* g = m != nullptr ? m->curg : nullptr;
+  // g0 is suspended only while one of its goroutines runs; its context is
+  // then the lowest address in use on its stack.
+  uintptr_t lo = m != nullptr ? reinterpret_cast<uintptr_t>(m->g0_stack_lo) : 0;
+  uintptr_t top = m != nullptr ? reinterpret_cast<uintptr_t>(m->g0.ctx) : 0;
+  constexpr uintptr_t kMinSize = 256 * 1024;
+  if (g == nullptr || g->is_g0 || lo == 0 || top < lo + kMinSize + 4096 ||
+      top > lo + m->g0_stack_size) {
+    fn(arg);
+    return;
+  }
+  top = (top - 256) & ~uintptr_t{15};
+  SystemCall call{fn, arg};
+  bctx::fcontext_t ctx = bctx::make_fcontext(reinterpret_cast<void*>(top), top - lo - 4096, &systemstack_entry);
+  bctx::jump_fcontext(ctx, &call);
+#endif
 }
 
 }  // namespace gort::internal

@@ -95,6 +95,41 @@ extern std::atomic<bool> retake_blocked_allowed;
 // *next_look: lowered to when sysmon should look again.
 bool retake_blocked(P* p, BlockedWatch* w, int64_t now, int64_t* next_look);
 
+// Whether the kernel has thread `tid` of this process asleep (state S or D
+// in /proc: blocked, not waiting for a CPU).
+bool thread_sleeps(int tid);
+
+// ---- the stall report (stall.cpp) ----
+
+// What sysmon remembers of a P's run to tell that it has gone on too long.
+struct StallWatch {
+  uint32_t tick = 0;
+  int64_t since = 0;  // 0: not watching
+  G* g = nullptr;
+  bool reported = false;
+};
+// Reads the threshold (GORT_DEBUG=stallreport=MS); sysmon_start.
+void stall_init();
+// A sysmon round's look at a P that runs a goroutine: reports the run once
+// it has lasted the threshold.
+void stall_check_running(P* p, StallWatch* w, int64_t now);
+// m, blocked in the kernel since `since` while running g, lost its P.
+void stall_watch_blocked(M* m, G* g, int64_t since);
+// Reports the Ms still blocked past the threshold; true while some are
+// not reported yet (sysmon must not sleep for good meanwhile).
+bool stall_check_blocked(int64_t now);
+
+// ---- SIGQUIT (sigquit.cpp) ----
+
+// Installs the handler (once per process) and routes the signal to this
+// run's sysmon, the calling thread.
+void sigquit_start();
+void sigquit_stop();
+// sysmon: between rounds, asleep (a SIGQUIT on sysmon then dumps at once).
+void sigquit_sleeping(bool asleep);
+// sysmon, each round: dumps every goroutine and exits if SIGQUIT came.
+void sigquit_poll();
+
 // Finds the main program's TLS block and the signal-return trampoline
 // (after the preemption handler is installed).
 void frames_init(int preempt_sig);

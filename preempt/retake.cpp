@@ -65,7 +65,8 @@ int64_t thread_cpu_ns(clockid_t c) {
   return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
-// Whether the thread sleeps in the kernel: state S (interruptible) or D.
+}  // namespace
+
 bool thread_sleeps(int tid) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
@@ -87,8 +88,6 @@ bool thread_sleeps(int tid) {
   if (p == nullptr || p[1] != ' ') return false;
   return p[2] == 'S' || p[2] == 'D';
 }
-
-}  // namespace
 
 void retake_init() {
   g_retake_enabled =

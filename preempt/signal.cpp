@@ -17,6 +17,7 @@
 #include "gmp/sanitizer.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
+#include "gmp/unwind.hpp"
 #include "preempt/preempt.hpp"
 
 extern "C" {
@@ -74,22 +75,32 @@ void chain(int sig, siginfo_t* info, void* uc) {
 // number) and an M's slice timer (timer_create, with the M's id).
 constexpr uint32_t kTagRequest = 0xA5;
 constexpr uint32_t kTagTimer = 0xA6;
+// A traceback request (M::tb, gmp/unwind.hpp).
+constexpr uint32_t kTagTraceback = 0xA7;
 
 void on_signal(int sig, siginfo_t* info, void* ucv) {
   int saved_errno = errno;
   uint32_t value = static_cast<uint32_t>(info->si_value.sival_int);
   bool request = info->si_code == SI_QUEUE && info->si_pid == getpid() && (value >> 24) == kTagRequest;
   bool timer = info->si_code == SI_TIMER && (value >> 24) == kTagTimer;
-  if (!request && !timer) {
+  bool traceback = info->si_code == SI_QUEUE && info->si_pid == getpid() && (value >> 24) == kTagTraceback;
+  if (!request && !timer && !traceback) {
     chain(sig, info, ucv);
     errno = saved_errno;
     return;
   }
   M* m = getm();
   // Delivering one signal consumes every pending one (they are not queued),
-  // a timer's included.
+  // a timer's included: each of them answers a pending traceback request,
+  // and a traceback request's accounts for a pending preemption (sysmon
+  // asks again).
   if (m != nullptr) {
     m->preempt_seen.store(m->preempt_sent.load(std::memory_order_acquire), std::memory_order_release);
+    traceback_signal_handler(m, static_cast<const ucontext_t*>(ucv));
+  }
+  if (traceback) {
+    errno = saved_errno;
+    return;
   }
 #if defined(__x86_64__)
   G* g = m != nullptr ? m->curg : nullptr;
@@ -269,10 +280,19 @@ void slice_timer_stop(M* m) {
   timer_settime(static_cast<timer_t>(m->slice_timer), 0, &its, nullptr);
 }
 
+// SchedHooks::traceback_signal.
+bool traceback_signal(M* m) {
+  preempt_init();
+  sigval v;
+  v.sival_int = static_cast<int>(kTagTraceback << 24);
+  return pthread_sigqueue(m->tid, g_sig, v) == 0;
+}
+
 struct RegisterSliceHooks {
   RegisterSliceHooks() {
     sched.hooks.slice_started = &slice_started;
     sched.hooks.slice_timer_stop = &slice_timer_stop;
+    sched.hooks.traceback_signal = &traceback_signal;
   }
 } g_register_slice_hooks;
 

@@ -10,7 +10,11 @@
 //   - polls the network if nobody has for 10 ms;
 //   - starts an M when timers are overdue and every P is idle;
 //   - releases dead Gs (with their stacks) the program stopped needing
-//     (gfree_scavenge, newproc.cpp), all of the excess before a deep sleep.
+//     (gfree_scavenge, newproc.cpp), all of the excess before a deep sleep;
+//   - reports a goroutine that keeps its P far past its slice, or an M the
+//     kernel keeps blocked outside blocking() (stall.cpp);
+//   - keeps Sched::coarse_now, and prints the goroutines on SIGQUIT
+//     (sigquit.cpp).
 //
 // Sleep: 20 µs between rounds while something happens (a P retaken,
 // network work injected; a preemption does not count), doubling after 50
@@ -22,6 +26,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -45,6 +50,7 @@ struct SysmonTick {
   uint32_t syscalltick = 0;
   int64_t syscallwhen = 0;
   BlockedWatch blocked;
+  StallWatch stall;
 };
 
 struct Sysmon {
@@ -64,6 +70,10 @@ constexpr int64_t kMaxDelayNs = 10 * 1000 * 1000;
 constexpr int64_t kPollIntervalNs = 10 * 1000 * 1000;
 
 void sleep_ns(Sysmon* s, int64_t ns, bool deep) {
+  sigquit_sleeping(true);
+  struct Awake {
+    ~Awake() { sigquit_sleeping(false); }
+  } awake;
   std::unique_lock<std::mutex> lock(s->mu);
   auto woken = [s] { return s->kick || s->stop.load(std::memory_order_acquire); };
   if (deep) {
@@ -83,6 +93,9 @@ void sleep_ns(Sysmon* s, int64_t ns, bool deep) {
 void wake_sysmon() {
   Sysmon* s = g_sysmon;
   if (s == nullptr) return;
+  // Goroutines may park before sysmon's first round: the clock they stamp
+  // their waits with must not be as old as the deep sleep.
+  sched.coarse_now.store(nanotime(), std::memory_order_relaxed);
   bool expected = true;
   if (!sched.sysmon_wait.compare_exchange_strong(expected, false)) return;
   std::lock_guard<std::mutex> lock(s->mu);
@@ -107,13 +120,19 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
       n++;
       continue;
     }
+    M* m = st == PStatus::kRunning ? p->m : nullptr;
+    G* g = m != nullptr ? m->curg : nullptr;
     if (st == PStatus::kRunning && !sched.stopping.load(std::memory_order_relaxed) &&
         retake_blocked(p, &pd.blocked, now, next_deadline)) {
-      // Its M sleeps in the kernel outside blocking(): handed off.
+      // Its M sleeps in the kernel outside blocking(): handed off. It may
+      // stay there: the stall report watches it.
+      stall_watch_blocked(m, g, pd.blocked.since);
+      pd.stall.since = 0;
       n++;
       continue;
     }
     if (st == PStatus::kRunning) {
+      stall_check_running(p, &pd.stall, now);
       uint32_t t = p->schedtick_seen.load(std::memory_order_relaxed);
       if (pd.schedtick != t || pd.schedwhen == 0) {
         pd.schedtick = t;
@@ -179,8 +198,12 @@ void sysmon_loop(Sysmon* s) {
       delay = std::min(delay * 2, kMaxDelayNs);
     }
     int64_t now = nanotime();
+    sched.coarse_now.store(now, std::memory_order_relaxed);
+    // A dying process stopped the Ms to print them: hands off.
+    while (sched.frozen.load(std::memory_order_acquire)) pause();
     int64_t deadline;
     int acted = retake(s, now, &deadline);
+    bool stall_pending = stall_check_blocked(now);
     if (s->stop.load(std::memory_order_acquire)) return;
     // Dead goroutines' stacks the program stopped needing (a round that
     // released some counts as busy, so the rest follow quickly).
@@ -217,7 +240,8 @@ void sysmon_loop(Sysmon* s) {
       sleep = std::max<int64_t>(sleep, kMinDelayNs);
     }
     bool all_idle = sched.npidle.load(std::memory_order_acquire) == sched.nprocs &&
-                    sched.nblocking.load(std::memory_order_acquire) == 0;
+                    sched.nblocking.load(std::memory_order_acquire) == 0 && !stall_pending;
+    sigquit_poll();
     // Going to sleep until a P runs again: nothing will come back for the
     // dead Gs beyond the warm limit meanwhile.
     if (all_idle && idle > 50) gfree_scavenge(now, true);
@@ -233,8 +257,10 @@ void sysmon_start() {
   sched.sysmon_wake = &wake_sysmon;
   preempt_init();
   retake_init();
+  stall_init();
   sched.nsystem_threads.fetch_add(1);
   s->thread = std::thread([s] {
+    sigquit_start();
     // Short sleeps must be short: the default 50 µs timer slack would
     // stretch every 20 µs tick.
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
@@ -250,6 +276,7 @@ void sysmon_start() {
 void sysmon_stop() {
   Sysmon* s = g_sysmon;
   if (s == nullptr) return;
+  sigquit_stop();
   {
     std::lock_guard<std::mutex> lock(s->mu);
     s->stop.store(true, std::memory_order_release);

@@ -115,7 +115,7 @@ void Mutex::lock_slow(int32_t old) {
 }
 
 void Mutex::unlock_slow(int32_t now) {
-  if (((now + kLocked) & kLocked) == 0) internal::fatal("sync: unlock of unlocked mutex");
+  if (((now + kLocked) & kLocked) == 0) internal::fatal_user("sync: unlock of unlocked mutex");
   if ((now & kStarving) == 0) {
     int32_t old = now;
     for (;;) {
@@ -153,7 +153,7 @@ void RWMutex::unlock_shared() {
 }
 
 void RWMutex::unlock_shared_slow(int32_t r) {
-  if (r + 1 == 0 || r + 1 == -kMaxReaders) internal::fatal("sync: RUnlock of unlocked RWMutex");
+  if (r + 1 == 0 || r + 1 == -kMaxReaders) internal::fatal_user("sync: RUnlock of unlocked RWMutex");
   // A writer is pending: the last departing reader lets it in.
   if (reader_wait_.fetch_sub(1, std::memory_order_acq_rel) - 1 == 0) writer_sem_.release(false);
 }
@@ -179,7 +179,7 @@ bool RWMutex::try_lock() {
 
 void RWMutex::unlock() {
   int32_t r = reader_count_.fetch_add(kMaxReaders, std::memory_order_acq_rel) + kMaxReaders;
-  if (r >= kMaxReaders) internal::fatal("sync: Unlock of unlocked RWMutex");
+  if (r >= kMaxReaders) internal::fatal_user("sync: Unlock of unlocked RWMutex");
   for (int32_t i = 0; i < r; i++) reader_sem_.release(false);
   w_.unlock();
 }

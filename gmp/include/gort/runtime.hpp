@@ -41,6 +41,7 @@
 #include <functional>
 #include <new>
 #include <stdexcept>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -159,8 +160,12 @@ int run(F main, Config cfg = {}) {
 // spawns faster than its goroutines run yields here now and then (when its
 // P's run queue overflows), as at a preemption point, so that unstarted
 // goroutines, each holding a stack page, do not pile up.
+//
+// Always inlined, so that the new goroutine's record of where it was
+// started ("created by F" in tracebacks, docs/debugging.md) points into the
+// caller, not into this template.
 template <class F, class... Args>
-void go(F&& f, Args&&... args) {
+__attribute__((always_inline)) inline void go(F&& f, Args&&... args) {
   using Tuple = std::tuple<std::decay_t<F>, std::decay_t<Args>...>;
   static_assert(std::is_invocable_v<std::decay_t<F>, std::decay_t<Args>...>,
                 "gort::go: f is not callable with these arguments");
@@ -238,5 +243,18 @@ RuntimeStats runtime_stats();
 // True when the caller is a goroutine (as opposed to a plain OS thread or the
 // runtime's own threads).
 bool in_goroutine();
+
+// Go's runtime.Stack: the calling goroutine's traceback in Go's format
+// (`goroutine N [running]:`, then one function and `file:line` per frame,
+// then `created by F in goroutine K`), and with `all` every other
+// goroutine's after it, each after a blank line. The runtime's own frames
+// are left out unless GORT_TRACEBACK=system. Frames need debug information
+// (build with -g; docs/debugging.md). Never parks; costs a walk of each
+// stack printed (and, the first time, loading the debug information).
+// With `all`, goroutines running on other threads are interrupted for their
+// registers, but the others keep running: a goroutine that moves while it
+// is read is read again (Go stops the world instead). From a plain thread,
+// `stack(false)` is empty. Outside gort::run, both are empty.
+std::string stack(bool all = false);
 
 }  // namespace gort

@@ -1,0 +1,64 @@
+// gmp/symbolize.hpp — program counters to functions and source lines, for
+// tracebacks (docs/debugging.md).
+//
+// One libdw (elfutils) session per process, made on first use from
+// /proc/self/maps, re-read when a PC falls outside every known module (a
+// library dlopen'ed since). libdw gives the ELF symbol of a PC, its line,
+// and the chain of inlined calls at it (DW_TAG_inlined_subroutine scopes,
+// each with the file:line of its call site), so one PC can stand for several
+// logical frames, innermost first, as Go's inline unwinder does.
+//
+// Results are cached per looked-up address for the life of the process: a
+// dump of 100,000 goroutines parked in a handful of places symbolises a
+// handful of PCs. Separate debug info is looked up locally only (build-id
+// under /usr/lib/debug, .gnu_debuglink), never over the network: a dying
+// process must not wait on a debuginfod server.
+//
+// Thread-safety: libdw is not thread-safe; every function here requires
+// symbolizer_mutex(), which also serialises whole dumps (one traceback at a
+// time per process).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+typedef struct Dwfl Dwfl;
+
+namespace gort::internal {
+
+// One logical frame: a function, and where execution is in it.
+struct SymFrame {
+  std::string function;  // demangled; empty if unknown
+  std::string file;      // normalised absolute path; empty if unknown
+  int line = 0;
+  bool inlined = false;  // an inlined call: no physical frame of its own
+  bool runtime = false;  // gort's own code, Boost.Context, the thread start
+  bool stdlib = false;   // the C++ standard library (headers or libstdc++)
+};
+
+// What one looked-up address stands for.
+struct SymPC {
+  // Innermost first; the last one is the physical (outermost) function.
+  // Never empty: an unknown PC gives one frame with an empty function.
+  std::vector<SymFrame> frames;
+  uintptr_t entry = 0;  // start of the physical function's symbol, 0 unknown
+  std::string module;   // the ELF file the PC lies in; empty if none
+};
+
+std::timed_mutex& symbolizer_mutex();
+
+// The libdw session (null if libdw could not read this process). Lock held.
+Dwfl* symbolizer_dwfl();
+
+// Symbolises `addr`: a return address minus one (so that it lies in the
+// call instruction) or the exact PC of an interrupted instruction. The
+// reference stays valid for the life of the process. Lock held.
+const SymPC& symbolize(uintptr_t addr);
+
+// Whether `path` (a source file) belongs to gort's own sources or public
+// headers. Lock held.
+bool is_runtime_source(const std::string& path);
+
+}  // namespace gort::internal

@@ -1,0 +1,475 @@
+// gmp/traceback.cpp — see traceback.hpp. Go's traceback.go is the model:
+// goroutineheader, traceback2's inner/outer frame limits, showframe's
+// hiding of runtime frames (and its fallback to every frame when that
+// would leave none), printcreatedby.
+#include "gmp/traceback.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "gmp/clock_rand.hpp"
+#include "gmp/fatal.hpp"
+#include "gmp/sched.hpp"
+#include "gmp/switch.hpp"
+#include "gmp/symbolize.hpp"
+#include "gmp/tls.hpp"
+
+namespace gort::internal {
+
+// ---- GORT_TRACEBACK ----
+
+namespace {
+
+std::atomic<uint32_t> g_settings{0};  // level << 2 | all << 1 | crash
+constexpr uint32_t kDefaultSettings = 1u << 2;
+
+uint32_t encode(int level, bool all, bool crash) {
+  return static_cast<uint32_t>(level) << 2 | (all ? 2u : 0u) | (crash ? 1u : 0u);
+}
+
+}  // namespace
+
+void traceback_init() {
+  const char* v = std::getenv("GORT_TRACEBACK");
+  uint32_t t = kDefaultSettings;
+  if (v == nullptr || v[0] == '\0' || std::strcmp(v, "single") == 0) {
+    t = kDefaultSettings;
+  } else if (std::strcmp(v, "none") == 0) {
+    t = encode(0, false, false);
+  } else if (std::strcmp(v, "all") == 0) {
+    t = encode(1, true, false);
+  } else if (std::strcmp(v, "system") == 0) {
+    t = encode(2, true, false);
+  } else if (std::strcmp(v, "crash") == 0) {
+    t = encode(2, true, true);
+  } else {
+    // Go's numeric form: GOTRACEBACK=N is level N with every goroutine.
+    char* end = nullptr;
+    long n = std::strtol(v, &end, 10);
+    if (end != v && *end == '\0' && n >= 0 && n <= 2) {
+      t = encode(static_cast<int>(n), true, false);
+    } else {
+      // Go makes an unknown word level 0, which silently drops every
+      // traceback; say so and keep the default instead.
+      write_stderr("gort: GORT_TRACEBACK=");
+      write_stderr(v);
+      write_stderr(": unknown value (want none, single, all, system, crash or 0-2); using single\n");
+    }
+  }
+  g_settings.store(t, std::memory_order_relaxed);
+}
+
+TracebackSettings traceback_settings() {
+  uint32_t t = g_settings.load(std::memory_order_relaxed);
+  if (t == 0 && std::getenv("GORT_TRACEBACK") == nullptr) t = kDefaultSettings;
+  TracebackSettings s;
+  s.level = static_cast<int>(t >> 2);
+  s.all = (t & 2) != 0;
+  s.crash = (t & 1) != 0;
+  return s;
+}
+
+// ---- TraceWriter ----
+
+void TraceWriter::put_bytes(const char* s, size_t n) {
+  if (out_ != nullptr) {
+    out_->append(s, n);
+    return;
+  }
+  while (n > 0) {
+    if (n_ == sizeof buf_) flush();
+    size_t k = sizeof buf_ - n_ < n ? sizeof buf_ - n_ : n;
+    std::memcpy(buf_ + n_, s, k);
+    n_ += k;
+    s += k;
+    n -= k;
+  }
+}
+
+void TraceWriter::put(const char* s) { put_bytes(s, std::strlen(s)); }
+
+void TraceWriter::put_int(int64_t v) {
+  char buf[24];
+  char* p = buf + sizeof buf;
+  uint64_t u = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+  do {
+    *--p = static_cast<char>('0' + u % 10);
+    u /= 10;
+  } while (u != 0);
+  if (v < 0) *--p = '-';
+  put_bytes(p, static_cast<size_t>(buf + sizeof buf - p));
+}
+
+void TraceWriter::put_hex(uint64_t v) {
+  char buf[24];
+  char* p = buf + sizeof buf;
+  do {
+    *--p = "0123456789abcdef"[v & 15];
+    v >>= 4;
+  } while (v != 0);
+  *--p = 'x';
+  *--p = '0';
+  put_bytes(p, static_cast<size_t>(buf + sizeof buf - p));
+}
+
+void TraceWriter::flush() {
+  const char* p = buf_;
+  while (n_ > 0) {
+    ssize_t w = ::write(fd_, p, n_);
+    if (w <= 0) {
+      if (w < 0 && errno == EINTR) continue;
+      break;
+    }
+    p += w;
+    n_ -= static_cast<size_t>(w);
+  }
+  n_ = 0;
+  if (watchdog_ != 0) alarm(watchdog_);
+}
+
+// ---- frames ----
+
+namespace {
+
+struct Logical {
+  const SymFrame* f;
+  const SymPC* sym;
+  PcEntry pc;
+  bool physical;  // the outermost logical frame of its PC
+  bool shown = false;
+};
+
+bool throws(const std::string& fn) {
+  return fn.find("__cxa_throw") != std::string::npos || fn.find("__cxa_rethrow") != std::string::npos ||
+         fn.rfind("std::rethrow_exception", 0) == 0 || fn == "_Unwind_RaiseException" ||
+         fn == "_Unwind_Resume_or_Rethrow";
+}
+
+// Expands the walk into logical frames, innermost first; *gap: where the
+// elided frames were (-1: none).
+void expand(const GoroutineFrames& fr, std::vector<Logical>* out, int64_t* gap) {
+  *gap = -1;
+  const PcList& pcs = fr.pcs;
+  for (int64_t i = 0; i < pcs.kept(); i++) {
+    if (pcs.elided() > 0 && i == PcList::kInner) *gap = static_cast<int64_t>(out->size());
+    if (i < fr.skip) continue;
+    PcEntry e = pcs.at(i);
+    const SymPC& sym = symbolize(e.exact ? e.pc : e.pc - 1);
+    for (size_t j = 0; j < sym.frames.size(); j++) {
+      out->push_back(Logical{&sym.frames[j], &sym, e, j + 1 == sym.frames.size()});
+    }
+  }
+  if (!fr.cut_at_throw) return;
+  size_t limit = out->size() < 64 ? out->size() : 64;
+  for (size_t k = limit; k-- > 0;) {
+    if (!throws((*out)[k].f->function)) continue;
+    out->erase(out->begin(), out->begin() + static_cast<long>(k + 1));
+    if (*gap >= 0) *gap = *gap > static_cast<int64_t>(k + 1) ? *gap - static_cast<int64_t>(k + 1) : 0;
+    break;
+  }
+}
+
+// Go's showframe: the runtime's frames only at level 2; a library's
+// (libstdc++, libc) where its caller is shown; every frame if that leaves
+// none.
+void choose(std::vector<Logical>* frames, int level) {
+  bool any = false;
+  bool outer_hidden = false;
+  for (size_t i = frames->size(); i-- > 0;) {
+    Logical& l = (*frames)[i];
+    bool hidden = level < 2 && (l.f->runtime || (l.f->stdlib && outer_hidden));
+    l.shown = !hidden;
+    outer_hidden = hidden;
+    any |= l.shown;
+  }
+  if (!any) {
+    for (Logical& l : *frames) l.shown = true;
+  }
+}
+
+void put_function(TraceWriter& w, const std::string& fn) {
+  if (fn.empty()) {
+    w.put("?" "?()");
+    return;
+  }
+  w.put(fn);
+  // C++ names carry their parameter list; C names and unknown ones do not.
+  if (fn.find('(') == std::string::npos) w.put("()");
+}
+
+void put_location(TraceWriter& w, const SymFrame& f, const SymPC& sym) {
+  if (!f.file.empty()) {
+    w.put(f.file);
+    w.put(":");
+    w.put_int(f.line);
+  } else {
+    w.put(sym.module.empty() ? "?" : sym.module.c_str());
+    w.put(":0");
+  }
+}
+
+}  // namespace
+
+void print_frames(TraceWriter& w, const GoroutineFrames& fr, int level) {
+  if (fr.kind == GoroutineFrames::kUnavailable) {
+    w.put("\tgoroutine running on other thread; stack unavailable\n");
+    return;
+  }
+  if (fr.kind != GoroutineFrames::kWalked) return;
+  std::vector<Logical> frames;
+  int64_t gap;
+  expand(fr, &frames, &gap);
+  choose(&frames, level);
+  for (size_t i = 0; i < frames.size(); i++) {
+    if (static_cast<int64_t>(i) == gap) {
+      w.put("...");
+      w.put_int(fr.pcs.elided());
+      w.put(" frames elided...\n");
+    }
+    const Logical& l = frames[i];
+    if (!l.shown) continue;
+    put_function(w, l.f->function);
+    w.put("\n\t");
+    put_location(w, *l.f, *l.sym);
+    if (l.physical && l.sym->entry != 0 && l.pc.pc >= l.sym->entry) {
+      w.put(" +");
+      w.put_hex(l.pc.pc - l.sym->entry);
+    }
+    if (level >= 2) {
+      w.put(" pc=");
+      w.put_hex(l.pc.pc);
+    }
+    w.put("\n");
+  }
+}
+
+namespace {
+
+void print_created_by(TraceWriter& w, const G* g, int level) {
+  // Go shows no creator for the main goroutine.
+  if (g->gopc == 0 || g->id == 1) return;
+  const SymPC& sym = symbolize(g->gopc - 1);
+  // The innermost frame that is the caller's own (gort::go itself is an
+  // inlined frame of the runtime's headers).
+  size_t pick = 0;
+  for (size_t i = 0; i < sym.frames.size(); i++) {
+    if (level >= 2 || !sym.frames[i].runtime) {
+      pick = i;
+      break;
+    }
+  }
+  const SymFrame& f = sym.frames[pick];
+  w.put("created by ");
+  w.put(f.function.empty() ? "??" : f.function.c_str());
+  if (g->parent_goid != 0) {
+    w.put(" in goroutine ");
+    w.put_int(g->parent_goid);
+  }
+  w.put("\n\t");
+  put_location(w, f, sym);
+  if (pick + 1 == sym.frames.size() && sym.entry != 0 && g->gopc >= sym.entry) {
+    w.put(" +");
+    w.put_hex(g->gopc - sym.entry);
+  }
+  w.put("\n");
+}
+
+const char* state_of(const G* g) {
+  GStatus s = g->status.load(std::memory_order_acquire);
+  switch (s) {
+    case GStatus::kWaiting:
+      return g->waitreason == WaitReason::kNone ? "waiting" : wait_reason_string(g->waitreason);
+    case GStatus::kRunning: {
+      M* m = g->m;
+      return m != nullptr && m->in_blocking.load(std::memory_order_relaxed) ? "syscall" : "running";
+    }
+    default:
+      return gstatus_string(s);
+  }
+}
+
+}  // namespace
+
+void print_goroutine(TraceWriter& w, G* g, const char* state, const GoroutineFrames& f, int level) {
+  w.put("goroutine ");
+  w.put_int(g->id);
+  if (level >= 2) {
+    w.put(" gp=");
+    w.put_hex(reinterpret_cast<uintptr_t>(g));
+    M* m = g->m;
+    if (m != nullptr) {
+      w.put(" m=");
+      w.put_int(m->id);
+    } else {
+      w.put(" m=nil");
+    }
+  }
+  w.put(" [");
+  w.put(state != nullptr ? state : state_of(g));
+  if (g->status.load(std::memory_order_relaxed) == GStatus::kWaiting && g->waitsince != 0) {
+    int64_t minutes = (nanotime() - g->waitsince) / (60 * int64_t{1000000000});
+    if (minutes >= 1) {
+      w.put(", ");
+      w.put_int(minutes);
+      w.put(minutes == 1 ? " minute" : " minutes");
+    }
+  }
+  w.put("]:\n");
+  print_frames(w, f, level);
+  print_created_by(w, g, level);
+}
+
+void goroutine_frames(G* g, bool may_ask, char* buf, size_t cap, GoroutineFrames* out) {
+  out->kind = GoroutineFrames::kUnavailable;
+  out->pcs.total = 0;
+  // A goroutine that moves while it is walked (resumed, parked elsewhere)
+  // is walked again; its saved context and status tell.
+  for (int attempt = 0; attempt < 4; attempt++) {
+    GStatus s = g->status.load(std::memory_order_acquire);
+    if (s == GStatus::kRunning) {
+      M* m = g->m;
+      if (m == nullptr || !may_ask || m->in_blocking.load(std::memory_order_acquire)) return;
+      RunningRegs rr;
+      if (ask_running_m(m, g, buf, cap, 100 * 1000 * 1000, &rr)) {
+        unwind(rr.regs, rr.view, false, &out->pcs);
+        out->kind = GoroutineFrames::kWalked;
+        return;
+      }
+      continue;  // parked meanwhile, or no answer: look again
+    }
+    if (s != GStatus::kWaiting && s != GStatus::kRunnable) return;
+    if (!g->started) {
+      out->kind = GoroutineFrames::kNotStarted;
+      return;
+    }
+    void* ctx = g->ctx;
+    UnwindRegs regs;
+    parked_regs(g, &regs);
+    unwind(regs, goroutine_stack(g), true, &out->pcs);
+    out->kind = GoroutineFrames::kWalked;
+    if (g->ctx == ctx && g->status.load(std::memory_order_acquire) == s) return;
+  }
+}
+
+namespace {
+
+// A G pointer read without Sched::lock (a dying process) is used only if
+// it is the G at the top of a stack slot of the pool.
+bool plausible(const G* g) {
+  StackSlot slot;
+  if (!sched.stacks.find(g, &slot)) return false;
+  return reinterpret_cast<const char*>(g) == slot.lo + sched.stacks.stack_size() - kGSize;
+}
+
+}  // namespace
+
+void print_all(TraceWriter& w, G* skip, int level, bool frozen) {
+  std::vector<char> buf;
+  if (!frozen) {
+    size_t cap = sched.stacks.stack_size();
+    buf.resize(cap < (size_t{1} << 20) ? cap : (size_t{1} << 20));
+  }
+  int64_t limit = sched.nallg + 1024;
+  int64_t deadline = nanotime();
+  for (G* g = sched.allg; g != nullptr && limit-- > 0; g = g->allg_next) {
+    if (frozen && !plausible(g)) break;
+    GStatus s = g->status.load(std::memory_order_acquire);
+    if (g == skip || g->is_g0 || s == GStatus::kDead || s == GStatus::kIdle) continue;
+    GoroutineFrames f;
+    if (frozen && s == GStatus::kRunning) {
+      RunningRegs rr;
+      M* m = g->m;
+      if (m != nullptr && frozen_regs(m, deadline, &rr) && m->tb.g == g) {
+        unwind(rr.regs, rr.view, false, &f.pcs);
+        f.kind = GoroutineFrames::kWalked;
+      }
+    } else {
+      goroutine_frames(g, !frozen, buf.data(), buf.size(), &f);
+    }
+    w.put("\n");
+    print_goroutine(w, g, nullptr, f, level);
+  }
+}
+
+void freeze_world(int64_t timeout_ns) {
+  sched.frozen.store(true, std::memory_order_seq_cst);
+  M* self = getm();
+  // Stopped threads may hold Sched::lock: read allm without it if need be
+  // (it only grows while the runtime runs).
+  std::unique_lock<std::mutex> lock(sched.lock, std::defer_lock);
+  for (int i = 0; i < 100 && !lock.try_lock(); i++) {
+    timespec ts{0, 1000 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+  std::vector<M*> ms(sched.allm.begin(), sched.allm.end());
+  if (lock.owns_lock()) lock.unlock();
+  for (M* m : ms) {
+    if (m != self) freeze_m(m);
+  }
+  int64_t deadline = nanotime() + timeout_ns;
+  for (M* m : ms) {
+    if (m == self) continue;
+    while (m->tb.state.load(std::memory_order_acquire) != kTbDone && nanotime() < deadline) {
+      timespec ts{0, 100 * 1000};
+      nanosleep(&ts, nullptr);
+    }
+  }
+}
+
+}  // namespace gort::internal
+
+namespace gort {
+namespace {
+
+struct StackCall {
+  bool all;
+  std::string* out;
+  internal::G* g;
+  internal::UnwindRegs regs;
+  internal::StackView view;
+};
+
+void stack_body(void* arg) {
+  using namespace internal;
+  auto* c = static_cast<StackCall*>(arg);
+  std::lock_guard<std::timed_mutex> symbols(symbolizer_mutex());
+  int level = traceback_settings().level >= 2 ? 2 : 1;
+  TraceWriter w(c->out);
+  if (c->g != nullptr) {
+    GoroutineFrames f;
+    unwind(c->regs, c->view, true, &f.pcs);
+    f.kind = GoroutineFrames::kWalked;
+    f.skip = 1;  // gort::stack itself
+    print_goroutine(w, c->g, "running", f, level);
+  }
+  if (c->all) {
+    std::lock_guard<std::mutex> lock(sched.lock);
+    if (c->g == nullptr) {
+      // print_all separates goroutines with a blank line before each.
+      std::string rest;
+      TraceWriter w2(&rest);
+      print_all(w2, nullptr, level, false);
+      c->out->append(rest.empty() ? rest : rest.substr(1));
+    } else {
+      print_all(w, c->g, level, false);
+    }
+  }
+}
+
+}  // namespace
+
+__attribute__((noinline)) std::string stack(bool all) {
+  std::string out;
+  if (!internal::sched.running.load(std::memory_order_acquire)) return out;
+  StackCall c{all, &out, internal::getg(), {}, {}};
+  if (c.g == nullptr && !all) return out;
+  internal::current_regs(&c.regs, &c.view);
+  internal::systemstack(&stack_body, &c);
+  return out;
+}
+
+}  // namespace gort

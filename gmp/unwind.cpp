@@ -1,0 +1,300 @@
+// gmp/unwind.cpp — see unwind.hpp.
+#include "gmp/unwind.hpp"
+
+#include <dwarf.h>
+#include <elfutils/libdwfl.h>
+#include <pthread.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "gmp/clock_rand.hpp"
+#include "gmp/sched.hpp"
+#include "gmp/symbolize.hpp"
+#include "gmp/tls.hpp"
+
+namespace gort::internal {
+namespace {
+
+// The walk in progress (symbolizer_mutex held): libdw's callbacks get
+// only the argument given when the session was attached.
+struct Walk {
+  const UnwindRegs* regs;
+  StackView view;
+  bool first_is_return;
+  PcList* out;
+};
+Walk* g_walk = nullptr;
+bool g_attached = false;
+bool g_attach_failed = false;
+
+// Reads of other stacks: ASan must not check them (a frame's redzones are
+// poisoned, and libdw reads whatever the CFI points at).
+__attribute__((no_sanitize("address", "thread"))) uint64_t load_word(uintptr_t addr) {
+  uint64_t v = 0;
+  auto* src = reinterpret_cast<const volatile unsigned char*>(addr);
+  for (int i = 7; i >= 0; i--) v = (v << 8) | src[i];
+  return v;
+}
+
+bool memory_read(Dwfl*, Dwarf_Addr addr, Dwarf_Word* result, void*) {
+  const StackView& v = g_walk->view;
+  if (addr < v.lo || addr > v.hi - 8 || v.hi < 8) return false;
+  *result = load_word(v.copy != nullptr ? reinterpret_cast<uintptr_t>(v.copy) + (addr - v.copy_lo) : addr);
+  return true;
+}
+
+pid_t next_thread(Dwfl*, void*, void** thread_arg) {
+  // Only get_thread is used: the one "thread" is the walk in progress.
+  *thread_arg = nullptr;
+  return 0;
+}
+
+bool get_thread(Dwfl*, pid_t, void*, void** thread_arg) {
+  *thread_arg = g_walk;
+  return true;
+}
+
+bool set_initial_registers(Dwfl_Thread* thread, void* arg) {
+  const UnwindRegs& r = *static_cast<Walk*>(arg)->regs;
+  // Only the registers we know: a made-up value could mislead a CFI rule
+  // that uses it.
+  for (int i = 0; i < 17; i++) {
+    if ((r.known & (1u << i)) == 0) continue;
+    Dwarf_Word w = r.r[i];
+    if (!dwfl_thread_state_registers(thread, i, 1, &w)) return false;
+  }
+  return true;
+}
+
+const Dwfl_Thread_Callbacks kThreadCallbacks = {
+    next_thread, get_thread, memory_read, set_initial_registers, nullptr, nullptr,
+};
+
+int on_frame(Dwfl_Frame* frame, void* arg) {
+  Walk* w = static_cast<Walk*>(arg);
+  Dwarf_Addr pc = 0;
+  bool activation = false;
+  if (!dwfl_frame_pc(frame, &pc, &activation) || pc == 0) return DWARF_CB_ABORT;
+  bool exact = activation && !(w->out->total == 0 && w->first_is_return);
+  w->out->add(PcEntry{static_cast<uintptr_t>(pc), exact});
+  return w->out->total < PcList::kMaxFrames ? DWARF_CB_OK : DWARF_CB_ABORT;
+}
+
+bool attach(Dwfl* dwfl) {
+  if (g_attached) return true;
+  if (g_attach_failed || dwfl == nullptr) return false;
+  g_attached = dwfl_attach_state(dwfl, nullptr, getpid(), &kThreadCallbacks, nullptr);
+  g_attach_failed = !g_attached;
+  return g_attached;
+}
+
+}  // namespace
+
+bool unwind(const UnwindRegs& regs, const StackView& view, bool first_is_return, PcList* out) {
+  *out = PcList{};
+  Dwfl* dwfl = symbolizer_dwfl();
+  if (!attach(dwfl)) return false;
+  Walk w{&regs, view, first_is_return, out};
+  g_walk = &w;
+  // Any error (no CFI, a read outside the stack) just ends the walk: what
+  // was found so far is the answer.
+  dwfl_getthread_frames(dwfl, 1, &on_frame, &w);
+  g_walk = nullptr;
+  return true;
+}
+
+void regs_from_ucontext(const ucontext_t* uc, UnwindRegs* regs) {
+  const greg_t* g = uc->uc_mcontext.gregs;
+  static constexpr int kOrder[17] = {REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI,
+                                     REG_RBP, REG_RSP, REG_R8,  REG_R9,  REG_R10, REG_R11,
+                                     REG_R12, REG_R13, REG_R14, REG_R15, REG_RIP};
+  for (int i = 0; i < 17; i++) regs->r[i] = static_cast<uint64_t>(g[kOrder[i]]);
+  regs->known = (1u << 17) - 1;
+}
+
+StackView goroutine_stack(const G* g) {
+  StackView v;
+  v.lo = reinterpret_cast<uintptr_t>(g->stack_lo);
+  v.hi = reinterpret_cast<uintptr_t>(g->stack_hi);
+  return v;
+}
+
+void current_regs(UnwindRegs* regs, StackView* view) {
+  ucontext_t uc;
+  getcontext(&uc);
+  regs_from_ucontext(&uc, regs);
+  // getcontext saves the callee-saved registers, the argument registers,
+  // rsp and the return address; rax, r10 and r11 are not saved.
+  regs->known &= ~((1u << 0) | (1u << 10) | (1u << 11));
+  uintptr_t sp = regs->sp();
+  M* m = getm();
+  G* g = m != nullptr ? m->curg : nullptr;
+  if (g != nullptr && g->stack_lo != nullptr && sp >= reinterpret_cast<uintptr_t>(g->stack_lo) &&
+      sp < reinterpret_cast<uintptr_t>(g->stack_hi)) {
+    *view = goroutine_stack(g);
+  } else if (m != nullptr && m->g0_stack_lo != nullptr &&
+             sp >= reinterpret_cast<uintptr_t>(m->g0_stack_lo) &&
+             sp < reinterpret_cast<uintptr_t>(m->g0_stack_lo) + m->g0_stack_size) {
+    view->lo = reinterpret_cast<uintptr_t>(m->g0_stack_lo);
+    view->hi = view->lo + m->g0_stack_size;
+  } else {
+    // A plain thread, sysmon, or an alternate signal stack.
+    pthread_attr_t attr;
+    void* lo = nullptr;
+    size_t size = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      pthread_attr_getstack(&attr, &lo, &size);
+      pthread_attr_destroy(&attr);
+    }
+    uintptr_t l = reinterpret_cast<uintptr_t>(lo);
+    if (sp >= l && sp < l + size) {
+      view->lo = l;
+      view->hi = l + size;
+    } else {
+      // Not on the thread's stack (a signal stack): the next 64 KiB.
+      view->lo = sp;
+      view->hi = sp + 64 * 1024;
+    }
+  }
+  view->copy = nullptr;
+  // The frames below sp (this function's own, later calls) are not part
+  // of the walk.
+  if (view->lo < sp - 128) view->lo = sp - 128;
+}
+
+// ---- asking another M ----
+
+namespace {
+
+__attribute__((no_sanitize("address", "thread"))) void copy_words(char* dst, uintptr_t src, size_t n) {
+  auto* s = reinterpret_cast<const volatile uint64_t*>(src);
+  auto* d = reinterpret_cast<uint64_t*>(dst);
+  for (size_t i = 0; i < n / 8; i++) d[i] = s[i];
+}
+
+void sleep_briefly() {
+  timespec ts{0, 50 * 1000};
+  nanosleep(&ts, nullptr);
+}
+
+bool signal_m(M* m) {
+  return sched.hooks.traceback_signal != nullptr && sched.hooks.traceback_signal(m);
+}
+
+// Takes back an unanswered request: if the handler got to it meanwhile,
+// waits for it to finish (it only copies memory).
+void withdraw(M* m) {
+  uint32_t asked = kTbAsked;
+  if (m->tb.state.compare_exchange_strong(asked, kTbIdle, std::memory_order_acq_rel)) return;
+  while (m->tb.state.load(std::memory_order_acquire) == kTbBusy) sleep_briefly();
+  m->tb.state.store(kTbIdle, std::memory_order_release);
+}
+
+void answer(M* m, RunningRegs* out, bool live) {
+  TracebackRequest& r = m->tb;
+  out->ok = r.g != nullptr;
+  if (!out->ok) return;
+  for (int i = 0; i < 17; i++) out->regs.r[i] = r.regs[i];
+  out->regs.known = (1u << 17) - 1;
+  out->view = goroutine_stack(r.g);
+  if (!live) {
+    out->view.lo = r.copy_lo;
+    out->view.hi = r.copy_lo + r.copied;
+    out->view.copy = r.buf;
+    out->view.copy_lo = r.copy_lo;
+  }
+}
+
+}  // namespace
+
+bool ask_running_m(M* m, G* g, char* buf, size_t cap, int64_t timeout_ns, RunningRegs* out) {
+  *out = RunningRegs{};
+  TracebackRequest& r = m->tb;
+  if (r.state.load(std::memory_order_acquire) != kTbIdle) return false;
+  r.freeze = false;
+  r.buf = buf;
+  r.cap = cap;
+  r.g = nullptr;
+  r.copied = 0;
+  r.state.store(kTbAsked, std::memory_order_release);
+  if (!signal_m(m)) {
+    withdraw(m);
+    return false;
+  }
+  int64_t deadline = nanotime() + timeout_ns;
+  while (r.state.load(std::memory_order_acquire) != kTbDone) {
+    if (nanotime() > deadline) {
+      withdraw(m);
+      return false;
+    }
+    sleep_briefly();
+  }
+  answer(m, out, false);
+  bool ok = out->ok && r.g == g;
+  r.state.store(kTbIdle, std::memory_order_release);
+  out->ok = ok;
+  return ok;
+}
+
+void freeze_m(M* m) {
+  TracebackRequest& r = m->tb;
+  if (r.state.load(std::memory_order_acquire) != kTbIdle) return;
+  r.freeze = true;
+  r.buf = nullptr;
+  r.cap = 0;
+  r.g = nullptr;
+  r.state.store(kTbAsked, std::memory_order_release);
+  signal_m(m);
+}
+
+bool frozen_regs(M* m, int64_t deadline, RunningRegs* out) {
+  *out = RunningRegs{};
+  while (m->tb.state.load(std::memory_order_acquire) != kTbDone) {
+    if (nanotime() > deadline) return false;
+    sleep_briefly();
+  }
+  answer(m, out, true);
+  return out->ok;
+}
+
+void traceback_signal_handler(M* m, const ucontext_t* uc) {
+  TracebackRequest& r = m->tb;
+  uint32_t asked = kTbAsked;
+  if (r.state.load(std::memory_order_relaxed) != kTbAsked ||
+      !r.state.compare_exchange_strong(asked, kTbBusy, std::memory_order_acq_rel)) {
+    return;
+  }
+  G* g = m->curg;
+  uintptr_t sp = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]);
+  r.g = nullptr;
+  r.copied = 0;
+  if (g != nullptr && !g->is_g0 && g->stack_lo != nullptr && sp >= reinterpret_cast<uintptr_t>(g->stack_lo) &&
+      sp < reinterpret_cast<uintptr_t>(g->stack_hi)) {
+    UnwindRegs regs;
+    regs_from_ucontext(uc, &regs);
+    for (int i = 0; i < 17; i++) r.regs[i] = regs.r[i];
+    if (r.buf != nullptr) {
+      // From below the red zone up, as much as fits: the innermost frames.
+      uintptr_t lo = sp - 128;
+      if (lo < reinterpret_cast<uintptr_t>(g->stack_lo)) lo = reinterpret_cast<uintptr_t>(g->stack_lo);
+      lo &= ~uintptr_t{7};
+      uintptr_t hi = reinterpret_cast<uintptr_t>(g->stack_hi);
+      size_t n = hi - lo < r.cap ? hi - lo : r.cap;
+      n &= ~size_t{7};
+      copy_words(r.buf, lo, n);
+      r.copy_lo = lo;
+      r.copied = n;
+    }
+    r.g = g;
+  }
+  bool freeze = r.freeze;
+  r.state.store(kTbDone, std::memory_order_release);
+  if (!freeze) return;
+  // A dying process: hold still until it exits.
+  for (;;) pause();
+}
+
+}  // namespace gort::internal

@@ -1,0 +1,145 @@
+// gmp/unwind.hpp — the frames of any goroutine: the calling one, a parked or
+// preempted one, one running on another M (docs/debugging.md, "How frames
+// are found").
+//
+// One unwinder for all of them: libdw's (elfutils), which walks DWARF call
+// frame information (.eh_frame/.debug_frame, signal frames included, with a
+// frame-pointer fallback) for any "thread" whose registers and memory we
+// supply through its Dwfl_Thread_Callbacks. What differs per goroutine is
+// only where its registers come from:
+//
+//   the caller      getcontext() on its own stack (current_regs);
+//   parked          the callee-saved registers Boost.Context pushed at the
+//                   switch (parked_regs, switch.cpp); a preempted goroutine
+//                   is parked too, and the walk goes through the trampoline
+//                   (async_preempt_x86_64.S marks its frame a signal frame
+//                   and says where the interrupted registers are);
+//   running on      its M's signal handler records the interrupted context
+//   another M       and copies the live stack (ask_running_m), and the walk
+//                   reads the copy;
+//   a fault         the ucontext of the fault handler.
+//
+// Every memory read of the walk is checked against the goroutine's stack
+// bounds (or reads the copy): a corrupt or changing stack ends the walk, it
+// never faults. The walk stops at a zero return address: make_context puts
+// one below every goroutine's first frame.
+//
+// Rejected: libgcc's _Unwind_Backtrace (walks only the calling thread's own
+// stack); libunwind (unw_init_local with a made-up context works, but reads
+// memory unchecked and would be a second DWARF reader next to the symbolizer's).
+#pragma once
+
+#include <sys/ucontext.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "gmp/g.hpp"
+
+namespace gort::internal {
+
+struct M;
+
+// Registers in DWARF numbering for x86-64: rax rdx rcx rbx rsi rdi rbp rsp
+// r8-r15 rip; `known` has bit i set for each register whose value is known.
+struct UnwindRegs {
+  uint64_t r[17] = {};
+  uint32_t known = 0;
+  uint64_t pc() const { return r[16]; }
+  uint64_t sp() const { return r[7]; }
+};
+inline constexpr int kRegRbx = 3, kRegRbp = 6, kRegRsp = 7, kRegRip = 16;
+
+// The memory a walk may read: [lo, hi), from `copy` (holding the bytes of
+// [copy_lo, copy_lo + copied)) or, when copy is null, live.
+struct StackView {
+  uintptr_t lo = 0;
+  uintptr_t hi = 0;
+  const char* copy = nullptr;
+  uintptr_t copy_lo = 0;
+};
+
+struct PcEntry {
+  uintptr_t pc = 0;
+  // The PC of an interrupted instruction (the first frame of a fault or a
+  // running goroutine, the frame below a signal frame), not a return
+  // address: it is symbolised as is, not one byte back.
+  bool exact = false;
+};
+
+// The physical frames of one walk: the innermost kInner and the outermost
+// kOuter (Go prints 50 + 50 and says how many it left out between).
+struct PcList {
+  static constexpr int kInner = 50;
+  static constexpr int kOuter = 50;
+  // A walk stops after this many frames (a runaway on a damaged stack).
+  static constexpr int64_t kMaxFrames = 200000;
+  PcEntry inner[kInner];
+  PcEntry outer[kOuter];  // a ring: the last min(total - kInner, kOuter) frames
+  int64_t total = 0;
+
+  void add(PcEntry e) {
+    if (total < kInner) {
+      inner[total] = e;
+    } else {
+      outer[(total - kInner) % kOuter] = e;
+    }
+    total++;
+  }
+  int64_t elided() const { return total > kInner + kOuter ? total - kInner - kOuter : 0; }
+  // Frame i of the ones kept (i < total - elided()), innermost first.
+  PcEntry at(int64_t i) const {
+    if (i < kInner) return inner[i];
+    int64_t k = i + elided() - kInner;  // index among frames past kInner
+    return outer[k % kOuter];
+  }
+  int64_t kept() const { return total - elided(); }
+};
+
+// Walks from `regs` over `view` into *out. `first_is_return`: regs.pc() is
+// a return address (a parked goroutine's), not an interrupted instruction.
+// symbolizer_mutex() held. False if libdw is unavailable.
+bool unwind(const UnwindRegs& regs, const StackView& view, bool first_is_return, PcList* out);
+
+// The calling thread's registers (at the return from this call) and the
+// bounds of the stack it runs on. The frames above the caller's stay valid
+// as long as the caller does not return.
+__attribute__((noinline)) void current_regs(UnwindRegs* regs, StackView* view);
+
+// The registers of a context saved by a switch (a parked, runnable or
+// preempted goroutine); switch.cpp, which knows Boost.Context's layout.
+void parked_regs(const G* g, UnwindRegs* regs);
+
+// The registers of an interrupted context (a signal handler's ucontext).
+void regs_from_ucontext(const ucontext_t* uc, UnwindRegs* regs);
+
+// The whole stack of g (never null for a goroutine).
+StackView goroutine_stack(const G* g);
+
+// ---- asking another M ----
+
+// What ask_running_m found.
+struct RunningRegs {
+  bool ok = false;  // the M interrupted g on g's stack
+  UnwindRegs regs;
+  StackView view;   // over the copy (or live, for a frozen M)
+};
+
+// Asks m, which runs g, for g's registers and a copy of its stack, into
+// `buf` of `cap` bytes, waiting up to `timeout_ns`. symbolizer_mutex()
+// held. Async-signal-safe on the asking side too (a dying process asks
+// from wherever it dies).
+bool ask_running_m(M* m, G* g, char* buf, size_t cap, int64_t timeout_ns, RunningRegs* out);
+
+// Freezes m for good: its handler records what it interrupted and stays.
+// Returns without waiting; frozen_regs collects the answer.
+void freeze_m(M* m);
+// Waits (until `deadline`, a nanotime) for a frozen m's answer: the regs of
+// the goroutine it interrupted (out->ok), over the live stack.
+bool frozen_regs(M* m, int64_t deadline, RunningRegs* out);
+
+// Called by the preemption signal handler (preempt/signal.cpp) on m, for
+// every signal of the runtime's: answers a pending request. Async-signal-safe.
+void traceback_signal_handler(M* m, const ucontext_t* uc);
+
+}  // namespace gort::internal

@@ -1,0 +1,160 @@
+// preempt/stall.cpp — the stall report (docs/debugging.md, "Stall reports").
+//
+// sysmon knows when a goroutine holds its P far beyond its slice: the P's
+// schedtick has not moved although sysmon kept asking for a preemption (a
+// loop in a NoPreempt scope, under an OS lock, in a library where
+// preemption is unsafe, with preemption off), and when an M the kernel
+// blocked outside gort::blocking lost its P (retake.cpp) and stays blocked.
+// Past a threshold (GORT_DEBUG=stallreport=MS, default 1000, 0 turns it
+// off) it prints, once per stall, which goroutine, for how long, and where:
+// the goroutine's frames, which its M records in its signal handler (the
+// same request as for a goroutine dump, unwind.hpp). Go's runtime has no
+// such report; Seastar's reactor stall detector is the model.
+//
+// Printing takes sysmon's time (the first report loads the debug info): a
+// stalled program is already off its schedule, and it happens once per stall.
+#include <unistd.h>
+
+#include <algorithm>
+#include <mutex>
+#include <vector>
+
+#include "gmp/clock_rand.hpp"
+#include "gmp/debug_vars.hpp"
+#include "gmp/fatal.hpp"
+#include "gmp/sched.hpp"
+#include "gmp/symbolize.hpp"
+#include "gmp/traceback.hpp"
+#include "preempt/preempt.hpp"
+
+namespace gort::internal {
+namespace {
+
+constexpr int64_t kDefaultStallMs = 1000;
+
+int64_t g_threshold_ns = kDefaultStallMs * 1000 * 1000;
+
+// Ms whose P was taken while the kernel blocked them (sysmon's own).
+struct Blocked {
+  M* m;
+  G* g;
+  int64_t since;
+  bool reported;
+};
+std::vector<Blocked>* g_blocked = nullptr;
+
+std::vector<char>& copy_buffer() {
+  static std::vector<char>* buf = new std::vector<char>;
+  size_t cap = std::min<size_t>(sched.stacks.stack_size(), size_t{1} << 20);
+  if (buf->size() < cap) buf->resize(cap);
+  return *buf;
+}
+
+// "1.234s" or "850ms".
+void put_duration(TraceWriter& w, int64_t ns) {
+  int64_t ms = ns / 1000000;
+  if (ms < 1000) {
+    w.put_int(ms);
+    w.put("ms");
+    return;
+  }
+  w.put_int(ms / 1000);
+  w.put(".");
+  int64_t frac = ms % 1000;
+  if (frac < 100) w.put("0");
+  if (frac < 10) w.put("0");
+  w.put_int(frac);
+  w.put("s");
+}
+
+void report(M* m, G* g, int64_t ns, const char* what, const char* why) {
+  std::unique_lock<std::timed_mutex> lock(symbolizer_mutex());
+  GoroutineFrames f;
+  std::vector<char>& buf = copy_buffer();
+  RunningRegs rr;
+  if (ask_running_m(m, g, buf.data(), buf.size(), 100 * 1000 * 1000, &rr)) {
+    unwind(rr.regs, rr.view, false, &f.pcs);
+    f.kind = GoroutineFrames::kWalked;
+  }
+  TraceWriter w(2);
+  w.put("gort: stall: goroutine ");
+  w.put_int(g->id);
+  w.put(what);
+  put_duration(w, ns);
+  w.put(" on M ");
+  w.put_int(m->id);
+  w.put(" (");
+  w.put(why);
+  w.put(")\n\n");
+  print_goroutine(w, g, nullptr, f, traceback_settings().level >= 2 ? 2 : 1);
+  w.put("\n");
+}
+
+const char* why_running(M* m, G* g) {
+  if (g->nopreempt > 0) return "preemption keeps failing: it is inside a gort::NoPreempt scope";
+  if (m->oslocks.load(std::memory_order_relaxed) > 0) {
+    return "preemption keeps failing: its thread holds an OS lock or runs a one-time initialisation";
+  }
+  if (!sched.cfg.preempt || !async_preempt_supported()) {
+    return "asynchronous preemption is off, and it makes no gort call";
+  }
+  int tid = m->os_tid.load(std::memory_order_acquire);
+  if (tid != 0 && thread_sleeps(tid)) return "its thread is blocked in the kernel";
+  return "preemption keeps failing: it runs where preemption is unsafe (a library, not the program's own code)";
+}
+
+}  // namespace
+
+void stall_init() {
+  int64_t ms = debug_var("stallreport", kDefaultStallMs);
+  g_threshold_ns = ms > 0 ? ms * 1000 * 1000 : 0;
+  if (g_blocked == nullptr) g_blocked = new std::vector<Blocked>;
+  g_blocked->clear();
+}
+
+void stall_check_running(P* p, StallWatch* w, int64_t now) {
+  if (g_threshold_ns == 0) return;
+  M* m = p->m;
+  G* g = m != nullptr ? m->curg : nullptr;
+  uint32_t tick = p->schedtick_seen.load(std::memory_order_relaxed);
+  if (g == nullptr || g->is_g0 || m->in_blocking.load(std::memory_order_relaxed)) {
+    w->since = 0;
+    return;
+  }
+  if (w->since == 0 || w->tick != tick || w->g != g) {
+    *w = StallWatch{tick, now, g, false};
+    return;
+  }
+  if (w->reported || now - w->since < g_threshold_ns) return;
+  w->reported = true;
+  report(m, g, now - w->since, " has run for ", why_running(m, g));
+}
+
+void stall_watch_blocked(M* m, G* g, int64_t since) {
+  if (g_threshold_ns == 0 || g == nullptr) return;
+  g_blocked->push_back(Blocked{m, g, since, false});
+}
+
+bool stall_check_blocked(int64_t now) {
+  bool pending = false;
+  for (size_t i = 0; i < g_blocked->size();) {
+    Blocked& b = (*g_blocked)[i];
+    // Back in the runtime (ensurep_slow cleared the retake), or onto
+    // another goroutine: the stall is over.
+    if (b.m->retake.load(std::memory_order_acquire) != kRetakeDone || b.m->curg != b.g) {
+      (*g_blocked)[i] = g_blocked->back();
+      g_blocked->pop_back();
+      continue;
+    }
+    if (!b.reported && now - b.since >= g_threshold_ns) {
+      b.reported = true;
+      report(b.m, b.g, now - b.since, " has been blocked in the kernel outside gort::blocking for ",
+             "its P went to another M; wrap the call in gort::blocking");
+    }
+    pending |= !b.reported;
+    i++;
+  }
+  return pending;
+}
+
+}  // namespace gort::internal
