@@ -171,6 +171,12 @@ void die(Death* d) {
     // Another thread is dying and prints for both: wait for its exit.
     for (;;) pause();
   }
+  // Nothing may interrupt the dying thread now (a preemption or traceback
+  // request); faults and the watchdog still reach it.
+  sigset_t block;
+  sigfillset(&block);
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGALRM}) sigdelset(&block, sig);
+  pthread_sigmask(SIG_BLOCK, &block, nullptr);
   if (!d->in_signal_handler) std::fflush(stdout);
   for (const char* t : d->text) {
     if (t != nullptr) write_stderr(t);
@@ -190,7 +196,7 @@ namespace {
   d.text[2] = "\n";
   d.runtime_error = runtime_error;
   d.all = true;
-  current_regs(&d.regs, &d.view);
+  GORT_CURRENT_REGS(&d.regs, &d.view);
   d.have_regs = true;
   d.first_is_return = true;
   M* m = getm();

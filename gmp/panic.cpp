@@ -65,7 +65,7 @@ std::string describe(std::exception_ptr e) {
   d.text[1] = what.c_str();
   d.text[2] = "\n";
   d.g = g;
-  current_regs(&d.regs, &d.view);
+  GORT_CURRENT_REGS(&d.regs, &d.view);
   d.have_regs = true;
   d.first_is_return = true;
   d.cut_at_throw = true;

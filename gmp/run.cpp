@@ -19,6 +19,7 @@
 #include "gmp/sanitizer.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/timer.hpp"
+#include "gmp/symbolize.hpp"
 #include "gmp/tls.hpp"
 #include "gmp/traceback.hpp"
 
@@ -220,6 +221,10 @@ int run_main(void (*body)(void*, int*), void* arg, const Config& cfg_in) {
   join_ms();
   if (sched.hooks.sysmon_stop != nullptr) sched.hooks.sysmon_stop();
   teardown();
+  {
+    std::lock_guard<std::timed_mutex> lock(symbolizer_mutex());
+    symbolizer_reset();
+  }
   if (sched.hooks.netpoll_fini != nullptr) sched.hooks.netpoll_fini();
   setm(nullptr);
   sched.running.store(false, std::memory_order_release);

@@ -91,7 +91,9 @@ void on_fault(int sig, siginfo_t* info, void* uc) {
       write_stderr_int(static_cast<long long>(g->stack_hi - g->stack_lo));
       write_stderr("-byte limit\n");
       if (!own_guard) describe_hit(addr, slot);
-      Death d;
+      // Not on this frame: die() moves to the M's own stack, and a signal
+      // arriving before it blocks them would reuse the alternate stack.
+      static Death d;
       d.text[0] = "fatal error: stack overflow\n";
       d.all = true;
       d.g = g;

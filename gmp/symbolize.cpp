@@ -49,6 +49,7 @@ using CuIndex = std::vector<FuncRange>;
 
 struct Symbolizer {
   Dwfl* dwfl = nullptr;
+  uint64_t generation = 1;
   bool reported = false;
   // Set once the first lookup that missed every module re-read the maps;
   // later misses (JIT code, garbage PCs) do not re-read them again.
@@ -166,9 +167,9 @@ Dwarf_Die declaration(Dwarf_Die* die) {
   return decl;
 }
 
-// "ns::Class::f(...)" for a function DWARF names without a linkage name
-// (GCC gives none to many inline instances: templates, lambdas).
-std::string qualified_name(Dwarf_Die* die, const char* name) {
+// The scopes a DIE is declared in, outermost first, as "ns::Class::" (a
+// function's scopes too: a lambda or a local class lives in one).
+std::string scope_prefix(Dwarf_Die* die, int depth) {
   Dwarf_Die decl = declaration(die);
   Dwarf_Die* scopes = nullptr;
   int n = dwarf_getscopes_die(&decl, &scopes);
@@ -192,20 +193,21 @@ std::string qualified_name(Dwarf_Die* die, const char* name) {
       }
       case DW_TAG_subprogram:
         part = linkage_name(sc);
-        if (part.empty()) {
-          if (const char* f = plain_name(sc)) part = f;
+        if (part.empty() && depth < 8) {
+          // An out-of-line definition: its declaration's scopes name it.
+          if (const char* f = plain_name(sc)) part = scope_prefix(sc, depth + 1) + f;
         }
         break;
       default:
         break;
     }
     if (part.empty()) continue;
+    // A scope nested in a function: what came before is already in part.
+    if (dwarf_tag(sc) == DW_TAG_subprogram) out.clear();
     out += part;
     out += "::";
   }
   std::free(scopes);
-  out += name;
-  out += "(...)";
   return out;
 }
 
@@ -215,7 +217,7 @@ std::string qualified_name(Dwarf_Die* die, const char* name) {
 std::string die_function_name(Dwarf_Die* die) {
   std::string n = linkage_name(die);
   if (!n.empty()) return n;
-  if (const char* s = plain_name(die)) return qualified_name(die, s);
+  if (const char* s = plain_name(die)) return scope_prefix(die, 0) + s + "(...)";
   return "";
 }
 
@@ -438,6 +440,21 @@ std::timed_mutex& symbolizer_mutex() {
   static std::timed_mutex* mu = new std::timed_mutex;
   return *mu;
 }
+
+void symbolizer_reset() {
+  Symbolizer& s = state();
+  s.cache.clear();
+  s.cus.clear();
+  if (s.dwfl != nullptr) dwfl_end(s.dwfl);
+  s.dwfl = nullptr;
+  s.reported = false;
+  s.rereads = 0;
+  s.root_known = false;
+  s.root.clear();
+  s.generation++;
+}
+
+uint64_t symbolizer_generation() { return state().generation; }
 
 Dwfl* symbolizer_dwfl() {
   Symbolizer& s = state();

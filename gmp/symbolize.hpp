@@ -8,7 +8,7 @@
 // each with the file:line of its call site), so one PC can stand for several
 // logical frames, innermost first, as Go's inline unwinder does.
 //
-// Results are cached per looked-up address for the life of the process: a
+// Results are cached per looked-up address for the life of the session: a
 // dump of 100,000 goroutines parked in a handful of places symbolises a
 // handful of PCs. Separate debug info is looked up locally only (build-id
 // under /usr/lib/debug, .gnu_debuglink), never over the network: a dying
@@ -51,10 +51,16 @@ std::timed_mutex& symbolizer_mutex();
 
 // The libdw session (null if libdw could not read this process). Lock held.
 Dwfl* symbolizer_dwfl();
+// Ends the session (its open files, caches), at the end of gort::run: a
+// program that prints no traceback keeps no debug information in memory,
+// and run leaves no descriptor behind. The next use starts a new one, whose
+// generation differs. Lock held.
+void symbolizer_reset();
+uint64_t symbolizer_generation();
 
 // Symbolises `addr`: a return address minus one (so that it lies in the
 // call instruction) or the exact PC of an interrupted instruction. The
-// reference stays valid for the life of the process. Lock held.
+// reference stays valid until symbolizer_reset. Lock held.
 const SymPC& symbolize(uintptr_t addr);
 
 // Whether `path` (a source file) belongs to gort's own sources or public

@@ -249,15 +249,16 @@ void print_frames(TraceWriter& w, const GoroutineFrames& fr, int level) {
 
 namespace {
 
-void print_created_by(TraceWriter& w, const G* g, int level) {
+void print_created_by(TraceWriter& w, const G* g) {
   // Go shows no creator for the main goroutine.
   if (g->gopc == 0 || g->id == 1) return;
   const SymPC& sym = symbolize(g->gopc - 1);
   // The innermost frame that is the caller's own (gort::go itself is an
-  // inlined frame of the runtime's headers).
+  // inlined frame of the runtime's headers), at every level: Go names the
+  // function with the go statement.
   size_t pick = 0;
   for (size_t i = 0; i < sym.frames.size(); i++) {
-    if (level >= 2 || !sym.frames[i].runtime) {
+    if (!sym.frames[i].runtime) {
       pick = i;
       break;
     }
@@ -320,7 +321,7 @@ void print_goroutine(TraceWriter& w, G* g, const char* state, const GoroutineFra
   }
   w.put("]:\n");
   print_frames(w, f, level);
-  print_created_by(w, g, level);
+  print_created_by(w, g);
 }
 
 void goroutine_frames(G* g, bool may_ask, char* buf, size_t cap, GoroutineFrames* out) {
@@ -407,12 +408,12 @@ void freeze_world(int64_t timeout_ns) {
   }
   std::vector<M*> ms(sched.allm.begin(), sched.allm.end());
   if (lock.owns_lock()) lock.unlock();
+  std::vector<M*> asked;
   for (M* m : ms) {
-    if (m != self) freeze_m(m);
+    if (m != self && freeze_m(m)) asked.push_back(m);
   }
   int64_t deadline = nanotime() + timeout_ns;
-  for (M* m : ms) {
-    if (m == self) continue;
+  for (M* m : asked) {
     while (m->tb.state.load(std::memory_order_acquire) != kTbDone && nanotime() < deadline) {
       timespec ts{0, 100 * 1000};
       nanosleep(&ts, nullptr);
@@ -467,7 +468,7 @@ __attribute__((noinline)) std::string stack(bool all) {
   if (!internal::sched.running.load(std::memory_order_acquire)) return out;
   StackCall c{all, &out, internal::getg(), {}, {}};
   if (c.g == nullptr && !all) return out;
-  internal::current_regs(&c.regs, &c.view);
+  GORT_CURRENT_REGS(&c.regs, &c.view);
   internal::systemstack(&stack_body, &c);
   return out;
 }

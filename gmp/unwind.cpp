@@ -27,7 +27,9 @@ struct Walk {
   PcList* out;
 };
 Walk* g_walk = nullptr;
-bool g_attached = false;
+// The symbolizer session the thread callbacks were attached to, and whether
+// that failed (0: none yet).
+uint64_t g_attached = 0;
 bool g_attach_failed = false;
 
 // Reads of other stacks: ASan must not check them (a frame's redzones are
@@ -84,11 +86,13 @@ int on_frame(Dwfl_Frame* frame, void* arg) {
 }
 
 bool attach(Dwfl* dwfl) {
-  if (g_attached) return true;
-  if (g_attach_failed || dwfl == nullptr) return false;
-  g_attached = dwfl_attach_state(dwfl, nullptr, getpid(), &kThreadCallbacks, nullptr);
-  g_attach_failed = !g_attached;
-  return g_attached;
+  uint64_t gen = symbolizer_generation();
+  if (g_attached != gen) {
+    g_attached = gen;
+    g_attach_failed =
+        dwfl == nullptr || !dwfl_attach_state(dwfl, nullptr, getpid(), &kThreadCallbacks, nullptr);
+  }
+  return !g_attach_failed;
 }
 
 }  // namespace
@@ -122,10 +126,8 @@ StackView goroutine_stack(const G* g) {
   return v;
 }
 
-void current_regs(UnwindRegs* regs, StackView* view) {
-  ucontext_t uc;
-  getcontext(&uc);
-  regs_from_ucontext(&uc, regs);
+void current_regs_from(const ucontext_t* uc, UnwindRegs* regs, StackView* view) {
+  regs_from_ucontext(uc, regs);
   // getcontext saves the callee-saved registers, the argument registers,
   // rsp and the return address; rax, r10 and r11 are not saved.
   regs->known &= ~((1u << 0) | (1u << 10) | (1u << 11));
@@ -160,8 +162,7 @@ void current_regs(UnwindRegs* regs, StackView* view) {
     }
   }
   view->copy = nullptr;
-  // The frames below sp (this function's own, later calls) are not part
-  // of the walk.
+  // The frames below sp (later calls) are not part of the walk.
   if (view->lo < sp - 128) view->lo = sp - 128;
 }
 
@@ -239,15 +240,17 @@ bool ask_running_m(M* m, G* g, char* buf, size_t cap, int64_t timeout_ns, Runnin
   return ok;
 }
 
-void freeze_m(M* m) {
+bool freeze_m(M* m) {
   TracebackRequest& r = m->tb;
-  if (r.state.load(std::memory_order_acquire) != kTbIdle) return;
+  if (r.state.load(std::memory_order_acquire) != kTbIdle) return false;
   r.freeze = true;
   r.buf = nullptr;
   r.cap = 0;
   r.g = nullptr;
   r.state.store(kTbAsked, std::memory_order_release);
-  signal_m(m);
+  if (signal_m(m)) return true;
+  withdraw(m);
+  return false;
 }
 
 bool frozen_regs(M* m, int64_t deadline, RunningRegs* out) {

@@ -30,6 +30,7 @@
 #pragma once
 
 #include <sys/ucontext.h>
+#include <ucontext.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -101,10 +102,18 @@ struct PcList {
 // symbolizer_mutex() held. False if libdw is unavailable.
 bool unwind(const UnwindRegs& regs, const StackView& view, bool first_is_return, PcList* out);
 
-// The calling thread's registers (at the return from this call) and the
-// bounds of the stack it runs on. The frames above the caller's stay valid
-// as long as the caller does not return.
-__attribute__((noinline)) void current_regs(UnwindRegs* regs, StackView* view);
+// The calling function's registers (right after the getcontext call in it)
+// and the bounds of the stack it runs on: the walk starts with the caller's
+// own frame, which stays valid as long as the caller does not return. A
+// macro, because getcontext must run in the caller's frame (a function
+// that calls it cannot be inlined).
+#define GORT_CURRENT_REGS(regs, view)                            \
+  do {                                                           \
+    ucontext_t gort_uc_;                                         \
+    getcontext(&gort_uc_);                                       \
+    ::gort::internal::current_regs_from(&gort_uc_, regs, view);  \
+  } while (0)
+void current_regs_from(const ucontext_t* uc, UnwindRegs* regs, StackView* view);
 
 // The registers of a context saved by a switch (a parked, runnable or
 // preempted goroutine); switch.cpp, which knows Boost.Context's layout.
@@ -132,8 +141,9 @@ struct RunningRegs {
 bool ask_running_m(M* m, G* g, char* buf, size_t cap, int64_t timeout_ns, RunningRegs* out);
 
 // Freezes m for good: its handler records what it interrupted and stays.
-// Returns without waiting; frozen_regs collects the answer.
-void freeze_m(M* m);
+// Returns without waiting (false if m could not be signalled);
+// frozen_regs collects the answer.
+bool freeze_m(M* m);
 // Waits (until `deadline`, a nanotime) for a frozen m's answer: the regs of
 // the goroutine it interrupted (out->ok), over the live stack.
 bool frozen_regs(M* m, int64_t deadline, RunningRegs* out);

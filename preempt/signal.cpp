@@ -282,6 +282,9 @@ void slice_timer_stop(M* m) {
 
 // SchedHooks::traceback_signal.
 bool traceback_signal(M* m) {
+  // An M whose thread has not set itself up yet (minit) has no tid to
+  // signal; it runs no goroutine either.
+  if (m->os_tid.load(std::memory_order_acquire) == 0) return false;
   preempt_init();
   sigval v;
   v.sival_int = static_cast<int>(kTagTraceback << 24);

@@ -67,8 +67,11 @@ void put_duration(TraceWriter& w, int64_t ns) {
   w.put("s");
 }
 
-void report(M* m, G* g, int64_t ns, const char* what, const char* why) {
-  std::unique_lock<std::timed_mutex> lock(symbolizer_mutex());
+// False if a traceback is being printed (gort::stack): sysmon must not
+// wait for it; the report comes at a later round.
+bool report(M* m, G* g, int64_t ns, const char* what, const char* why) {
+  std::unique_lock<std::timed_mutex> lock(symbolizer_mutex(), std::try_to_lock);
+  if (!lock.owns_lock()) return false;
   GoroutineFrames f;
   std::vector<char>& buf = copy_buffer();
   RunningRegs rr;
@@ -88,6 +91,7 @@ void report(M* m, G* g, int64_t ns, const char* what, const char* why) {
   w.put(")\n\n");
   print_goroutine(w, g, nullptr, f, traceback_settings().level >= 2 ? 2 : 1);
   w.put("\n");
+  return true;
 }
 
 const char* why_running(M* m, G* g) {
@@ -100,7 +104,8 @@ const char* why_running(M* m, G* g) {
   }
   int tid = m->os_tid.load(std::memory_order_acquire);
   if (tid != 0 && thread_sleeps(tid)) return "its thread is blocked in the kernel";
-  return "preemption keeps failing: it runs where preemption is unsafe (a library, not the program's own code)";
+  return "preemption keeps failing: it runs where asynchronous preemption is unsafe (gort's own code, a library, "
+         "the kernel) and makes no gort call that yields";
 }
 
 }  // namespace
@@ -126,8 +131,7 @@ void stall_check_running(P* p, StallWatch* w, int64_t now) {
     return;
   }
   if (w->reported || now - w->since < g_threshold_ns) return;
-  w->reported = true;
-  report(m, g, now - w->since, " has run for ", why_running(m, g));
+  w->reported = report(m, g, now - w->since, " has run for ", why_running(m, g));
 }
 
 void stall_watch_blocked(M* m, G* g, int64_t since) {
@@ -147,9 +151,8 @@ bool stall_check_blocked(int64_t now) {
       continue;
     }
     if (!b.reported && now - b.since >= g_threshold_ns) {
-      b.reported = true;
-      report(b.m, b.g, now - b.since, " has been blocked in the kernel outside gort::blocking for ",
-             "its P went to another M; wrap the call in gort::blocking");
+      b.reported = report(b.m, b.g, now - b.since, " has been blocked in the kernel outside gort::blocking for ",
+                          "its P went to another M; wrap the call in gort::blocking");
     }
     pending |= !b.reported;
     i++;

@@ -131,6 +131,7 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
       n++;
       continue;
     }
+    if (st != PStatus::kRunning) pd.stall.since = 0;  // a new run when it runs again
     if (st == PStatus::kRunning) {
       stall_check_running(p, &pd.stall, now);
       uint32_t t = p->schedtick_seen.load(std::memory_order_relaxed);
@@ -260,6 +261,7 @@ void sysmon_start() {
   stall_init();
   sched.nsystem_threads.fetch_add(1);
   s->thread = std::thread([s] {
+    // SIGQUIT goes to this thread from its first round to its last.
     sigquit_start();
     // Short sleeps must be short: the default 50 µs timer slack would
     // stretch every 20 µs tick.
@@ -270,13 +272,13 @@ void sysmon_start() {
     sigaddset(&set, preempt_signal());
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     sysmon_loop(s);
+    sigquit_stop();
   });
 }
 
 void sysmon_stop() {
   Sysmon* s = g_sysmon;
   if (s == nullptr) return;
-  sigquit_stop();
   {
     std::lock_guard<std::mutex> lock(s->mu);
     s->stop.store(true, std::memory_order_release);

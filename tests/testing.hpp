@@ -15,6 +15,8 @@
 //     addresses after migration").
 //   - GORT_EXPECT_SUBPROCESS_OK: runs a statement in a death-test child with
 //     a watchdog, for behaviour that could hang or kill the whole suite.
+//   - has_frame, goroutine_block, count_goroutines: reading Go-format
+//     tracebacks (docs/debugging.md).
 //
 // Goroutine code must not use ASSERT_* (it returns from the lambda and may
 // leave a waiter parked forever) nor SCOPED_TRACE (gtest keeps traces per
@@ -388,6 +390,54 @@ inline ::testing::Matcher<const std::string&> goroutine_report(std::string befor
         return out.find(before + "goroutine " + id + " [running]:") != std::string::npos;
       },
       "contains \"" + before + "goroutine <announced id> [running]:\"");
+}
+
+// ---- tracebacks ----
+
+// Whether traceback text `out` has a frame of a function whose name
+// contains `function`, with "<...>/<file>:<line>" on the line after it.
+inline bool has_frame(const std::string& out, const std::string& function, const std::string& file,
+                      int line) {
+  std::string where = "/" + file + ":" + std::to_string(line);
+  for (size_t at = out.find(function); at != std::string::npos; at = out.find(function, at + 1)) {
+    size_t bol = out.rfind('\n', at);
+    bol = bol == std::string::npos ? 0 : bol + 1;
+    if (out[bol] == '\t' || out.compare(bol, 11, "created by ") == 0) continue;
+    size_t eol = out.find('\n', at);
+    if (eol == std::string::npos) return false;
+    size_t next = out.find('\n', eol + 1);
+    std::string loc = out.substr(eol + 1, next == std::string::npos ? std::string::npos : next - eol - 1);
+    if (loc.size() > 1 && loc[0] == '\t' && loc.find(where) != std::string::npos) {
+      // ":12" must not match ":123".
+      size_t end = loc.find(where) + where.size();
+      if (end == loc.size() || loc[end] == ' ') return true;
+    }
+  }
+  return false;
+}
+
+// The part of `out` about goroutine `id`: from its header to the blank
+// line after it (empty if it is not there).
+inline std::string goroutine_block(const std::string& out, int64_t id) {
+  std::string head = "goroutine " + std::to_string(id) + " ";
+  for (size_t at = out.find(head); at != std::string::npos; at = out.find(head, at + 1)) {
+    if (at != 0 && out[at - 1] != '\n') continue;
+    size_t end = out.find("\n\n", at);
+    return out.substr(at, end == std::string::npos ? std::string::npos : end + 1 - at);
+  }
+  return "";
+}
+
+// Goroutine headers ("goroutine N [" at the start of a line) in `out`.
+inline int count_goroutines(const std::string& out) {
+  int n = 0;
+  for (size_t at = out.find("goroutine "); at != std::string::npos; at = out.find("goroutine ", at + 1)) {
+    if (at != 0 && out[at - 1] != '\n') continue;
+    size_t i = at + 10;
+    while (i < out.size() && out[i] >= '0' && out[i] <= '9') i++;
+    if (i > at + 10 && i < out.size() && out[i] == ' ') n++;
+  }
+  return n;
 }
 
 }  // namespace gort::test

@@ -6,7 +6,11 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
+#include "gmp/fatal.hpp"
+#include "gort/chan.hpp"
+#include "gort/sync.hpp"
 #include "tests/testing.hpp"
 
 namespace gort::test {
@@ -115,6 +119,62 @@ TEST(DeathDeadlock, EveryGoroutineParked) {
       "fatal error: all goroutines are asleep - deadlock!\n(.|\n)*goroutine 1 \\[test\\]:");
 }
 
+// Every goroutine is listed with its wait reason, its frames and its
+// creator (Go's checkdead dump).
+constexpr int kMainWaitLine = __LINE__ + 3;
+__attribute__((noinline)) void main_waits_forever(gort::Chan<int> ch) {
+  asm volatile("");
+  ch.recv();
+  asm volatile("");
+}
+
+constexpr int kWorkerWaitLine = __LINE__ + 3;
+__attribute__((noinline)) void worker_waits_forever(Gate* gate) {
+  asm volatile("");
+  gate->wait();
+  asm volatile("");
+}
+
+constexpr int kWorkerGoLine = __LINE__ + 6;
+__attribute__((noinline)) void deadlock_program(int procs) {
+  gort::run(
+      [] {
+        Gate gate;
+        auto ch = gort::make_chan<int>();
+        for (int i = 0; i < 3; i++) gort::go([&] { worker_waits_forever(&gate); });
+        main_waits_forever(ch);
+      },
+      procs_cfg(procs));
+}
+
+TEST(DeathDeadlock, EveryGoroutineWithItsFrames) {
+  for (int procs : {1, 2}) {
+    EXPECT_EXIT(deadlock_program(procs), ::testing::ExitedWithCode(2),
+                output_that(
+                    [](const std::string& out) {
+                      std::string main_g = goroutine_block(out, 1);
+                      if (out.find("fatal error: all goroutines are asleep - deadlock!\n\ngoroutine ") ==
+                              std::string::npos ||
+                          count_goroutines(out) != 4 || main_g.find("[chan receive]:") == std::string::npos ||
+                          !has_frame(main_g, "main_waits_forever(", "death_test.cpp", kMainWaitLine)) {
+                        return false;
+                      }
+                      for (int id = 2; id <= 4; id++) {
+                        std::string b = goroutine_block(out, id);
+                        if (b.find("[test]:") == std::string::npos ||
+                            !has_frame(b, "worker_waits_forever(", "death_test.cpp", kWorkerWaitLine) ||
+                            b.find(" in goroutine 1\n\t") == std::string::npos ||
+                            b.find("death_test.cpp:" + std::to_string(kWorkerGoLine)) == std::string::npos) {
+                          return false;
+                        }
+                      }
+                      return out.find("gort::internal") == std::string::npos;
+                    },
+                    "main and the three workers, each with its wait, frames and creator"))
+        << "procs=" << procs;
+  }
+}
+
 // After a burst whose dead Gs were partly released with their stacks
 // (released Gs leave allg), the deadlock report still lists exactly the
 // goroutines that are parked, and nothing released.
@@ -152,14 +212,15 @@ TEST(DeathDeadlock, ReportAfterGoroutinesWereReleased) {
       ::testing::ExitedWithCode(2),
       output_that(
           [](const std::string& out) {
-            size_t n = 0;
-            for (size_t at = out.find("goroutine "); at != std::string::npos;
-                 at = out.find("goroutine ", at + 1)) {
-              n++;
+            size_t at = out.find("fatal error: all goroutines are asleep - deadlock!\n");
+            if (at == std::string::npos) return false;
+            std::string report = out.substr(at);
+            size_t waiting = 0;
+            for (size_t k = report.find(" [test]:\n"); k != std::string::npos; k = report.find(" [test]:\n", k + 1)) {
+              waiting++;
             }
-            return out.find("fatal error: all goroutines are asleep - deadlock!") != std::string::npos &&
-                   out.find("goroutine 1 [test]:") != std::string::npos && n == 4 &&
-                   out.find("[test]", out.rfind("goroutine ")) != std::string::npos;
+            return report.find("\ngoroutine 1 [test]:\n") != std::string::npos && count_goroutines(report) == 4 &&
+                   waiting == 4;
           },
           "a deadlock report listing main and the 3 parked goroutines"));
 }
@@ -195,6 +256,7 @@ TEST(DeathDeadlock, NoFalseReportWhileOneGoroutineRuns) {
 
 volatile int g_depth_limit = INT_MAX;
 
+constexpr int kRecurseLine = __LINE__ + 5;
 __attribute__((noinline)) int recurse_small(int depth) {
   volatile char buf[256];
   buf[0] = static_cast<char>(depth);
@@ -228,6 +290,146 @@ TEST(DeathStackOverflow, UnboundedRecursionInGoroutine) {
             procs_cfg(2));
       },
       ::testing::ExitedWithCode(2), goroutine_report("fatal error: stack overflow\n\n"));
+}
+
+// The frames of the recursion, the middle of it elided as Go does (the
+// innermost 50 and the outermost 50 are shown).
+TEST(DeathStackOverflow, FramesOfTheRecursion) {
+  EXPECT_EXIT(
+      {
+        gort::run(
+            [] {
+              gort::go([] {
+                announce_goroutine();
+                recurse_small(0);
+              });
+              Event never;
+              never.wait();
+            },
+            procs_cfg(2));
+      },
+      ::testing::ExitedWithCode(2),
+      output_that(
+          [](const std::string& out) {
+            size_t at = out.find("gid=");
+            if (at == std::string::npos) return false;
+            std::string b = goroutine_block(out, std::stoll(out.substr(at + 4)));
+            size_t n = 0;
+            for (size_t k = b.find("recurse_small(int)\n"); k != std::string::npos;
+                 k = b.find("recurse_small(int)\n", k + 1)) {
+              n++;
+            }
+            return goroutine_report("fatal error: stack overflow\n\n").Matches(out) &&
+                   has_frame(b, "recurse_small(int)", "death_test.cpp", kRecurseLine) && n >= 90 && n <= 100 &&
+                   b.find(" frames elided...\n") != std::string::npos && b.find("created by ") != std::string::npos;
+          },
+          "the overflowing goroutine: 50 + 50 frames of recurse_small around the elided middle"));
+}
+
+// A fatal error the user caused (Go's fatal, not throw): the frames of the
+// caller, without the runtime's, and every goroutine.
+constexpr int kUnlockLine = __LINE__ + 4;
+__attribute__((noinline)) void unlock_twice() {
+  gort::Mutex mu;
+  asm volatile("");
+  mu.unlock();
+  asm volatile("");
+}
+
+TEST(DeathFatal, UnlockOfUnlockedMutexShowsTheCaller) {
+  EXPECT_EXIT(
+      {
+        gort::run(
+            [] {
+              Event never, main_never;
+              gort::go([&] { never.wait(); });
+              gort::go([] {
+                announce_goroutine();
+                unlock_twice();
+              });
+              main_never.wait();
+            },
+            procs_cfg(2));
+      },
+      ::testing::ExitedWithCode(2),
+      output_that(
+          [](const std::string& out) {
+            size_t at = out.find("gid=");
+            if (at == std::string::npos) return false;
+            std::string b = goroutine_block(out, std::stoll(out.substr(at + 4)));
+            return goroutine_report("fatal error: sync: unlock of unlocked mutex\n\n").Matches(out) &&
+                   has_frame(b, "unlock_twice()", "death_test.cpp", kUnlockLine) &&
+                   b.find("gort::internal") == std::string::npos && count_goroutines(out) == 3;
+          },
+          "the caller's frames and every goroutine"));
+}
+
+// A broken runtime invariant (Go's throw) shows the runtime's frames too,
+// from the goroutine that found it, then every goroutine.
+constexpr int kInvariantLine = __LINE__ + 3;
+__attribute__((noinline)) void finds_a_broken_invariant() {
+  asm volatile("");
+  internal::fatal("test: invariant broken");
+}
+
+TEST(DeathFatal, RuntimeErrorShowsTheRuntimesFrames) {
+  EXPECT_EXIT(
+      {
+        gort::run(
+            [] {
+              gort::go([] {
+                announce_goroutine();
+                finds_a_broken_invariant();
+              });
+              Event never;
+              never.wait();
+            },
+            procs_cfg(2));
+      },
+      ::testing::ExitedWithCode(2),
+      output_that(
+          [](const std::string& out) {
+            size_t at = out.find("gid=");
+            if (at == std::string::npos) return false;
+            std::string b = goroutine_block(out, std::stoll(out.substr(at + 4)));
+            // Go's header for a runtime error names the G and M.
+            std::string head = "fatal error: test: invariant broken\n\ngoroutine " + out.substr(at + 4, out.find(';', at) - at - 4) + " gp=0x";
+            return out.find(head) != std::string::npos && b.find("[running]:\n") != std::string::npos &&
+                   has_frame(b, "finds_a_broken_invariant()", "death_test.cpp", kInvariantLine) &&
+                   b.find("gort::internal::fatal(") != std::string::npos && b.find(" pc=0x") != std::string::npos &&
+                   count_goroutines(out) == 2;
+          },
+          "the runtime's frames and every goroutine"));
+}
+
+// Off any goroutine (a plain thread here), the failing thread's own stack
+// is printed as Go's "runtime stack:".
+constexpr int kThreadFatalLine = __LINE__ + 3;
+__attribute__((noinline)) void plain_thread_finds_a_broken_invariant() {
+  asm volatile("");
+  internal::fatal("test: invariant broken off a goroutine");
+}
+
+TEST(DeathFatal, OffAGoroutineShowsTheRuntimeStack) {
+  EXPECT_EXIT(
+      {
+        gort::run(
+            [] {
+              std::thread t([] { plain_thread_finds_a_broken_invariant(); });
+              t.join();
+            },
+            procs_cfg(1));
+      },
+      ::testing::ExitedWithCode(2),
+      output_that(
+          [](const std::string& out) {
+            size_t at = out.find("fatal error: test: invariant broken off a goroutine\n\nruntime stack:\n");
+            return at != std::string::npos &&
+                   has_frame(out.substr(at), "plain_thread_finds_a_broken_invariant()", "death_test.cpp",
+                             kThreadFatalLine) &&
+                   goroutine_block(out, 1).find("[running]:") != std::string::npos;
+          },
+          "the thread's stack, then the goroutines"));
 }
 
 TEST(DeathStackOverflow, UnboundedRecursionInMainGoroutine) {

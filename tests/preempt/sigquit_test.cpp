@@ -1,0 +1,119 @@
+// tests/preempt/sigquit_test.cpp — SIGQUIT prints every goroutine in Go's
+// format and exits with status 2 (preempt/sigquit.cpp), whichever thread
+// the signal lands on, with every P idle or some running.
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+#include "gort/time.hpp"
+#include "tests/preempt/helpers.hpp"
+
+namespace gort::test {
+namespace {
+
+// A test that dies of a signal writes no core file.
+void no_core_file() {
+  struct rlimit none = {0, 0};
+  setrlimit(RLIMIT_CORE, &none);
+}
+
+constexpr const char* kFile = "sigquit_test.cpp";
+
+constexpr int kParkedLine = __LINE__ + 3;
+__attribute__((noinline)) void parked_until_quit(Event* e) {
+  asm volatile("");
+  e->wait();
+  asm volatile("");
+}
+
+std::atomic<bool> g_spinning{true};
+
+constexpr int kSpinLine = __LINE__ + 3;
+__attribute__((noinline)) uint64_t spinning_until_quit() {
+  uint64_t x = 0;
+  while (g_spinning.load(std::memory_order_relaxed)) x = x * 7 + 3;
+  return x;
+}
+
+// Goroutine 2 parks; with `spin`, goroutine 3 runs a loop on another P.
+// Once main sleeps, a plain thread sends the process SIGQUIT.
+void quit_program(int procs, bool spin) {
+  ::alarm(60);
+  static std::atomic<bool> asleep{false};
+  std::thread sender([] {
+    while (!asleep.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ::kill(::getpid(), SIGQUIT);
+  });
+  sender.detach();
+  gort::run(
+      [spin] {
+        Event never;
+        gort::go([&] { parked_until_quit(&never); });
+        if (spin) gort::go([] { spinning_until_quit(); });
+        gort::sleep(absl::Milliseconds(50));
+        asleep = true;
+        gort::sleep(absl::Seconds(30));
+      },
+      preempt_cfg(procs));
+}
+
+TEST(Sigquit, DumpsEveryGoroutineAndExitsWithStatus2) {
+  for (int procs : {1, 2}) {
+    bool spin = procs > 1;
+    EXPECT_EXIT(quit_program(procs, spin), ::testing::ExitedWithCode(2),
+                output_that(
+                    [spin](const std::string& out) {
+                      std::string parked = goroutine_block(out, 2);
+                      bool ok = out.compare(0, 15, "SIGQUIT: quit\n\n") == 0 &&
+                                count_goroutines(out) == (spin ? 3 : 2) &&
+                                goroutine_block(out, 1).find("[sleep]:") != std::string::npos &&
+                                parked.find("[test]:") != std::string::npos &&
+                                has_frame(parked, "parked_until_quit(", kFile, kParkedLine) &&
+                                parked.find("created by ") != std::string::npos;
+                      if (spin) {
+                        // Its M was stopped in its signal handler and said
+                        // where it was.
+                        std::string running = goroutine_block(out, 3);
+                        ok = ok && running.find("[running]:") != std::string::npos &&
+                             has_frame(running, "spinning_until_quit()", kFile, kSpinLine);
+                      }
+                      return ok;
+                    },
+                    "SIGQUIT: quit, then every goroutine with its frames"))
+        << "procs=" << procs;
+  }
+}
+
+TEST(Sigquit, NonePrintsNoGoroutines) {
+  EXPECT_EXIT(
+      {
+        setenv("GORT_TRACEBACK", "none", 1);
+        quit_program(2, false);
+      },
+      ::testing::ExitedWithCode(2),
+      output_that([](const std::string& out) { return out == "SIGQUIT: quit\n"; }, "only SIGQUIT: quit"));
+}
+
+// Outside gort::run the signal keeps the action it had before: here the
+// default (a core dump). (A test runner may have started us with SIGQUIT
+// ignored, as a shell does for background jobs.)
+TEST(Sigquit, OutsideTheRuntimeKeepsItsDefault) {
+  EXPECT_EXIT(
+      {
+        no_core_file();
+        ::signal(SIGQUIT, SIG_DFL);
+        gort::run([] {}, preempt_cfg(1));
+        ::raise(SIGQUIT);
+        ::_exit(0);
+      },
+      ::testing::KilledBySignal(SIGQUIT), "");
+}
+
+}  // namespace
+}  // namespace gort::test

@@ -1,0 +1,175 @@
+// tests/preempt/stall_test.cpp — the stall report (preempt/stall.cpp): a
+// goroutine that keeps its P past the threshold because preemption keeps
+// failing, or whose M the kernel keeps blocked outside gort::blocking, is
+// reported once, with its frames; ordinary work is not reported; 0 turns
+// the report off.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "tests/preempt/helpers.hpp"
+
+namespace gort::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr const char* kFile = "stall_test.cpp";
+
+size_t count(const std::string& out, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = out.find(what); at != std::string::npos; at = out.find(what, at + 1)) n++;
+  return n;
+}
+
+// The report's goroutine block (after the "gort: stall:" line).
+std::string reported_block(const std::string& out, int64_t id) {
+  size_t at = out.find("gort: stall: goroutine " + std::to_string(id) + " ");
+  return at == std::string::npos ? "" : goroutine_block(out.substr(at), id);
+}
+
+int64_t announced(const std::string& out) {
+  size_t at = out.find("gid=");
+  return at == std::string::npos ? -1 : std::stoll(out.substr(at + 4));
+}
+
+constexpr int kNoPreemptLine = __LINE__ + 4;
+__attribute__((noinline)) void spins_without_yielding() {
+  gort::NoPreempt np;
+  asm volatile("");
+  spin_for(800ms);
+  asm volatile("");
+}
+
+void stalling_program(int procs) {
+  ::alarm(60);
+  gort::run(
+      [] {
+        Countdown done(1);
+        gort::go([&] {
+          announce_goroutine();
+          spins_without_yielding();
+          done.done();
+        });
+        done.wait();
+      },
+      preempt_cfg(procs));
+  ::_exit(0);
+}
+
+TEST(StallReport, LoopThatCannotBePreemptedIsReportedOnce) {
+  for (int procs : {1, 2}) {
+    EXPECT_EXIT(
+        {
+          setenv("GORT_DEBUG", "stallreport=200", 1);
+          stalling_program(procs);
+        },
+        ::testing::ExitedWithCode(0),
+        output_that(
+            [](const std::string& out) {
+              int64_t id = announced(out);
+              std::string line = "gort: stall: goroutine " + std::to_string(id) + " has run for ";
+              std::string b = reported_block(out, id);
+              return count(out, "gort: stall:") == 1 && out.find(line) != std::string::npos &&
+                     out.find("inside a gort::NoPreempt scope") != std::string::npos &&
+                     b.find("[running]:") != std::string::npos &&
+                     has_frame(b, "spins_without_yielding()", kFile, kNoPreemptLine) &&
+                     b.find("created by ") != std::string::npos;
+            },
+            "one report, naming the goroutine, why, and its frames"))
+        << "procs=" << procs;
+  }
+}
+
+TEST(StallReport, ZeroTurnsItOff) {
+  EXPECT_EXIT(
+      {
+        setenv("GORT_DEBUG", "stallreport=0", 1);
+        stalling_program(1);
+      },
+      ::testing::ExitedWithCode(0),
+      output_that([](const std::string& out) { return out.find("gort: stall") == std::string::npos; },
+                  "no report"));
+}
+
+// A read the kernel blocks, not wrapped in gort::blocking: sysmon hands
+// its P to another M, and the goroutine stays blocked past the threshold.
+constexpr int kReadLine = __LINE__ + 4;
+__attribute__((noinline)) void blocked_in_read(int fd) {
+  char c;
+  asm volatile("");
+  ssize_t r = ::read(fd, &c, 1);
+  asm volatile("" : : "r"(r));
+}
+
+TEST(StallReport, GoroutineBlockedInTheKernelIsReported) {
+  EXPECT_EXIT(
+      {
+        setenv("GORT_DEBUG", "stallreport=200", 1);
+        ::alarm(60);
+        int fds[2];
+        if (::pipe(fds) != 0) ::_exit(3);
+        std::thread writer([fd = fds[1]] {
+          std::this_thread::sleep_for(800ms);
+          if (::write(fd, "x", 1) != 1) ::_exit(4);
+        });
+        gort::run(
+            [fd = fds[0]] {
+              Countdown done(1);
+              gort::go([&] {
+                announce_goroutine();
+                blocked_in_read(fd);
+                done.done();
+              });
+              done.wait();
+            },
+            preempt_cfg(2));
+        writer.join();
+        ::_exit(0);
+      },
+      ::testing::ExitedWithCode(0),
+      output_that(
+          [](const std::string& out) {
+            int64_t id = announced(out);
+            std::string b = reported_block(out, id);
+            // With the P retaken (membarrier available): "blocked in the
+            // kernel outside gort::blocking"; without: a run that lasts.
+            return count(out, "gort: stall:") == 1 &&
+                   (out.find("has been blocked in the kernel outside gort::blocking for ") != std::string::npos ||
+                    out.find("its thread is blocked in the kernel") != std::string::npos) &&
+                   has_frame(b, "blocked_in_read(int)", kFile, kReadLine);
+          },
+          "one report with the blocked read's frames")) ;
+}
+
+// CPU-bound goroutines that are preempted every slice are not stalls.
+TEST(StallReport, PreemptedWorkIsNotReported) {
+  if (!gort::async_preemption_available()) GTEST_SKIP() << "no asynchronous preemption in this build";
+  EXPECT_EXIT(
+      {
+        setenv("GORT_DEBUG", "stallreport=150", 1);
+        ::alarm(60);
+        gort::run(
+            [] {
+              Countdown done(3);
+              for (int i = 0; i < 3; i++) {
+                gort::go([&] {
+                  spin_for(600ms);
+                  done.done();
+                });
+              }
+              done.wait();
+            },
+            preempt_cfg(1));
+        ::_exit(0);
+      },
+      ::testing::ExitedWithCode(0),
+      output_that([](const std::string& out) { return out.find("gort: stall") == std::string::npos; },
+                  "no report"));
+}
+
+}  // namespace
+}  // namespace gort::test
