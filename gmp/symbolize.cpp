@@ -135,11 +135,17 @@ std::string demangle(const char* name) {
   return out;
 }
 
+// Empty if there is none, or if the demangler does not know it (GCC 12's
+// does not know some lambdas with auto parameters): then the DWARF name is
+// better than a mangled one.
 std::string linkage_name(Dwarf_Die* die) {
   Dwarf_Attribute attr;
   for (int at : {DW_AT_linkage_name, DW_AT_MIPS_linkage_name}) {
     if (dwarf_attr_integrate(die, at, &attr) != nullptr) {
-      if (const char* s = dwarf_formstring(&attr)) return demangle(s);
+      if (const char* s = dwarf_formstring(&attr)) {
+        std::string d = demangle(s);
+        return starts_with(d, "_Z") ? "" : d;
+      }
     }
   }
   return "";

@@ -426,8 +426,12 @@ TEST_P(Traceback, ConcurrentDumpsWhileGoroutinesMove) {
     constexpr int kDumpers = 4;
     Countdown movers(kMovers);
     Countdown dumpers(kDumpers);
+    Countdown server(1);
     std::atomic<int> bad{0};
-    gort::go([&] { bouncer.serve(); });
+    gort::go([&] {
+      bouncer.serve();
+      server.done();
+    });
     for (int i = 0; i < kMovers; i++) {
       gort::go([&] {
         while (!stop.load()) bouncer.bounce();
@@ -448,6 +452,7 @@ TEST_P(Traceback, ConcurrentDumpsWhileGoroutinesMove) {
     stop = true;
     movers.wait();
     bouncer.stop();
+    server.wait();
     EXPECT_EQ(bad.load(), 0) << "procs=" << procs();
   });
 }
