@@ -174,7 +174,6 @@ top:
     releasep(m);
     pidleput(p);
   }
-  bool was_spinning = m->spinning;
   if (m->spinning) {
     m->spinning = false;
     if (sched.nmspinning.fetch_sub(1, std::memory_order_acq_rel) - 1 < 0) {
@@ -197,7 +196,6 @@ top:
       }
     }
   }
-  (void)was_spinning;
 
   // Block in the poller until I/O, the next timer, or a wake-up, if we are
   // the one M allowed to and there is something to wait for.
