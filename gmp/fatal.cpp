@@ -106,7 +106,7 @@ void print_tracebacks(void* arg) {
   // is stopped yet (freeze_world comes after).
   std::timed_mutex& mu = symbolizer_mutex();
   bool locked = mu.try_lock_for(std::chrono::seconds(5));
-  if (all) freeze_world(500 * 1000 * 1000);
+  if (all) freeze_world(500 * 1000 * 1000, d->sched_locked);
   TraceWriter w(2);
   w.set_watchdog(kWatchdogSeconds);
   GoroutineFrames f;

@@ -18,8 +18,8 @@
 #include "gmp/fatal.hpp"
 #include "gmp/sanitizer.hpp"
 #include "gmp/sched.hpp"
-#include "gmp/timer.hpp"
 #include "gmp/symbolize.hpp"
+#include "gmp/timer.hpp"
 #include "gmp/tls.hpp"
 #include "gmp/traceback.hpp"
 

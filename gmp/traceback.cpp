@@ -396,13 +396,13 @@ void print_all(TraceWriter& w, G* skip, int level, bool frozen) {
   }
 }
 
-void freeze_world(int64_t timeout_ns) {
+void freeze_world(int64_t timeout_ns, bool sched_locked) {
   sched.frozen.store(true, std::memory_order_seq_cst);
   M* self = getm();
   // Stopped threads may hold Sched::lock: read allm without it if need be
   // (it only grows while the runtime runs).
   std::unique_lock<std::mutex> lock(sched.lock, std::defer_lock);
-  for (int i = 0; i < 100 && !lock.try_lock(); i++) {
+  for (int i = 0; !sched_locked && i < 100 && !lock.try_lock(); i++) {
     timespec ts{0, 1000 * 1000};
     nanosleep(&ts, nullptr);
   }

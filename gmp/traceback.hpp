@@ -101,13 +101,15 @@ void print_frames(TraceWriter& w, const GoroutineFrames& f, int level);
 // Prints every goroutine but `skip`, each after a blank line, in the order
 // they were created. `frozen`: the world is stopped (freeze_world) and
 // running goroutines' regs come from their frozen Ms; otherwise running
-// ones are asked for theirs. Sched::lock held by the caller, or
-// `unlocked_ok` when it could not be taken (a dying process).
+// ones are asked for theirs. Sched::lock held by the caller, or, frozen,
+// not takable (a stopped thread holds it): then the G pointers are checked
+// against the stack pool before they are used.
 void print_all(TraceWriter& w, G* skip, int level, bool frozen);
 
 // Stops every M but the caller's for good (a dying process), and sysmon's
 // work: their stacks hold still while they are printed. Waits up to
-// `timeout_ns` for the Ms to stop.
-void freeze_world(int64_t timeout_ns);
+// `timeout_ns` for the Ms to stop. `sched_locked`: the caller holds
+// Sched::lock.
+void freeze_world(int64_t timeout_ns, bool sched_locked);
 
 }  // namespace gort::internal

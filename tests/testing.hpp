@@ -15,8 +15,9 @@
 //     addresses after migration").
 //   - GORT_EXPECT_SUBPROCESS_OK: runs a statement in a death-test child with
 //     a watchdog, for behaviour that could hang or kill the whole suite.
-//   - has_frame, goroutine_block, count_goroutines: reading Go-format
-//     tracebacks (docs/debugging.md).
+//   - has_frame, goroutine_block, count_goroutines, announced_block: reading
+//     Go-format tracebacks (docs/debugging.md); die_in_goroutine and
+//     no_core_file for the death tests that print them.
 //
 // Goroutine code must not use ASSERT_* (it returns from the lambda and may
 // leave a waiter parked forever) nor SCOPED_TRACE (gtest keeps traces per
@@ -25,6 +26,7 @@
 
 #include <dirent.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -426,6 +428,41 @@ inline std::string goroutine_block(const std::string& out, int64_t id) {
     return out.substr(at, end == std::string::npos ? std::string::npos : end + 1 - at);
   }
   return "";
+}
+
+// The id that announce_goroutine() wrote in `out`, or -1; that goroutine's
+// block.
+inline int64_t announced_id(const std::string& out) {
+  size_t at = out.find("gid=");
+  return at == std::string::npos ? -1 : std::stoll(out.substr(at + 4));
+}
+inline std::string announced_block(const std::string& out) {
+  int64_t id = announced_id(out);
+  return id < 0 ? "" : goroutine_block(out, id);
+}
+
+// For death tests: on `procs` Ps, a goroutine announces itself and calls
+// f() while main parks for good; the process is expected to die in f.
+template <class F>
+void die_in_goroutine(int procs, F f) {
+  gort::Config cfg;
+  cfg.procs = procs;
+  gort::run(
+      [&f] {
+        gort::go([&f] {
+          announce_goroutine();
+          f();
+        });
+        Event never;
+        never.wait();
+      },
+      cfg);
+}
+
+// A death test that dies of a signal writes no core file.
+inline void no_core_file() {
+  struct rlimit none = {0, 0};
+  setrlimit(RLIMIT_CORE, &none);
 }
 
 // Goroutine headers ("goroutine N [" at the start of a line) in `out`.

@@ -295,25 +295,10 @@ TEST(DeathStackOverflow, UnboundedRecursionInGoroutine) {
 // The frames of the recursion, the middle of it elided as Go does (the
 // innermost 50 and the outermost 50 are shown).
 TEST(DeathStackOverflow, FramesOfTheRecursion) {
-  EXPECT_EXIT(
-      {
-        gort::run(
-            [] {
-              gort::go([] {
-                announce_goroutine();
-                recurse_small(0);
-              });
-              Event never;
-              never.wait();
-            },
-            procs_cfg(2));
-      },
-      ::testing::ExitedWithCode(2),
+  EXPECT_EXIT(die_in_goroutine(2, [] { recurse_small(0); }), ::testing::ExitedWithCode(2),
       output_that(
           [](const std::string& out) {
-            size_t at = out.find("gid=");
-            if (at == std::string::npos) return false;
-            std::string b = goroutine_block(out, std::stoll(out.substr(at + 4)));
+            std::string b = announced_block(out);
             size_t n = 0;
             for (size_t k = b.find("recurse_small(int)\n"); k != std::string::npos;
                  k = b.find("recurse_small(int)\n", k + 1)) {
@@ -337,29 +322,13 @@ __attribute__((noinline)) void unlock_twice() {
 }
 
 TEST(DeathFatal, UnlockOfUnlockedMutexShowsTheCaller) {
-  EXPECT_EXIT(
-      {
-        gort::run(
-            [] {
-              Event never, main_never;
-              gort::go([&] { never.wait(); });
-              gort::go([] {
-                announce_goroutine();
-                unlock_twice();
-              });
-              main_never.wait();
-            },
-            procs_cfg(2));
-      },
-      ::testing::ExitedWithCode(2),
+  EXPECT_EXIT(die_in_goroutine(2, unlock_twice), ::testing::ExitedWithCode(2),
       output_that(
           [](const std::string& out) {
-            size_t at = out.find("gid=");
-            if (at == std::string::npos) return false;
-            std::string b = goroutine_block(out, std::stoll(out.substr(at + 4)));
+            std::string b = announced_block(out);
             return goroutine_report("fatal error: sync: unlock of unlocked mutex\n\n").Matches(out) &&
                    has_frame(b, "unlock_twice()", "death_test.cpp", kUnlockLine) &&
-                   b.find("gort::internal") == std::string::npos && count_goroutines(out) == 3;
+                   b.find("gort::internal") == std::string::npos && count_goroutines(out) == 2;
           },
           "the caller's frames and every goroutine"));
 }
@@ -373,27 +342,13 @@ __attribute__((noinline)) void finds_a_broken_invariant() {
 }
 
 TEST(DeathFatal, RuntimeErrorShowsTheRuntimesFrames) {
-  EXPECT_EXIT(
-      {
-        gort::run(
-            [] {
-              gort::go([] {
-                announce_goroutine();
-                finds_a_broken_invariant();
-              });
-              Event never;
-              never.wait();
-            },
-            procs_cfg(2));
-      },
-      ::testing::ExitedWithCode(2),
+  EXPECT_EXIT(die_in_goroutine(2, finds_a_broken_invariant), ::testing::ExitedWithCode(2),
       output_that(
           [](const std::string& out) {
-            size_t at = out.find("gid=");
-            if (at == std::string::npos) return false;
-            std::string b = goroutine_block(out, std::stoll(out.substr(at + 4)));
+            std::string b = announced_block(out);
             // Go's header for a runtime error names the G and M.
-            std::string head = "fatal error: test: invariant broken\n\ngoroutine " + out.substr(at + 4, out.find(';', at) - at - 4) + " gp=0x";
+            std::string head =
+                "fatal error: test: invariant broken\n\ngoroutine " + std::to_string(announced_id(out)) + " gp=0x";
             return out.find(head) != std::string::npos && b.find("[running]:\n") != std::string::npos &&
                    has_frame(b, "finds_a_broken_invariant()", "death_test.cpp", kInvariantLine) &&
                    b.find("gort::internal::fatal(") != std::string::npos && b.find(" pc=0x") != std::string::npos &&

@@ -8,7 +8,6 @@
 // tail calls.
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 
 #include <exception>
 #include <stdexcept>
@@ -20,12 +19,6 @@
 
 namespace gort::test {
 namespace {
-
-// A test that dies of a signal writes no core file.
-void no_core_file() {
-  struct rlimit none = {0, 0};
-  setrlimit(RLIMIT_CORE, &none);
-}
 
 constexpr const char* kFile = "panic_test.cpp";
 
@@ -71,15 +64,8 @@ __attribute__((noinline)) void panic_program(int procs) {
       procs_cfg(procs));
 }
 
-// The announced goroutine's block.
-std::string panicking_block(const std::string& out) {
-  size_t at = out.find("gid=");
-  if (at == std::string::npos) return "";
-  return goroutine_block(out, std::stoll(out.substr(at + 4)));
-}
-
 bool shows_the_throw(const std::string& out) {
-  std::string b = panicking_block(out);
+  std::string b = announced_block(out);
   size_t first = b.find('\n');
   size_t recurse = 0;
   for (size_t at = b.find("thrower(int)"); at != std::string::npos; at = b.find("thrower(int)", at + 1)) {
@@ -155,7 +141,7 @@ TEST(PanicTraceback, SystemShowsTheRuntimesFrames) {
         ::testing::ExitedWithCode(2),
         output_that(
             [](const std::string& out) {
-              std::string b = panicking_block(out);
+              std::string b = announced_block(out);
               return has_frame(b, "thrower(int)", kFile, kThrowLine) &&
                      b.find("gort::internal::goroutine_main") != std::string::npos &&
                      b.find(" pc=0x") != std::string::npos && count_goroutines(out) == 3;
@@ -175,7 +161,7 @@ TEST(PanicTraceback, CrashAbortsAfterTheTraceback) {
       ::testing::KilledBySignal(SIGABRT),
       output_that(
           [](const std::string& out) {
-            std::string b = panicking_block(out);
+            std::string b = announced_block(out);
             return out.find("panic: boom at depth 3\n\ngoroutine ") != std::string::npos &&
                    has_frame(b, "thrower(int)", kFile, kThrowLine) &&
                    b.find("gort::internal::goroutine_main") != std::string::npos && count_goroutines(out) == 3;
@@ -231,23 +217,10 @@ __attribute__((noinline)) void rethrower() {
 }
 
 TEST(PanicTraceback, RethrowIsReportedWhereItWasRethrown) {
-  EXPECT_EXIT(
-      {
-        gort::run(
-            [] {
-              gort::go([] {
-                announce_goroutine();
-                rethrower();
-              });
-              Event never;
-              never.wait();
-            },
-            procs_cfg(2));
-      },
-      ::testing::ExitedWithCode(2),
+  EXPECT_EXIT(die_in_goroutine(2, rethrower), ::testing::ExitedWithCode(2),
       output_that(
           [](const std::string& out) {
-            std::string b = panicking_block(out);
+            std::string b = announced_block(out);
             return out.find("panic: boom at depth 3\n") != std::string::npos &&
                    has_frame(b, "rethrower()", kFile, kRethrowLine) && b.find("__cxa_rethrow") == std::string::npos;
           },
@@ -266,23 +239,10 @@ __attribute__((noinline)) int index_out_of_range() {
 }
 
 TEST(PanicTraceback, ThroughTheStandardLibrary) {
-  EXPECT_EXIT(
-      {
-        gort::run(
-            [] {
-              gort::go([] {
-                announce_goroutine();
-                index_out_of_range();
-              });
-              Event never;
-              never.wait();
-            },
-            procs_cfg(1));
-      },
-      ::testing::ExitedWithCode(2),
+  EXPECT_EXIT(die_in_goroutine(1, index_out_of_range), ::testing::ExitedWithCode(2),
       output_that(
           [](const std::string& out) {
-            std::string b = panicking_block(out);
+            std::string b = announced_block(out);
             return out.find("panic: vector::_M_range_check") != std::string::npos &&
                    has_frame(b, "index_out_of_range()", kFile, kAtLine) &&
                    b.find("std::vector<int, std::allocator<int> >::at") != std::string::npos;
@@ -291,33 +251,13 @@ TEST(PanicTraceback, ThroughTheStandardLibrary) {
 }
 
 TEST(PanicTraceback, ExceptionNotDerivedFromStdException) {
-  EXPECT_EXIT(
-      {
-        gort::run(
-            [] {
-              gort::go([] { throw 42; });
-              Event never;
-              never.wait();
-            },
-            procs_cfg(1));
-      },
-      ::testing::ExitedWithCode(2), "panic: \\(unknown exception of type int\\)\n\ngoroutine [0-9]+ \\[running\\]:");
+  EXPECT_EXIT(die_in_goroutine(1, [] { throw 42; }), ::testing::ExitedWithCode(2), "panic: \\(unknown exception of type int\\)\n\ngoroutine [0-9]+ \\[running\\]:");
 }
 
 // std::terminate without an exception is not a panic: the handler that
 // was there before gort's (the default: abort with libstdc++'s message).
 TEST(PanicTraceback, ExplicitTerminateIsNotAPanic) {
-  EXPECT_EXIT(
-      {
-        gort::run(
-            [] {
-              gort::go([] { std::terminate(); });
-              Event never;
-              never.wait();
-            },
-            procs_cfg(1));
-      },
-      ::testing::KilledBySignal(SIGABRT),
+  EXPECT_EXIT(die_in_goroutine(1, [] { std::terminate(); }), ::testing::KilledBySignal(SIGABRT),
       output_that([](const std::string& out) { return out.find("panic:") == std::string::npos; }, "no panic report"));
 }
 

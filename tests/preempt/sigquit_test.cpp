@@ -3,7 +3,6 @@
 // the signal lands on, with every P idle or some running.
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -15,12 +14,6 @@
 
 namespace gort::test {
 namespace {
-
-// A test that dies of a signal writes no core file.
-void no_core_file() {
-  struct rlimit none = {0, 0};
-  setrlimit(RLIMIT_CORE, &none);
-}
 
 constexpr const char* kFile = "sigquit_test.cpp";
 

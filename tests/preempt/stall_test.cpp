@@ -31,11 +31,6 @@ std::string reported_block(const std::string& out, int64_t id) {
   return at == std::string::npos ? "" : goroutine_block(out.substr(at), id);
 }
 
-int64_t announced(const std::string& out) {
-  size_t at = out.find("gid=");
-  return at == std::string::npos ? -1 : std::stoll(out.substr(at + 4));
-}
-
 constexpr int kNoPreemptLine = __LINE__ + 4;
 __attribute__((noinline)) void spins_without_yielding() {
   gort::NoPreempt np;
@@ -70,7 +65,7 @@ TEST(StallReport, LoopThatCannotBePreemptedIsReportedOnce) {
         ::testing::ExitedWithCode(0),
         output_that(
             [](const std::string& out) {
-              int64_t id = announced(out);
+              int64_t id = announced_id(out);
               std::string line = "gort: stall: goroutine " + std::to_string(id) + " has run for ";
               std::string b = reported_block(out, id);
               return count(out, "gort: stall:") == 1 && out.find(line) != std::string::npos &&
@@ -133,7 +128,7 @@ TEST(StallReport, GoroutineBlockedInTheKernelIsReported) {
       ::testing::ExitedWithCode(0),
       output_that(
           [](const std::string& out) {
-            int64_t id = announced(out);
+            int64_t id = announced_id(out);
             std::string b = reported_block(out, id);
             // With the P retaken (membarrier available): "blocked in the
             // kernel outside gort::blocking"; without: a run that lasts.
