@@ -268,6 +268,26 @@ const char* wait_reason_string(WaitReason r) {
   return "?";
 }
 
+namespace {
+
+// main has returned and the runtime is stopping. In Go the process would be
+// gone and this spawn with it, so it is dropped without a word: the closure
+// is never copied, and the calling goroutine goes back to the scheduler,
+// which is shutting down, so it stops here as Go's would have stopped
+// anywhere (it is abandoned with the others; docs/runtime.md, "Shutdown").
+// Where it may not switch (an OS lock held, inside blocking() or NoPreempt)
+// go() just returns, and the goroutine stops at its next chance.
+void spawn_dropped(M* m) {
+  G* self = m != nullptr ? m->curg : nullptr;
+  if (self == nullptr || self->nopreempt != 0 || m->in_blocking.load(std::memory_order_relaxed) ||
+      m->locks.load(std::memory_order_relaxed) != 0 || m->oslocks.load(std::memory_order_relaxed) != 0) {
+    return;
+  }
+  gosched();
+}
+
+}  // namespace
+
 G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
   M* m = getm();
   // A goroutine, or an M's scheduler context (a timer starting a
@@ -286,11 +306,13 @@ G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
     // waits for external_go to drain) cannot free the runtime under it.
     sched.external_go.fetch_add(1, std::memory_order_acq_rel);
   }
-  if (!sched.running.load(std::memory_order_acquire) ||
-      sched.stopping.load(std::memory_order_acquire)) {
+  bool running = sched.running.load(std::memory_order_acquire);
+  if (!running || sched.stopping.load(std::memory_order_acquire)) {
     if (p == nullptr) sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
     if (gated) releasem(m);
-    throw panic_error("gort::go: the runtime is not running (call it inside gort::run)");
+    if (!running) throw panic_error("gort::go: the runtime is not running (call it inside gort::run)");
+    spawn_dropped(m);
+    return nullptr;
   }
   G* g = gfget(p);
   if (g != nullptr) {
