@@ -6,6 +6,8 @@
 // stdlib/chan_ring.hpp.
 #include <bit>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <new>
 
 #include "gmp/fatal.hpp"
@@ -29,6 +31,18 @@ constexpr size_t kMaxAlloc = sizeof(void*) == 8 ? size_t{1} << 47 : size_t{1} <<
 size_t core_align(const ElemType* et) {
   return et->align > kCacheLine ? et->align : kCacheLine;
 }
+
+// Rings larger than this come from calloc, smaller ones from operator new
+// (then zeroed here: a few KiB at most, and calloc would bypass malloc's
+// per-thread cache that makes small channels cheap to make). Above it, a
+// calloc block is a fresh mmap that glibc (and ASan's allocator) do not
+// clear, so the ring's pages stay unmapped until a value reaches them
+// (chan_ring.hpp). glibc serves blocks above 32 MiB by mmap in any case.
+constexpr size_t kCallocRing = 256 * 1024;
+
+// malloc's guaranteed alignment; calloc blocks are over-allocated by the
+// difference to the core's.
+constexpr size_t kMallocAlign = alignof(std::max_align_t);
 
 bool never_unlock(G*, void*) { return true; }
 
@@ -88,25 +102,35 @@ ChanCore* chan_make(const ElemType* et, size_t cap) {
       throw panic_error("makechan: size out of range");
     }
   }
+  // Under the bound but more than the system will give (overcommit policy,
+  // RLIMIT_AS): the caller's capacity is still what is wrong, and a panic
+  // is what the caller can recover from.
+  size_t ring = slot * cap;
   void* mem;
-  try {
-    mem = ::operator new(header + slot * cap, std::align_val_t(align));
-  } catch (const std::bad_alloc&) {
-    // Under the bound but more than the system will give (overcommit
-    // policy, RLIMIT_AS): the caller's capacity is still what is wrong, and
-    // a panic is what the caller can recover from.
-    throw panic_error("makechan: size out of range");
+  void* block = nullptr;
+  if (ring <= kCallocRing) {
+    try {
+      mem = ::operator new(header + ring, std::align_val_t(align));
+    } catch (const std::bad_alloc&) {
+      throw panic_error("makechan: size out of range");
+    }
+    std::memset(static_cast<char*>(mem) + header, 0, ring);
+  } else {
+    block = std::calloc(1, header + ring + (align - kMallocAlign));
+    if (block == nullptr) throw panic_error("makechan: size out of range");
+    mem = reinterpret_cast<void*>(round_up(reinterpret_cast<uintptr_t>(block), align));
   }
   auto* c = new (mem) ChanCore;
   c->cap = cap;
   c->et = et;
   c->buf = static_cast<char*>(mem) + header;
+  c->calloc_block = block;
   if (cap > 0) {
     c->slot_size = static_cast<uint32_t>(slot);
     c->elem_off = static_cast<uint32_t>(elem_off);
     c->mark_bit = std::bit_ceil(uint64_t{cap} + 1);
     c->one_lap = c->mark_bit * 2;
-    for (size_t i = 0; i < cap; i++) new (c->slot(i)) std::atomic<uint64_t>(i);
+    // The zeroed ring is ready as it is (chan_ring.hpp: stamps).
   }
   return c;
 }
@@ -122,8 +146,13 @@ void chan_release(ChanCore* c) {
     for (size_t i = 0; i < n; i++, x = x + 1 == c->cap ? 0 : x + 1) elem_destroy(c->et, c->slot(x) + c->elem_off);
   }
   size_t align = core_align(c->et);
+  void* block = c->calloc_block;
   c->~ChanCore();
-  ::operator delete(static_cast<void*>(c), std::align_val_t(align));
+  if (block != nullptr) {
+    std::free(block);
+  } else {
+    ::operator delete(static_cast<void*>(c), std::align_val_t(align));
+  }
 }
 
 void recv_from_sender(ChanCore* c, Waiter* s, void* out) {

@@ -117,6 +117,10 @@ struct ChanCore {
   bool closed = false;
   WaitQ recvq;
   WaitQ sendq;
+  // Constant, read only to free the channel: the block calloc returned
+  // for a large ring (the core sits at its first aligned address), or null
+  // when the core is the start of an operator new block (chan.cpp).
+  void* calloc_block = nullptr;
 
   // ---- buffered: the ring's positions (chan_ring.hpp) ----
   alignas(kCacheLine) std::atomic<uint64_t> head{0};
