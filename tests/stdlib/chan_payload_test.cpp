@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "tests/stdlib/helpers.hpp"
@@ -253,6 +254,65 @@ TEST_P(ChanPayload, RangeForMoveOnly) {
       EXPECT_EQ(n, 3);
     }
   });
+}
+
+// A T that can only be move constructed (no assignment at all, as a type
+// with a const or reference member): range-for must construct each value
+// in place of the last, never assign it.
+struct MoveConstructOnly {
+  explicit MoveConstructOnly(int v) : p(std::make_unique<int>(v)) {}
+  MoveConstructOnly(MoveConstructOnly&&) noexcept = default;
+  MoveConstructOnly& operator=(MoveConstructOnly&&) = delete;
+  std::unique_ptr<int> p;
+};
+static_assert(std::is_nothrow_move_constructible_v<MoveConstructOnly>);
+static_assert(!std::is_move_assignable_v<MoveConstructOnly>);
+static_assert(!std::is_copy_constructible_v<MoveConstructOnly>);
+
+TEST_P(ChanPayload, RangeForMoveConstructOnly) {
+  Tracked::reset();
+  run_test([] {
+    for (size_t cap : {size_t{0}, size_t{3}}) {
+      auto ch = gort::make_chan<MoveConstructOnly>(cap);
+      auto feed = [](gort::Chan<MoveConstructOnly> ch, int n) {
+        gort::go([ch, n] {
+          for (int i = 0; i < n; i++) ch.send(MoveConstructOnly(i));
+          ch.close();
+        });
+      };
+      feed(ch, 40);
+      int want = 0;
+      for (MoveConstructOnly v : ch) {
+        EXPECT_TRUE(v.p && *v.p == want) << "cap " << cap;
+        want++;
+      }
+      EXPECT_EQ(want, 40);
+
+      ch = gort::make_chan<MoveConstructOnly>(cap);
+      feed(ch, 5);
+      std::vector<std::unique_ptr<int>> kept;
+      for (MoveConstructOnly&& v : ch) kept.push_back(std::move(v.p));
+      EXPECT_EQ(kept.size(), 5u);
+
+      ch = gort::make_chan<MoveConstructOnly>(cap);
+      feed(ch, 5);
+      int n = 0;
+      for (const MoveConstructOnly& v : ch) n += v.p ? 1 : 0;
+      EXPECT_EQ(n, 5);
+    }
+    // The iterator destroys each value before taking the next, and the
+    // last one with itself: nothing is left alive or destroyed twice.
+    auto ch = gort::make_chan<Tracked>(4);
+    gort::go([ch] {
+      for (int i = 0; i < 20; i++) ch.send(Tracked(i));
+      ch.close();
+    });
+    int sum = 0;
+    for (const Tracked& t : ch) sum += t.value;
+    EXPECT_EQ(sum, 190);
+  });
+  EXPECT_EQ(Tracked::live.load(), 0);
+  EXPECT_EQ(Tracked::misuses.load(), 0);
 }
 
 // ---- handles ----
