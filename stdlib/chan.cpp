@@ -392,8 +392,8 @@ void chan_close(ChanCore* c) {
   wl.wake_all();
 }
 
-size_t chan_len(const ChanCore* c) { return c == nullptr || c->cap == 0 ? 0 : ring_len(c); }
+size_t chan_len(const ChanCore* c) { return c == nullptr || c->cap == 0 || c->timer ? 0 : ring_len(c); }
 
-size_t chan_cap(const ChanCore* c) { return c == nullptr ? 0 : c->cap; }
+size_t chan_cap(const ChanCore* c) { return c == nullptr || c->timer ? 0 : c->cap; }
 
 }  // namespace gort::internal

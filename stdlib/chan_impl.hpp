@@ -115,6 +115,9 @@ struct ChanCore {
   // ---- line 1: under lock ----
   alignas(kCacheLine) std::atomic<uint32_t> lock{0};
   bool closed = false;
+  // Constant once shared: a Timer's or Ticker's channel, whose len and cap
+  // read 0 as Go 1.23's do (docs/time-and-context.md).
+  bool timer = false;
   WaitQ recvq;
   WaitQ sendq;
   // Constant, read only to free the channel: the block calloc returned
