@@ -471,7 +471,8 @@ def _format_frame(level, frame, full):
                     except (gdb.error, ValueError) as e:
                         text = "<%s>" % e
                     locals_.append("        %s = %s" % (sym.print_name, text))
-            if b is fblock:
+            # gdb hands out a new Python object per block: compare ranges.
+            if fblock is None or (b.start == fblock.start and b.end == fblock.end):
                 break
             b = b.superblock
         out.extend(locals_ if locals_ else ["No locals."])
@@ -639,7 +640,8 @@ def _core_loads(path):
 
 
 def _present_pages(pid, lo, hi):
-    """Runs [a, b) of pages in [lo, hi) that are resident or swapped out."""
+    """Runs [a, b) of pages in [lo, hi) that are resident or swapped out
+    (all of [lo, hi) if /proc/PID/pagemap cannot be read)."""
     import struct
     try:
         with open("/proc/%d/pagemap" % pid, "rb") as f:
@@ -677,8 +679,14 @@ def _gcore(path):
                 gdb.write("gort gcore: the stack slab at 0x%x is not in the core\n" % base)
                 continue
             vaddr, _, offset = seg[0]
-            for lo in range(base, base + size - slot + 1, slot):
-                for a, b in _present_pages(inf.pid, lo + slot - stack, lo + slot):
+            for run_lo, run_hi in _present_pages(inf.pid, base, base + size):
+                # Each slot is [guard | stack]: copy the run's part of each
+                # stack, never a guard (the kernel refuses those reads).
+                first = base + (run_lo - base) // slot * slot
+                for lo in range(first, run_hi, slot):
+                    a, b = max(run_lo, lo + slot - stack), min(run_hi, lo + slot)
+                    if a >= b:
+                        continue
                     try:
                         data = inf.read_memory(a, b - a)
                     except gdb.MemoryError:

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "gmp/fatal.hpp"
+#include "gmp/schedtrace.hpp"
+#include "gort/preempt.hpp"
 #include "gort/time.hpp"
 #include "tests/testing.hpp"
 
@@ -218,6 +220,69 @@ TEST(SchedTrace, DetailLines) {
           },
           "detailed SCHED blocks in Go's format naming the parked and the running goroutine"));
 }
+
+// The formatter itself, in-process, where the test controls what it sees:
+// the calling goroutine runs on its M and P, another waits on an Event.
+class SchedTraceFormat : public ProcsTest {};
+
+TEST_P(SchedTraceFormat, NamesTheRunningAndTheParkedGoroutine) {
+  run_test([this] {
+    Event never;
+    Event parked;
+    int64_t waiter = 0;
+    gort::go([&] {
+      waiter = gort::goroutine_id();
+      parked.set();
+      never.wait();
+    });
+    parked.wait();
+    EXPECT_TRUE(eventually([&] { return never.has_waiter(); }));
+    std::string out;
+    {
+      // Neither preempted nor moved to another M while the state is read.
+      gort::NoPreempt no;
+      internal::M* m = current_m();
+      std::string me = std::to_string(gort::goroutine_id());
+      std::string mid = std::to_string(m->id);
+      std::string pid = std::to_string(m->p->id);
+      int64_t now = internal::nanotime();
+      internal::schedtrace_format(now - 1500 * 1000 * 1000, now, true, &out);
+      std::vector<std::string> lines = lines_of(out);
+      EXPECT_TRUE(!lines.empty() &&
+                  std::regex_match(lines[0], std::regex("SCHED 1500ms: gomaxprocs=" + std::to_string(procs()) +
+                                                        " .* sysmonwait=[01]")))
+          << out;
+      int ps = 0;
+      bool my_p = false, my_m = false, my_g = false, waiter_g = false;
+      for (const std::string& l : lines) {
+        if (l.rfind("  P", 0) == 0) ps++;
+        if (l.rfind("  P" + pid + ": status=1 ", 0) == 0 && l.find(" m=" + mid + " ") != std::string::npos) {
+          my_p = true;
+        }
+        if (l.rfind("  M" + mid + ": p=" + pid + " curg=" + me + " ", 0) == 0) my_m = true;
+        if (l == "  G" + me + ": status=2() m=" + mid + " lockedm=-1") my_g = true;
+        if (l == "  G" + std::to_string(waiter) + ": status=4(test) m=-1 lockedm=-1") waiter_g = true;
+      }
+      EXPECT_EQ(ps, procs());
+      EXPECT_TRUE(my_p) << "P" << pid << " held by M" << mid << ":\n" << out;
+      EXPECT_TRUE(my_m) << "M" << mid << " on P" << pid << " running G" << me << ":\n" << out;
+      EXPECT_TRUE(my_g) << out;
+      EXPECT_TRUE(waiter_g) << out;
+      // The summary form: the same header fields and one queue per P.
+      std::string summary;
+      internal::schedtrace_format(0, 0, false, &summary);
+      std::string per_p = "\\[\\d+";
+      for (int i = 1; i < procs(); i++) per_p += " \\d+";
+      EXPECT_TRUE(std::regex_match(summary, std::regex("SCHED 0ms: gomaxprocs=\\d+ idleprocs=\\d+ threads=\\d+ "
+                                                       "spinningthreads=\\d+ idlethreads=\\d+ runqueue=\\d+ " +
+                                                       per_p + "\\]\n")))
+          << summary;
+    }
+    never.set();
+  });
+}
+
+GORT_INSTANTIATE_PROCS(SchedTraceFormat);
 
 // Off unless schedtrace is a positive number; scheddetail alone prints
 // nothing (as in Go).

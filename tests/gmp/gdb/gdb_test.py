@@ -69,9 +69,9 @@ def marked_lines(source):
 def gdb(args, timeout=180):
     cmd = ["gdb", "-batch", "-nx", "-iex", "set debuginfod enabled off",
            "-iex", "set auto-load no"] + args
-    r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                       timeout=timeout)
-    return r.stdout + r.stderr
+    r = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    return r.stdout
 
 
 def no_python_errors(out, what):
@@ -160,7 +160,14 @@ def check_dump(out, lines, source_name, label, main_state):
     main = bts.get("main", "")
     check(main.startswith("#0 ") and "goroutine_main" in main and source_name in main,
           label + ": main's backtrace (its thread's frames)", main)
-    check("No such goroutine: 999999" in out, label + ": an unknown id is reported", out)
+    full = bts.get("full", "")
+    check(re.search(r"park_in_chan_recv \(ch=.*\n(        \w+ = .*\n)*        v = ", full) and
+          re.search(r"recurse \(depth=2, .*\n        ch = ", full) is None,
+          label + ": bt full shows each frame's locals (and arguments only in the frame line)", full)
+    limit = bts.get("limit", "")
+    check(len(re.findall(r"^#\d", limit, re.M)) == 2 and "(More stack frames follow...)" in limit,
+          label + ": bt 2 shows two frames", limit)
+    check("No such goroutine: 999999" in bts.get("end", ""), label + ": an unknown id is reported", out)
 
 
 def dump(target_args, script, lines, source_name, label, main_state):
@@ -179,7 +186,11 @@ def dump(target_args, script, lines, source_name, label, main_state):
     cmds = ["-x", script, "-ex", "info goroutines"]
     for name, row in rows.items():
         cmds += ["-ex", "echo === %s\\n" % name, "-ex", "goroutine %d bt" % row[0]]
-    cmds += ["-ex", "goroutine 999999 bt"]
+    if "park_in_chan_recv" in rows:
+        goid = rows["park_in_chan_recv"][0]
+        cmds += ["-ex", "echo === full\\n", "-ex", "goroutine %d bt full" % goid,
+                 "-ex", "echo === limit\\n", "-ex", "goroutine %d bt 2" % goid]
+    cmds += ["-ex", "echo === end\\n", "-ex", "goroutine 999999 bt"]
     out = gdb(target_args + cmds)
     check_dump(out, lines, source_name, label, main_state)
     return out
