@@ -122,13 +122,16 @@ def _all_gs(sched):
 
 
 def _wait_reason(g):
+    """Go's text for g's wait reason, from the runtime's own table."""
     r = int(_atomic(g["waitreason"]))
     try:
         table = gdb.parse_and_eval("'gort::internal::kWaitReasonStrings'")
-        s = table[r].string()
-        return s
-    except (gdb.error, gdb.MemoryError):
-        return _enum_name(g["waitreason"])
+        lo, hi = table.type.strip_typedefs().range()
+        if lo <= r <= hi:
+            return table[r].string()
+    except gdb.error:
+        pass
+    return _enum_name(g["waitreason"])
 
 
 def _thread_of(m):
@@ -273,12 +276,20 @@ class _Frames:
         self.saved_frame = None
 
     def __enter__(self):
-        gr = self.gr
         self.saved_thread = gdb.selected_thread()
         try:
             self.saved_frame = gdb.selected_frame()
         except gdb.error:
             self.saved_frame = None
+        try:
+            return self._frames()
+        except BaseException:
+            # __exit__ does not run when __enter__ fails: restore here.
+            self.__exit__(None, None, None)
+            raise
+
+    def _frames(self):
+        gr = self.gr
         if gr.on_thread():
             if gr.thread is None:
                 raise GortError("goroutine %d runs on M%d, whose thread (LWP %d) gdb does not "
