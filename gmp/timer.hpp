@@ -118,5 +118,8 @@ int32_t timers_len(P* p);
 void timers_init(P* p);
 // Frees p's heap at shutdown (timers left in it are abandoned).
 void timers_destroy(P* p);
+// Moves every timer of `from` to `to` (set_procs removing `from`, the world
+// stopped, Sched::lock held).
+void timers_move(P* from, P* to);
 
 }  // namespace gort::internal
