@@ -29,6 +29,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <iterator>
 #include <new>
 
 #include "gmp/fatal.hpp"
@@ -138,7 +139,9 @@ G* gfget(P* p) {
         p->gfree.push_back(g);
       }
     }
-    return p->gfree.pop();
+    G* g = p->gfree.pop();
+    p->gfreecnt.store(p->gfree.size, std::memory_order_relaxed);
+    return g;
   }
   std::lock_guard<std::mutex> lock(sched.lock);
   return gfget_global_locked();
@@ -163,13 +166,17 @@ void gfput_global_locked(G* g) {
 
 
 void gfput(P* p, G* g) {
-  g->m = nullptr;
+  relaxed_store<M*>(g->m, nullptr);
   // LIFO, as Go's gfput: the G that died last is reborn first, while its
   // page (G and top frames) is still in the cache.
   p->gfree.push_front(g);
-  if (p->gfree.size <= kGFreeLocalMax) return;
+  if (p->gfree.size <= kGFreeLocalMax) {
+    p->gfreecnt.store(p->gfree.size, std::memory_order_relaxed);
+    return;
+  }
   // The older half goes to the global list (or is released).
   GQueue older = p->gfree.take_after(kGFreeLocalMax / 2);
+  p->gfreecnt.store(p->gfree.size, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(sched.lock);
   while (G* old = older.pop()) gfput_global_locked(old);
 }
@@ -245,27 +252,34 @@ const char* gstatus_string(GStatus s) {
   return "?";
 }
 
+// Indexed by WaitReason. A table rather than a switch so that the gdb
+// extension (gmp/gdb/libgort-gdb.py) reads the same strings from a core
+// file, where it cannot call a function.
+extern const char* const kWaitReasonStrings[] = {
+    "",                         // kNone
+    "chan send",                // kChanSend
+    "chan receive",             // kChanRecv
+    "select",                   // kSelect
+    "select (no cases)",        // kSelectNoCases
+    "chan send (nil chan)",     // kChanSendNilChan
+    "chan receive (nil chan)",  // kChanRecvNilChan
+    "sync.Mutex.Lock",          // kSyncMutex
+    "sync.RWMutex.Lock",        // kSyncRWMutex
+    "sync.WaitGroup.Wait",      // kSyncWaitGroup
+    "sync.Cond.Wait",           // kSyncCond
+    "semacquire",               // kSemacquire
+    "sleep",                    // kSleep
+    "IO wait",                  // kIOWait
+    "timer",                    // kTimer
+    "preempted",                // kPreempted
+    "test",                     // kTest
+};
+static_assert(std::size(kWaitReasonStrings) == static_cast<size_t>(WaitReason::kNumWaitReasons),
+              "one string per WaitReason");
+
 const char* wait_reason_string(WaitReason r) {
-  switch (r) {
-    case WaitReason::kNone: return "";
-    case WaitReason::kChanSend: return "chan send";
-    case WaitReason::kChanRecv: return "chan receive";
-    case WaitReason::kSelect: return "select";
-    case WaitReason::kSelectNoCases: return "select (no cases)";
-    case WaitReason::kChanSendNilChan: return "chan send (nil chan)";
-    case WaitReason::kChanRecvNilChan: return "chan receive (nil chan)";
-    case WaitReason::kSyncMutex: return "sync.Mutex.Lock";
-    case WaitReason::kSyncRWMutex: return "sync.RWMutex.Lock";
-    case WaitReason::kSyncWaitGroup: return "sync.WaitGroup.Wait";
-    case WaitReason::kSyncCond: return "sync.Cond.Wait";
-    case WaitReason::kSemacquire: return "semacquire";
-    case WaitReason::kSleep: return "sleep";
-    case WaitReason::kIOWait: return "IO wait";
-    case WaitReason::kTimer: return "timer";
-    case WaitReason::kPreempted: return "preempted";
-    case WaitReason::kTest: return "test";
-  }
-  return "?";
+  auto i = static_cast<size_t>(r);
+  return i < std::size(kWaitReasonStrings) ? kWaitReasonStrings[i] : "?";
 }
 
 namespace {
@@ -328,7 +342,7 @@ G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
   g->started = false;
   g->spawned_external = p == nullptr;
   g->param = nullptr;
-  g->id = next_goid(p);
+  relaxed_store(g->id, next_goid(p));
   capture_fp_control(g);
   // The first frame is laid out now, as Go's newproc does: the G already
   // has its stack, and this touches the page the G is on anyway.

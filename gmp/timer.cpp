@@ -133,6 +133,14 @@ int64_t timers_first(P* p) {
   return th ? th->timer0.load(std::memory_order_acquire) : 0;
 }
 
+int32_t timers_len(P* p) {
+  TimerHeap* th = heap_of(p);
+  lock_word(&th->lock);
+  auto n = static_cast<int32_t>(th->heap.size());
+  unlock_word(&th->lock);
+  return n;
+}
+
 namespace {
 
 void add_locked(Timer* t, int64_t when, int64_t period) {

@@ -126,6 +126,9 @@ int64_t timers_run(P* p, int64_t now);
 int64_t timers_next();
 // Earliest `when` of p (relaxed snapshot), or 0 if none.
 int64_t timers_first(P* p);
+// Timers in p's heap (schedtrace's timerslen). Takes p's timer lock: call
+// it holding no other runtime lock.
+int32_t timers_len(P* p);
 // Creates p's heap (run() does it for every P).
 void timers_init(P* p);
 // Frees p's heap at shutdown (timers left in it are abandoned).

@@ -10,7 +10,9 @@
 //   - polls the network if nobody has for 10 ms;
 //   - starts an M when timers are overdue and every P is idle;
 //   - releases dead Gs (with their stacks) the program stopped needing
-//     (gfree_scavenge, newproc.cpp), all of the excess before a deep sleep.
+//     (gfree_scavenge, newproc.cpp), all of the excess before a deep sleep;
+//   - prints Go's SCHED trace every GORT_DEBUG=schedtrace=N ms
+//     (gmp/schedtrace.cpp).
 //
 // Sleep: 20 µs between rounds while something happens (a P retaken,
 // network work injected; a preemption does not count), doubling after 50
@@ -18,7 +20,8 @@
 // ends (that is what keeps preemption latency near one slice, where Go's
 // sysmon, backed off to 10 ms, preempts only at its second look). When
 // every P is idle and no M is in blocking(), it sleeps until a P starts
-// running again, so an idle program costs nothing.
+// running again, so an idle program costs nothing. With schedtrace on, as in
+// Go, it never sleeps that deep nor past the next trace.
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -31,8 +34,10 @@
 #include <thread>
 #include <vector>
 
+#include "gmp/debugvars.hpp"
 #include "gmp/fatal.hpp"
 #include "gmp/sched.hpp"
+#include "gmp/schedtrace.hpp"
 #include "gmp/timer.hpp"
 #include "preempt/preempt.hpp"
 
@@ -175,6 +180,11 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
 void sysmon_loop(Sysmon* s) {
   int idle = 0;
   int64_t delay = kMinDelayNs;
+  // schedtrace: when this run's first trace and the last one were printed
+  // (0: none yet). Go's sysmon keeps the same two.
+  int64_t trace_start = 0;
+  int64_t lasttrace = 0;
+  const int64_t trace_every = int64_t{debug.schedtrace} * 1000 * 1000;
   for (;;) {
     if (idle == 0) {
       delay = kMinDelayNs;
@@ -185,6 +195,11 @@ void sysmon_loop(Sysmon* s) {
     int64_t deadline;
     int acted = retake(s, now, &deadline);
     if (s->stop.load(std::memory_order_acquire)) return;
+    if (trace_every > 0 && (trace_start == 0 || lasttrace + trace_every <= now)) {
+      if (trace_start == 0) trace_start = now;
+      lasttrace = now;
+      schedtrace(trace_start, now, debug.scheddetail > 0);
+    }
     // Dead goroutines' stacks the program stopped needing (a round that
     // released some counts as busy, so the rest follow quickly).
     if (gfree_scavenge(now, false) > 0) acted++;
@@ -224,7 +239,10 @@ void sysmon_loop(Sysmon* s) {
     // Going to sleep until a P runs again: nothing will come back for the
     // dead Gs beyond the warm limit meanwhile.
     if (all_idle && idle > 50) gfree_scavenge(now, true);
-    sleep_ns(s, sleep, all_idle && idle > 50);
+    if (trace_every > 0) {
+      sleep = std::max(kMinDelayNs, std::min(sleep, lasttrace + trace_every - now));
+    }
+    sleep_ns(s, sleep, all_idle && idle > 50 && trace_every == 0);
     if (s->stop.load(std::memory_order_acquire)) return;
   }
 }
