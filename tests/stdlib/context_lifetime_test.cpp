@@ -208,7 +208,7 @@ TEST_P(ContextLifetime, AnUncancellableTreeIsReleasedWithItsHandles) {
       watch.add(a);
       cancels.push_back(ca);
     }
-    EXPECT_EQ(watch.alive(), 1) << "the root's CancelFunc keeps the tree";
+    EXPECT_EQ(watch.alive(), 2) << "each CancelFunc keeps its context";
     cancels.clear();
     EXPECT_EQ(watch.alive(), 0);
   });
