@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gort/context.hpp"
+#include "gmp/sched.hpp"
 #include "stdlib/context_node.hpp"
 
 namespace gort {
@@ -26,6 +27,9 @@ namespace {
 
 struct WithoutCancelNode final : Context::Node {
   WithoutCancelNode() : Node(Kind::kWithoutCancel) {}
+  WithoutCancelNode(const WithoutCancelNode&) = delete;
+  WithoutCancelNode& operator=(const WithoutCancelNode&) = delete;
+  ~WithoutCancelNode() { internal::release_chain(&parent, depth); }
   Context parent;
 };
 
@@ -156,13 +160,18 @@ Context todo() {
 Context without_cancel(const Context& parent) {
   auto n = std::make_shared<WithoutCancelNode>();
   n->parent = parent;
+  n->depth = internal::depth_under(parent);
   return Context(std::move(n));
 }
 
 absl::Status cause(const Context& ctx) {
   if (CancelNode* c = internal::innermost_cancel_node(ctx)) {
-    if (c->cancelled.load(std::memory_order_acquire)) return c->cause;
+    if (internal::settled_cancelled(c)) return c->cause;
+    // Not cancelled when we looked: asking err() now could see a
+    // cancellation whose cause we missed.
+    if (state_of(ctx.node().get()) == c) return absl::OkStatus();
   }
+  // A custom kind's own error (it has no cause), or OK.
   return ctx.err();
 }
 
@@ -187,8 +196,20 @@ std::string type_name(const std::type_info& t) {
   return r;
 }
 
+ValueNodeBase::~ValueNodeBase() { release_chain(&parent, depth); }
+
+void release_chain(Context* parent, uint32_t depth) {
+  if (depth % kChainChunk != 0 || !parent->node() || !sched.running.load(std::memory_order_acquire)) return;
+  try {
+    gort::go([p = std::move(*parent)]() mutable { p = Context(); });
+  } catch (const panic_error&) {
+    // The runtime stopped meanwhile: the caller's stack drops it.
+  }
+}
+
 Context link_value(const Context& parent, const ContextKeyBase& key, std::shared_ptr<ValueNodeBase> n) {
   n->parent = parent;
+  n->depth = depth_under(parent);
   n->state = state_of(parent.node().get());
   n->key = &key;
   return Context(std::move(n));

@@ -8,9 +8,11 @@
 //   the parent's lock, or finds the parent cancelled under that lock and
 //   cancels the child itself; cancel takes the children out under the same
 //   lock. Either way the child is cancelled.
-// - Err before done: cancel stores err and closes done under mu before
-//   publishing `cancelled`, and done() makes the channel under mu (closed
-//   already if cancelled), so err() != OK implies done() is closed.
+// - Err and done: cancel publishes err and cause (kCancelling), closes done
+//   and publishes kCancelled, all under mu; readers that see kCancelling
+//   take mu once to wait for the close, so an error is never seen before
+//   done is closed, nor done closed before the error is visible. done()
+//   makes the channel under mu (closed already if cancelled).
 // - A child's last SourceRef going away while its parent detaches: the
 //   child's lost_sources reads "linked?" under the parent's lock and the
 //   parent's detach unlinks under it and then reads the child's `sources`;
@@ -81,14 +83,15 @@ void take_children(CancelNode* x, std::vector<std::shared_ptr<CancelNode>>* out)
 bool cancel_one(CancelNode* x, bool remove_from_parent, const absl::Status& err, const absl::Status& cause,
                 std::vector<std::shared_ptr<CancelNode>>* kids) {
   lock_word(&x->mu);
-  if (x->cancelled.load(std::memory_order_relaxed)) {
+  if (x->state.load(std::memory_order_relaxed) != CancelNode::kActive) {
     unlock_word(&x->mu);
     return false;
   }
   x->err = err;
   x->cause = cause;
+  x->state.store(CancelNode::kCancelling, std::memory_order_release);
   if (x->has_done.load(std::memory_order_relaxed)) x->done_.close();
-  x->cancelled.store(true, std::memory_order_release);
+  x->state.store(CancelNode::kCancelled, std::memory_order_release);
   take_children(x, kids);
   bool stop_timer = x->timer_armed;
   std::function<bool()> stop_parent = std::move(x->stop_parent);
@@ -127,7 +130,7 @@ void unlink(CancelNode* n) {
 // will never be cancelled (detached): then there is nothing to link.
 void link(CancelNode* p, const std::shared_ptr<CancelNode>& child) {
   lock_word(&p->mu);
-  if (p->cancelled.load(std::memory_order_relaxed)) {
+  if (p->state.load(std::memory_order_relaxed) != CancelNode::kActive) {
     absl::Status err = p->err, cause = p->cause;
     unlock_word(&p->mu);
     cancel(child.get(), false, err, cause);
@@ -149,7 +152,7 @@ void link(CancelNode* p, const std::shared_ptr<CancelNode>& child) {
 // it is then never cancelled; its children are unlinked into `kids`.
 void detach_one(CancelNode* x, std::vector<std::shared_ptr<CancelNode>>* kids) {
   lock_word(&x->mu);
-  if (x->cancelled.load(std::memory_order_relaxed) || x->detached ||
+  if (x->state.load(std::memory_order_relaxed) != CancelNode::kActive || x->detached ||
       x->sources.load(std::memory_order_acquire) > 0) {
     unlock_word(&x->mu);
     return;
@@ -168,7 +171,7 @@ void detach(CancelNode* n) {
 
 // n's last SourceRef is gone.
 void lost_sources(CancelNode* n) {
-  if (n->cancelled.load(std::memory_order_acquire)) return;
+  if (n->state.load(std::memory_order_acquire) != CancelNode::kActive) return;
   if (CancelNode* p = n->registered_with) {
     lock_word(&p->mu);
     bool linked = n->listed != nullptr;
@@ -217,7 +220,7 @@ void propagate_custom(const Context& parent, CancelNode* inner, const std::share
     });
     if (stop) {
       lock_word(&child->mu);
-      if (!child->cancelled.load(std::memory_order_relaxed)) child->stop_parent = std::exchange(stop, nullptr);
+      if (child->state.load(std::memory_order_relaxed) == CancelNode::kActive) child->stop_parent = std::exchange(stop, nullptr);
       unlock_word(&child->mu);
       if (stop) stop();  // cancelled meanwhile: unregister at once
       return;
@@ -316,7 +319,8 @@ Chan<std::monostate> cancel_done(CancelNode* n) {
   if (n->has_done.load(std::memory_order_acquire)) return n->done_;
   lock_word(&n->mu);
   if (!n->has_done.load(std::memory_order_relaxed)) {
-    n->done_ = n->cancelled.load(std::memory_order_relaxed) ? closed_chan() : make_chan<std::monostate>();
+    n->done_ = n->state.load(std::memory_order_relaxed) != CancelNode::kActive ? closed_chan()
+                                                                                : make_chan<std::monostate>();
     n->has_done.store(true, std::memory_order_release);
   }
   Chan<std::monostate> d = n->done_;
@@ -324,9 +328,17 @@ Chan<std::monostate> cancel_done(CancelNode* n) {
   return d;
 }
 
-absl::Status cancel_err(const CancelNode* n) {
-  return n->cancelled.load(std::memory_order_acquire) ? n->err : absl::OkStatus();
+bool settled_cancelled(const CancelNode* n) {
+  uint8_t s = n->state.load(std::memory_order_acquire);
+  if (s == CancelNode::kActive) return false;
+  if (s == CancelNode::kCancelling) {  // the canceller is closing done under mu
+    lock_word(&n->mu);
+    unlock_word(&n->mu);
+  }
+  return true;
 }
+
+absl::Status cancel_err(const CancelNode* n) { return settled_cancelled(n) ? n->err : absl::OkStatus(); }
 
 int64_t context_watchers_started() { return watchers_started.load(std::memory_order_relaxed); }
 
@@ -388,6 +400,7 @@ using internal::SourceRef;
 std::pair<Context, CancelFunc> with_cancel(const Context& parent) {
   auto n = std::make_shared<CancelNode>(CancelNode::Flavour::kCancel);
   n->parent = parent;
+  n->depth = internal::depth_under(parent);
   n->deadline = parent.deadline();
   SourceRef src(n);  // first, so that `sources` is never 0 before the caller has it
   internal::propagate(parent, n, "gort::with_cancel");
@@ -397,6 +410,7 @@ std::pair<Context, CancelFunc> with_cancel(const Context& parent) {
 std::pair<Context, CancelCauseFunc> with_cancel_cause(const Context& parent) {
   auto n = std::make_shared<CancelNode>(CancelNode::Flavour::kCancel);
   n->parent = parent;
+  n->depth = internal::depth_under(parent);
   n->deadline = parent.deadline();
   SourceRef src(n);
   internal::propagate(parent, n, "gort::with_cancel_cause");
@@ -413,6 +427,7 @@ std::pair<Context, CancelFunc> with_deadline_cause(const Context& parent, absl::
   if (future) internal::require_running("gort::with_deadline", "a deadline needs a timer");
   auto n = std::make_shared<internal::TimerNode>();
   n->parent = parent;
+  n->depth = internal::depth_under(parent);
   n->deadline = t;
   n->deadline_cause = std::move(cause);
   SourceRef src(n);
@@ -425,7 +440,7 @@ std::pair<Context, CancelFunc> with_deadline_cause(const Context& parent, absl::
   n->t.ref = &internal::timer_ref;
   n->t.arg = n.get();
   internal::lock_word(&n->mu);
-  if (!n->cancelled.load(std::memory_order_relaxed)) {
+  if (n->state.load(std::memory_order_relaxed) == CancelNode::kActive) {
     internal::timer_add(&n->t, internal::nanotime_at(t), 0);
     n->timer_armed = true;
   }
@@ -448,6 +463,7 @@ std::pair<Context, CancelFunc> with_timeout_cause(const Context& parent, absl::D
 std::function<bool()> after_func(const Context& ctx, std::function<void()> f) {
   auto a = std::make_shared<internal::AfterFuncNode>();
   a->parent = ctx;
+  a->depth = internal::depth_under(ctx);
   a->f = std::move(f);
   SourceRef src(a);
   internal::propagate(ctx, a, "gort::after_func");

@@ -74,9 +74,26 @@ class SourceRef {
   std::shared_ptr<CancelNode> n_;
 };
 
+// The depth of a node made under `parent`.
+inline uint32_t depth_under(const Context& parent) {
+  const Context::Node* p = parent.node().get();
+  return p != nullptr ? p->depth + 1 : 1;
+}
+
+// Called by the destructor of a node at `depth` before `parent` (its link
+// up) is destroyed. Dropping the last handle of a chain destroys each node
+// from its child's destructor, a frame per level: every kChainChunk levels
+// the rest of the chain is handed to a fresh goroutine, so that a chain of
+// any length fits in a goroutine's stack.
+void release_chain(Context* parent, uint32_t depth);
+inline constexpr uint32_t kChainChunk = 256;
+
 struct CancelNode : Context::Node, std::enable_shared_from_this<CancelNode> {
   enum class Flavour : uint8_t { kCancel, kTimer, kAfterFunc };
   explicit CancelNode(Flavour f) : Node(Kind::kCancel), flavour(f) {}
+  CancelNode(const CancelNode&) = delete;
+  CancelNode& operator=(const CancelNode&) = delete;
+  ~CancelNode() { release_chain(&parent, depth); }
 
   // Set before the node is published, then read-only.
   Context parent;
@@ -86,9 +103,13 @@ struct CancelNode : Context::Node, std::enable_shared_from_this<CancelNode> {
   // null if it never was.
   CancelNode* registered_with = nullptr;
 
-  std::atomic<uint32_t> mu{0};
-  // Stored (release) under mu once err, cause and done are final.
-  std::atomic<bool> cancelled{false};
+  mutable std::atomic<uint32_t> mu{0};
+  // kActive -> kCancelling (err and cause final) -> kCancelled (done
+  // closed), both steps under mu (release). Readers of err and cause go
+  // through settled_cancelled, so that they never see an error before done
+  // is closed (Go's Err waits on Done for that).
+  enum State : uint8_t { kActive, kCancelling, kCancelled };
+  std::atomic<uint8_t> state{kActive};
   // done_ is set (stored with release under mu; done_ never changes then).
   std::atomic<bool> has_done{false};
   std::atomic<int64_t> sources{0};
@@ -134,6 +155,9 @@ void cancel(CancelNode* n, bool remove_from_parent, const absl::Status& err, con
 void propagate(const Context& parent, const std::shared_ptr<CancelNode>& child, const char* op);
 Chan<std::monostate> cancel_done(CancelNode* n);
 absl::Status cancel_err(const CancelNode* n);
+// True if n is cancelled, once its done channel is closed (err and cause
+// are final then).
+bool settled_cancelled(const CancelNode* n);
 
 const absl::Status& canceled_error();
 const absl::Status& deadline_error();

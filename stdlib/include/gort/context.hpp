@@ -151,6 +151,7 @@ struct Context::Node {
   enum class Kind : uint8_t { kTodo, kCancel, kValue, kWithoutCancel, kCustom };
   explicit Node(Kind k) : kind(k) {}
   Kind kind;
+  uint32_t depth = 0;  // nodes above it, plus one (a custom node: 0)
 };
 
 // A user-defined kind of context (Go: a type implementing context.Context).
@@ -242,6 +243,9 @@ namespace internal {
 
 struct ValueNodeBase : Context::Node {
   ValueNodeBase() : Node(Kind::kValue) {}
+  ValueNodeBase(const ValueNodeBase&) = delete;
+  ValueNodeBase& operator=(const ValueNodeBase&) = delete;
+  ~ValueNodeBase();
   Context parent;
   // The nearest ancestor that is not a value node (null: background):
   // done(), err() and deadline() are its.
