@@ -3,9 +3,13 @@
 // By default: the executable segments of the main program. Not shared
 // libraries: libc and libstdc++ hold locks and per-thread state (malloc's
 // arenas and tcache, stdio locks) that a goroutine moving to another
-// thread mid-call would corrupt or deadlock on; nor gort itself. Users can
-// add ranges (a plugin they built, see gort/preempt.hpp). The table is
-// append-only and read lock-free by the signal handler.
+// thread mid-call would corrupt or deadlock on; nor gort itself. The
+// exception is reading the clock (add_clock_ranges): the vDSO and the few
+// library functions between a program and it hold no lock and no
+// per-thread state, and a loop that polls the clock spends nearly all its
+// time there. Users can add ranges (a plugin they built, see
+// gort/preempt.hpp). The table is append-only and read lock-free by the
+// signal handler.
 //
 // Beyond the PC, what the interrupted goroutine is in the middle of
 // (frames_preemptible): a user signal handler, or work on a thread_local
@@ -13,6 +17,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <signal.h>
+#include <sys/auxv.h>
 
 #include <atomic>
 #include <cstring>
@@ -53,6 +58,59 @@ int add_main_segments(dl_phdr_info* info, size_t, void* arg) {
     add_preemptible_range(lo, hi);
   }
   return 1;  // the main program comes first; stop
+}
+
+// The vDSO's executable segments. Its clock functions read a seqlocked page
+// the kernel shares with every thread and the TSC, which the kernel only
+// lets the vDSO use when it is synchronised across CPUs: resuming on
+// another thread mid-read makes the seqlock retry, nothing worse.
+int add_vdso_segments(dl_phdr_info* info, size_t, void* arg) {
+  auto ehdr = *static_cast<uintptr_t*>(arg);
+  auto phdr = reinterpret_cast<uintptr_t>(info->dlpi_phdr);
+  if (phdr - ehdr >= 4096) return 0;  // its program headers follow its ELF header
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_X) == 0) continue;
+    uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    add_preemptible_range(lo, lo + ph.p_memsz);
+  }
+  return 1;
+}
+
+// The library functions a program calls to read the clock, each only as
+// far as its own symbol reaches: libc's wrappers (which call the vDSO and
+// touch no TLS but errno, whose address in a register makes
+// frames_preemptible decline) and libstdc++'s chrono clocks.
+void add_clock_ranges() {
+  uintptr_t ehdr = getauxval(AT_SYSINFO_EHDR);
+  if (ehdr != 0) dl_iterate_phdr(&add_vdso_segments, &ehdr);
+  // Looked up in the libraries themselves, not by the default search: an
+  // interposer of the same name (a sanitizer's interceptor) works on
+  // per-thread state and must stay unpreemptible.
+  struct Function {
+    const char* library;
+    const char* name;
+  };
+  static constexpr Function kFunctions[] = {
+      {"libc.so.6", "clock_gettime"},
+      {"libc.so.6", "gettimeofday"},
+      {"libc.so.6", "time"},
+      {"libstdc++.so.6", "_ZNSt6chrono3_V212steady_clock3nowEv"},  // steady_clock::now()
+      {"libstdc++.so.6", "_ZNSt6chrono3_V212system_clock3nowEv"},  // system_clock::now()
+  };
+  for (const Function& fn : kFunctions) {
+    void* lib = dlopen(fn.library, RTLD_LAZY | RTLD_NOLOAD);
+    if (lib == nullptr) continue;  // not loaded (linked statically: then in the main program)
+    void* f = dlsym(lib, fn.name);
+    Dl_info info;
+    void* sym = nullptr;  // RTLD_DL_SYMENT: the symbol's ElfW(Sym)
+    if (f != nullptr && dladdr1(f, &info, &sym, RTLD_DL_SYMENT) != 0 && sym != nullptr &&
+        static_cast<const ElfW(Sym)*>(sym)->st_size != 0) {
+      auto lo = reinterpret_cast<uintptr_t>(f);
+      add_preemptible_range(lo, lo + static_cast<const ElfW(Sym)*>(sym)->st_size);
+    }
+    dlclose(lib);
+  }
 }
 
 // The main program's static TLS block, as offsets from the thread pointer
@@ -152,6 +210,8 @@ void preempt_ranges_init() {
       // preemption stays off (the cooperative checks remain).
       std::lock_guard<std::mutex> lock(g_mu);
       g_nranges.store(0, std::memory_order_release);
+    } else {
+      add_clock_ranges();
     }
   });
 }

@@ -337,6 +337,7 @@ bool chan_recv(ChanCore* c, void* out) {
 }
 
 void chan_close(ChanCore* c) {
+  preempt_check();
   if (c == nullptr) throw panic_error("close of nil channel");
   lock_word(&c->lock);
   if (c->closed) {

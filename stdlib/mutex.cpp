@@ -120,13 +120,19 @@ void Mutex::unlock_slow(int32_t now) {
     int32_t old = now;
     for (;;) {
       // Nobody to wake, or someone already woken / got the lock.
-      if ((old >> kWaiterShift) == 0 || (old & (kLocked | kWoken | kStarving)) != 0) return;
+      if ((old >> kWaiterShift) == 0 || (old & (kLocked | kWoken | kStarving)) != 0) break;
       int32_t next = (old - (1 << kWaiterShift)) | kWoken;
       if (state_.compare_exchange_weak(old, next, std::memory_order_acq_rel)) {
         sema_.release(false);
-        return;
+        break;
       }
     }
+    // Someone wants this mutex and may be runnable on this P only: a
+    // pending preemption request is honoured here, with the mutex free,
+    // so that a holder that re-locks in a loop the signal cannot interrupt
+    // (a loop that polls the clock) does not keep the waiter off the P.
+    internal::preempt_check();
+    return;
   }
   // Starvation mode: hand ownership to the first waiter and yield to it.
   sema_.release(true);
@@ -156,9 +162,11 @@ void RWMutex::unlock_shared_slow(int32_t r) {
   if (r + 1 == 0 || r + 1 == -kMaxReaders) internal::fatal("sync: RUnlock of unlocked RWMutex");
   // A writer is pending: the last departing reader lets it in.
   if (reader_wait_.fetch_sub(1, std::memory_order_acq_rel) - 1 == 0) writer_sem_.release(false);
+  internal::preempt_check();  // a writer waits (see Mutex::unlock_slow)
 }
 
 void RWMutex::lock() {
+  internal::preempt_check();
   w_.lock();
   // Announce the writer; r is the number of active readers.
   int32_t r = reader_count_.fetch_sub(kMaxReaders, std::memory_order_acq_rel);
@@ -182,6 +190,7 @@ void RWMutex::unlock() {
   if (r >= kMaxReaders) internal::fatal("sync: Unlock of unlocked RWMutex");
   for (int32_t i = 0; i < r; i++) reader_sem_.release(false);
   w_.unlock();
+  internal::preempt_check();
 }
 
 }  // namespace gort

@@ -6,6 +6,7 @@
 namespace gort {
 
 void WaitGroup::add(int64_t delta) {
+  internal::preempt_check();
   uint64_t state = state_.fetch_add(static_cast<uint64_t>(delta) << 32, std::memory_order_acq_rel) +
                    (static_cast<uint64_t>(delta) << 32);
   int32_t v = static_cast<int32_t>(state >> 32);

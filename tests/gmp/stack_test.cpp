@@ -385,7 +385,11 @@ TEST(StackRelease, BurstOfGoroutinesIsReleased) {
     // Main, the global free list (kWarmLimit) and each P's (at most 64).
     const int64_t bound = 1 + static_cast<int64_t>(StackPool::kWarmLimit) + 64 * kProcs;
     int64_t pairs_after = 0;
-    eventually([&] { return (pairs_after = gort::runtime_stats().goroutines_allocated) <= bound; });
+    // Releasing 200,000 stacks is 200,000 madvise calls with their TLB
+    // shootdowns: seconds on a loaded 2-core machine. The property is that
+    // they go, not how fast.
+    eventually([&] { return (pairs_after = gort::runtime_stats().goroutines_allocated) <= bound; },
+               std::chrono::seconds(60));
     EXPECT_LE(pairs_after, bound) << pairs_during << " pairs during the burst";
     const size_t after = rss_bytes();
     RecordProperty("rss_during_MiB", static_cast<int>((during - before) >> 20));

@@ -64,9 +64,10 @@ class Mutex {
   bool try_lock();
   void unlock() {
     int32_t now = state_.fetch_sub(kLocked, std::memory_order_release) - kLocked;
-    // Under contention the common case is "unlocked, waiters, one already
-    // woken" (kWoken alone in the low bits): nobody else to wake, no call.
-    if (now != 0 && (now & (kLocked | kWoken | kStarving)) != kWoken) unlock_slow(now);
+    // Uncontended: nothing else to do. Otherwise there may be someone to
+    // wake, and a pending preemption request is honoured (a cooperative
+    // preemption point wherever another goroutine wants this mutex).
+    if (now != 0) unlock_slow(now);
   }
 
  private:
