@@ -28,15 +28,14 @@ using gort::test::closed_within;
 using gort::test::done_within;
 using gort::test::eventually;
 using gort::test::expect_goroutines_settle;
-using gort::test::is_closed;
 using gort::test::is_done;
 using gort::test::kCanceled;
+using gort::test::kQuiescent;
+using gort::test::kShort;
+using gort::test::kVeryLong;
 using gort::test::NodeWatch;
 using gort::test::ProcsTest;
 
-constexpr absl::Duration kShort = absl::Milliseconds(1);
-constexpr absl::Duration kVeryLong = absl::Hours(1000);
-constexpr absl::Duration kQuiescent = absl::Seconds(20);
 
 // Go's myCtx: embeds a context, overrides nothing.
 struct MyCtx final : gort::WrappedContext {

@@ -39,18 +39,14 @@ using gort::test::eventually;
 using gort::test::is_done;
 using gort::test::kCanceled;
 using gort::test::kDeadline;
+using gort::test::kQuiescent;
+using gort::test::kShort;
+using gort::test::kVeryLong;
+using gort::test::other;
 using gort::test::NodeWatch;
 using gort::test::ProcsTest;
 
-constexpr absl::Duration kShort = absl::Milliseconds(1);
-constexpr absl::Duration kVeryLong = absl::Hours(1000);
-constexpr absl::Duration kQuiescent = absl::Seconds(20);  // a bound on what must happen
 
-struct OtherContext final : gort::WrappedContext {
-  using WrappedContext::WrappedContext;
-};
-
-gort::Context other(const gort::Context& c) { return gort::make_context<OtherContext>(c); }
 
 size_t children(const gort::Context& c) { return gort::internal::context_children(c); }
 

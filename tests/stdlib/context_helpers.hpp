@@ -1,5 +1,6 @@
 // tests/stdlib/context_helpers.hpp — what the context suites share: Go's
-// two errors, and non-blocking / bounded checks of a context's done channel.
+// two errors and test durations, Go's otherContext, non-blocking and
+// bounded checks of a done channel, and weak references to watch nodes go.
 #pragma once
 
 #include <memory>
@@ -17,6 +18,20 @@ namespace gort::test {
 
 inline const absl::Status kCanceled = absl::CancelledError("context canceled");
 inline const absl::Status kDeadline = absl::DeadlineExceededError("context deadline exceeded");
+
+// Go's test durations: something to wait for that should not happen, a
+// deadline that never comes, and a bound on what must happen.
+inline constexpr absl::Duration kShort = absl::Milliseconds(1);
+inline constexpr absl::Duration kVeryLong = absl::Hours(1000);
+inline constexpr absl::Duration kQuiescent = absl::Seconds(20);
+
+// Go's otherContext: a custom kind that embeds a context and overrides
+// nothing, so that the package cannot take it for one of its own.
+struct OtherContext final : gort::WrappedContext {
+  using WrappedContext::WrappedContext;
+};
+
+inline gort::Context other(const gort::Context& c) { return gort::make_context<OtherContext>(c); }
 
 // The channel is closed: a receive completes at once with nullopt.
 inline bool is_closed(const gort::Chan<std::monostate>& ch) {

@@ -27,15 +27,10 @@ namespace {
 using gort::test::is_done;
 using gort::test::kCanceled;
 using gort::test::kDeadline;
-using gort::test::NodeWatch;
+using gort::test::other;
 using gort::test::ProcsTest;
 using gort::test::Tracked;
 
-struct OtherContext final : gort::WrappedContext {
-  using WrappedContext::WrappedContext;
-};
-
-gort::Context other(const gort::Context& c) { return gort::make_context<OtherContext>(c); }
 
 // Go's key1 (no String method: shown by its type) and key2 (a Stringer).
 const gort::ContextKey<const char*> k1;
@@ -86,9 +81,9 @@ TEST(ContextNames, Chains) {
   static const gort::ContextKey<int> kAnon;
   EXPECT_EQ(kAnon.describe(), "gort::ContextKey<int>");
   // A custom kind is shown by its to_string(): by default its type.
-  EXPECT_EQ(other(c).to_string(), "gort_stdlib_test::(anonymous namespace)::OtherContext");
+  EXPECT_EQ(other(c).to_string(), "gort::test::OtherContext");
   auto [d, dcancel] = gort::with_cancel(other(c));
-  EXPECT_EQ(d.to_string(), "gort_stdlib_test::(anonymous namespace)::OtherContext.WithCancel");
+  EXPECT_EQ(d.to_string(), "gort::test::OtherContext.WithCancel");
   std::ostringstream os;
   os << v;
   EXPECT_EQ(os.str(), v.to_string());
