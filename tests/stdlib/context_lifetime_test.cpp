@@ -236,6 +236,48 @@ TEST_P(ContextLifetime, ATimerKeepsItsContextUntilItFiresOrIsStopped) {
   });
 }
 
+// Chains far deeper than a goroutine's stack could free (or cancel) one
+// frame per level: cancelled, and dropped uncancelled (detached), they are
+// released all the same. In a child process: a regression is a stack
+// overflow, which ends the process.
+TEST_P(ContextLifetime, LongChainsAreCancelledAndReleased) {
+  auto child = [this] {
+    run_test([] {
+      static const gort::ContextKey<int> kK{"k"};
+      for (bool cancel_first : {true, false}) {
+        NodeWatch watch;
+        gort::CancelFunc cancel_root;
+        {
+          auto [root, cr] = gort::with_cancel(gort::background());
+          cancel_root = cr;
+          gort::Context c = root;
+          std::vector<gort::CancelFunc> cancels;
+          for (int i = 0; i < 20000; i++) {
+            if (i % 2 == 1) {
+              c = gort::with_value(c, kK, i);
+            } else {
+              auto [x, cx] = gort::with_cancel(c);
+              c = x;
+              cancels.push_back(cx);
+            }
+            if (i % 1000 == 0) watch.add(c);
+          }
+          const int* v = c.value(kK);
+          EXPECT_TRUE(v != nullptr && *v == 19999);
+          if (cancel_first) {
+            cancel_root();
+            EXPECT_EQ(c.err(), kCanceled);
+          }
+        }
+        cancel_root = nullptr;
+        EXPECT_TRUE(eventually([&] { return watch.alive() == 0; }))
+            << watch.alive() << " nodes left (cancel_first=" << cancel_first << ")";
+      }
+    });
+  };
+  GORT_EXPECT_SUBPROCESS_OK(60, child);
+}
+
 // Many goroutines build, drop and cancel children of one parent while it is
 // cancelled; in the end every node is released.
 TEST_P(ContextLifetime, ConcurrentChildrenAreAllReleased) {
