@@ -4,14 +4,17 @@
 // go through the lock-free ring and take the lock only to park, to wake a
 // parked partner, or to close; the protocol is at the top of
 // stdlib/chan_ring.hpp.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <bit>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <new>
 
 #include "gmp/fatal.hpp"
 #include "gmp/lock.hpp"
+#include "gmp/sanitizer.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
 #include "stdlib/chan_impl.hpp"
@@ -32,17 +35,19 @@ size_t core_align(const ElemType* et) {
   return et->align > kCacheLine ? et->align : kCacheLine;
 }
 
-// Rings larger than this come from calloc, smaller ones from operator new
-// (then zeroed here: a few KiB at most, and calloc would bypass malloc's
-// per-thread cache that makes small channels cheap to make). Above it, a
-// calloc block is a fresh mmap that glibc (and ASan's allocator) do not
-// clear, so the ring's pages stay unmapped until a value reaches them
-// (chan_ring.hpp). glibc serves blocks above 32 MiB by mmap in any case.
-constexpr size_t kCallocRing = 256 * 1024;
+// A channel whose ring is larger than this is mapped on its own (mmap):
+// fresh anonymous pages read as zero and cost nothing until a value first
+// reaches them (chan_ring.hpp), whatever malloc would do (calloc clears
+// what it takes from its heap, and all of it under MALLOC_PERTURB_).
+// Smaller ones come from operator new and are zeroed here, which is cheap
+// at this size and keeps making a small channel a malloc, not a system
+// call. (glibc's malloc maps blocks this large on its own as well.)
+constexpr size_t kMappedRing = 256 * 1024;
 
-// malloc's guaranteed alignment; calloc blocks are over-allocated by the
-// difference to the core's.
-constexpr size_t kMallocAlign = alignof(std::max_align_t);
+size_t page_size() {
+  static const size_t size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return size;
+}
 
 bool never_unlock(G*, void*) { return true; }
 
@@ -107,8 +112,8 @@ ChanCore* chan_make(const ElemType* et, size_t cap) {
   // is what the caller can recover from.
   size_t ring = slot * cap;
   void* mem;
-  void* block = nullptr;
-  if (ring <= kCallocRing) {
+  size_t mapped = 0;
+  if (ring <= kMappedRing || align > page_size()) {
     try {
       mem = ::operator new(header + ring, std::align_val_t(align));
     } catch (const std::bad_alloc&) {
@@ -116,15 +121,18 @@ ChanCore* chan_make(const ElemType* et, size_t cap) {
     }
     std::memset(static_cast<char*>(mem) + header, 0, ring);
   } else {
-    block = std::calloc(1, header + ring + (align - kMallocAlign));
-    if (block == nullptr) throw panic_error("makechan: size out of range");
-    mem = reinterpret_cast<void*>(round_up(reinterpret_cast<uintptr_t>(block), align));
+    mapped = round_up(header + ring, page_size());
+    mem = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) throw panic_error("makechan: size out of range");
+    // Values in the ring may own heap memory: LeakSanitizer must scan it
+    // as it scans the heap (a mapping is not).
+    lsan_register_root(mem, mapped);
   }
   auto* c = new (mem) ChanCore;
   c->cap = cap;
   c->et = et;
   c->buf = static_cast<char*>(mem) + header;
-  c->calloc_block = block;
+  c->mapped_bytes = mapped;
   if (cap > 0) {
     c->slot_size = static_cast<uint32_t>(slot);
     c->elem_off = static_cast<uint32_t>(elem_off);
@@ -146,10 +154,11 @@ void chan_release(ChanCore* c) {
     for (size_t i = 0; i < n; i++, x = x + 1 == c->cap ? 0 : x + 1) elem_destroy(c->et, c->slot(x) + c->elem_off);
   }
   size_t align = core_align(c->et);
-  void* block = c->calloc_block;
+  size_t mapped = c->mapped_bytes;
   c->~ChanCore();
-  if (block != nullptr) {
-    std::free(block);
+  if (mapped != 0) {
+    lsan_unregister_root(c, mapped);
+    ::munmap(c, mapped);
   } else {
     ::operator delete(static_cast<void*>(c), std::align_val_t(align));
   }

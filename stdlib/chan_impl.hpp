@@ -120,10 +120,9 @@ struct ChanCore {
   bool timer = false;
   WaitQ recvq;
   WaitQ sendq;
-  // Constant, read only to free the channel: the block calloc returned
-  // for a large ring (the core sits at its first aligned address), or null
-  // when the core is the start of an operator new block (chan.cpp).
-  void* calloc_block = nullptr;
+  // Constant, read only to free the channel: the length of the mapping
+  // the core starts (a large ring, chan.cpp), or 0 for operator new.
+  size_t mapped_bytes = 0;
 
   // ---- buffered: the ring's positions (chan_ring.hpp) ----
   alignas(kCacheLine) std::atomic<uint64_t> head{0};

@@ -1,12 +1,9 @@
 // tests/stdlib/chan_payload_test.cpp — what channels carry and how they
 // are held (gort/chan.hpp, stdlib/chan.cpp): move-only, large and audited
 // payloads, range-for, and channel handles.
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <string>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -16,12 +13,8 @@ namespace gort_stdlib_test {
 namespace {
 
 using gort::test::Countdown;
-using gort::test::eventually;
-using gort::test::KeepAwake;
 using gort::test::panic_message;
-using gort::test::Parked;
 using gort::test::Tracked;
-using gort::test::WaitReason;
 
 class ChanPayload : public gort::test::ProcsTest {};
 GORT_INSTANTIATE_STDLIB_PROCS(ChanPayload);

@@ -4,10 +4,8 @@
 // chan_thread_test.cpp.
 #include <chrono>
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "tests/stdlib/helpers.hpp"
@@ -17,10 +15,8 @@ namespace {
 
 using gort::test::Countdown;
 using gort::test::eventually;
-using gort::test::KeepAwake;
 using gort::test::panic_message;
 using gort::test::Parked;
-using gort::test::Tracked;
 using gort::test::WaitReason;
 
 class Chan : public gort::test::ProcsTest {};

@@ -3,11 +3,9 @@
 // and goroutines, and the deadlock detector with threads around.
 #include <chrono>
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "tests/stdlib/helpers.hpp"
 
@@ -17,10 +15,6 @@ namespace {
 using gort::test::Countdown;
 using gort::test::eventually;
 using gort::test::KeepAwake;
-using gort::test::panic_message;
-using gort::test::Parked;
-using gort::test::Tracked;
-using gort::test::WaitReason;
 
 class ChanThread : public gort::test::ProcsTest {};
 GORT_INSTANTIATE_STDLIB_PROCS(ChanThread);

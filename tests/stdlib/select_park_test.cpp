@@ -2,7 +2,6 @@
 // lock order across channels, close racing with parked cases, callbacks and
 // results, and selects in plain threads.
 #include <array>
-#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -15,7 +14,6 @@ namespace gort_stdlib_test {
 namespace {
 
 using gort::test::Countdown;
-using gort::test::eventually;
 using gort::test::panic_message;
 using gort::test::Parked;
 using gort::test::WaitReason;

@@ -6,8 +6,6 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
-#include <string>
-#include <thread>
 #include <vector>
 
 #include "tests/stdlib/helpers.hpp"
@@ -16,8 +14,6 @@ namespace gort_stdlib_test {
 namespace {
 
 using gort::test::Countdown;
-using gort::test::eventually;
-using gort::test::panic_message;
 using gort::test::Parked;
 using gort::test::WaitReason;
 

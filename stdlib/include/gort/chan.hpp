@@ -203,6 +203,29 @@ Chan<T> make_chan(size_t cap = 0) {
 
 // ---- directional handles ----
 
+namespace internal {
+
+// What every handle to a channel offers; SendChan and RecvChan add their
+// direction's operations.
+template <class T>
+class ChanView {
+ public:
+  using value_type = T;
+
+  size_t len() const { return c_.len(); }
+  size_t cap() const { return c_.cap(); }
+  bool is_nil() const { return c_.is_nil(); }
+  explicit operator bool() const { return static_cast<bool>(c_); }
+  ChanCore* core() const { return c_.core(); }
+
+ protected:
+  ChanView() = default;
+  explicit ChanView(Chan<T> c) noexcept : c_(std::move(c)) {}
+  Chan<T> c_;
+};
+
+}  // namespace internal
+
 // Go's `chan<- T`: a handle through which a channel can only be sent on
 // (and closed, and measured). A Chan<T> converts to it implicitly, as a
 // `chan T` is assignable to a `chan<- T`; nothing converts back. Give one
@@ -217,28 +240,17 @@ Chan<T> make_chan(size_t cap = 0) {
 // equal to a SendChan or Chan<T> of the same channel; comparing it with a
 // RecvChan does not compile (nor does it in Go).
 template <class T>
-class SendChan {
+class SendChan : public internal::ChanView<T> {
  public:
-  using value_type = T;
-
   SendChan() = default;  // the nil channel
-  SendChan(Chan<T> c) noexcept : c_(std::move(c)) {}  // NOLINT: implicit, as in Go
+  SendChan(Chan<T> c) noexcept : internal::ChanView<T>(std::move(c)) {}  // NOLINT: implicit, as in Go
 
-  void send(T v) const { c_.send(std::move(v)); }
+  void send(T v) const { this->c_.send(std::move(v)); }
   // Go lets a send-only channel be closed: its producer is who closes it.
-  void close() const { c_.close(); }
-  size_t len() const { return c_.len(); }
-  size_t cap() const { return c_.cap(); }
+  void close() const { this->c_.close(); }
 
-  bool is_nil() const { return c_.is_nil(); }
-  explicit operator bool() const { return static_cast<bool>(c_); }
   friend bool operator==(const SendChan& a, const SendChan& b) { return a.c_ == b.c_; }
   friend bool operator==(const SendChan& a, const Chan<T>& b) { return a.c_ == b; }
-
-  internal::ChanCore* core() const { return c_.core(); }
-
- private:
-  Chan<T> c_;
 };
 
 // Go's `<-chan T`: a handle through which a channel can only be received
@@ -251,30 +263,20 @@ class SendChan {
 // A copyable handle like Chan<T>; compares equal to a RecvChan or Chan<T>
 // of the same channel.
 template <class T>
-class RecvChan {
+class RecvChan : public internal::ChanView<T> {
  public:
-  using value_type = T;
   using iterator = typename Chan<T>::iterator;
 
   RecvChan() = default;  // the nil channel
-  RecvChan(Chan<T> c) noexcept : c_(std::move(c)) {}  // NOLINT: implicit, as in Go
+  RecvChan(Chan<T> c) noexcept : internal::ChanView<T>(std::move(c)) {}  // NOLINT: implicit, as in Go
 
-  std::optional<T> recv() const { return c_.recv(); }
-  size_t len() const { return c_.len(); }
-  size_t cap() const { return c_.cap(); }
+  std::optional<T> recv() const { return this->c_.recv(); }
   // Range-for, as Chan<T>'s: receives until closed and drained.
-  iterator begin() const { return c_.begin(); }
-  iterator end() const { return c_.end(); }
+  iterator begin() const { return this->c_.begin(); }
+  iterator end() const { return this->c_.end(); }
 
-  bool is_nil() const { return c_.is_nil(); }
-  explicit operator bool() const { return static_cast<bool>(c_); }
   friend bool operator==(const RecvChan& a, const RecvChan& b) { return a.c_ == b.c_; }
   friend bool operator==(const RecvChan& a, const Chan<T>& b) { return a.c_ == b; }
-
-  internal::ChanCore* core() const { return c_.core(); }
-
- private:
-  Chan<T> c_;
 };
 
 // ---- select ----
