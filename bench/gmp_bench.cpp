@@ -153,6 +153,40 @@ void os_mutex(benchmark::State& state, int procs) {
   state.counters["ns/lock_unwrapped"] = unwrapped * 1e9 / static_cast<double>(n);
 }
 
+constexpr int64_t kResizes = 400;
+
+// set_procs: the pause of a stop of the world. Two goroutines spin in
+// call-free loops (they must be preempted each time) while the main one
+// switches between 1 and 2 Ps.
+void set_procs(benchmark::State& state, int procs) {
+  const int64_t n = gortbench::scaled(kResizes);
+  double seconds = 0;
+  gort::run(
+      [&] {
+        std::atomic<bool> stop{false};
+        gort::WaitGroup wg;
+        for (int i = 0; i < 2; i++) {
+          wg.add(1);
+          gort::go([&] {
+            uint64_t x = 0;
+            while (!stop.load(std::memory_order_relaxed)) {
+              for (int k = 0; k < 1000; k++) x = x * 33 + static_cast<uint64_t>(k);
+              benchmark::DoNotOptimize(x);
+            }
+            wg.done();
+          });
+        }
+        Stopwatch sw;
+        for (int64_t i = 0; i < n; i++) gort::set_procs(1 + static_cast<int>(i % procs));
+        seconds = sw.seconds();
+        stop = true;
+        wg.wait();
+      },
+      gort::Config{.procs = procs});
+  state.SetIterationTime(seconds);
+  state.counters["us/call"] = seconds * 1e6 / static_cast<double>(n);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -161,6 +195,7 @@ int main(int argc, char** argv) {
   gortbench::register_once("yield_ping", 1, yield_ping);
   gortbench::register_once("parked", 2, parked);
   gortbench::register_once("os_mutex", 1, os_mutex);
+  gortbench::register_once("set_procs", 2, set_procs);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -25,6 +25,7 @@ namespace gort::internal {
 // Sched::lock held.
 void pidleput(P* p) {
   if (!p->runq.empty()) fatal("pidleput: P has non-empty run queue");
+  if (stop_p_if_waiting_locked(p)) return;
   p->link = sched.pidle;
   sched.pidle = p;
   sched.npidle.fetch_add(1, std::memory_order_acq_rel);
@@ -222,7 +223,7 @@ void handoffp(P* p) {
   int64_t first = timers_first(p);
   pidleput(p);
   lock.unlock();
-  if (first != 0 && sched.npidle.load() == sched.nprocs) wakep();
+  if (first != 0 && sched.npidle.load() == sched.procs()) wakep();
 }
 
 // Used by run.cpp for the thread that called gort::run.

@@ -406,14 +406,16 @@ void yield() {
 }
 
 int procs() {
-  return internal::sched.running.load(std::memory_order_acquire) ? internal::sched.nprocs : 0;
+  return internal::sched.running.load(std::memory_order_acquire) ? internal::sched.procs() : 0;
 }
 
 int64_t num_goroutine() {
   using namespace internal;
   if (!sched.running.load(std::memory_order_acquire)) return 0;
   int64_t n = sched.external_created.load(std::memory_order_relaxed) -
-              sched.detached_exited.load(std::memory_order_relaxed);
+              sched.detached_exited.load(std::memory_order_relaxed) +
+              sched.retired_created.load(std::memory_order_relaxed) -
+              sched.retired_exited.load(std::memory_order_relaxed);
   for (P* p : sched.allp) {
     n += p->created.load(std::memory_order_relaxed) - p->exited.load(std::memory_order_relaxed);
   }
@@ -429,7 +431,7 @@ RuntimeStats runtime_stats() {
   using namespace internal;
   RuntimeStats st;
   if (!sched.running.load(std::memory_order_acquire)) return st;
-  st.procs = sched.nprocs;
+  st.procs = sched.procs();
   st.goroutines = num_goroutine();
   {
     std::lock_guard<std::mutex> lock(sched.lock);

@@ -8,7 +8,8 @@
 //   kIdle     on the idle list, no M; owned by whoever holds the sched lock.
 //   kRunning  held by an M that runs Gs or looks for them.
 //   kBlocking held by an M inside gort::blocking(); sysmon may take it.
-//   kDead     not in use (shutdown).
+//   kStopped  stopped while the world is stopped (gmp/procresize.cpp).
+//   kDead     not in use (removed by set_procs, or shutdown).
 #pragma once
 
 #include <atomic>
@@ -19,7 +20,7 @@
 
 namespace gort::internal {
 
-enum class PStatus : uint32_t { kIdle, kRunning, kBlocking, kDead };
+enum class PStatus : uint32_t { kIdle, kRunning, kBlocking, kStopped, kDead };
 
 struct alignas(64) P {
   int32_t id = 0;

@@ -38,7 +38,7 @@ void stopm(M* m);
 // to the global queue.
 inline void runqput(P* p, G* g, bool next) {
   GQueue overflow;
-  if (!p->runq.put(g, next, &overflow, sched.nprocs == 1)) {
+  if (!p->runq.put(g, next, &overflow, sched.procs() == 1)) {
     std::lock_guard<std::mutex> lock(sched.lock);
     int32_t n = overflow.size;
     sched.runq.push_back_all(&overflow);
@@ -83,14 +83,18 @@ inline void make_current(M* m, G* g, bool inherit = false) {
 // without going through g0. Null: go to g0.
 inline G* next_local(M* m) {
   P* p = m->p;
-  // No P (sysmon took it, see ensurep): g0 waits for one.
-  if (p == nullptr || sched.stopping.load(std::memory_order_relaxed)) return nullptr;
+  // No P (sysmon took it, see ensurep): g0 waits for one. Stopping the
+  // world: g0 stops the P.
+  if (p == nullptr || sched.stopping.load(std::memory_order_relaxed) ||
+      sched.gcwaiting.load(std::memory_order_relaxed)) {
+    return nullptr;
+  }
   if (p->schedtick % 61 == 0 && sched.runqsize.load(std::memory_order_relaxed) > 0) return nullptr;
   // Timers due on this P are run by g0 (it is one load when there are none).
   int64_t first = timers_first(p);
   if (first != 0 && first <= nanotime()) return nullptr;
   bool inherit = false;
-  G* g = p->runq.get(sched.nprocs == 1, &inherit);
+  G* g = p->runq.get(sched.procs() == 1, &inherit);
   if (g == nullptr) return nullptr;
   make_current(m, g, inherit);
   return g;

@@ -54,11 +54,12 @@ void main_invoke(void* storage) {
 void main_destroy(void*) {}
 
 int resolve_procs(int requested) {
-  if (requested > 0) return requested;
+  // Go clamps GOMAXPROCS to _MaxGomaxprocs the same way.
+  if (requested > 0) return std::min(requested, kMaxProcs);
   if (const char* env = std::getenv("GORT_MAXPROCS")) {
     char* end = nullptr;
     long v = std::strtol(env, &end, 10);
-    if (end != env && *end == '\0' && v > 0 && v <= 1 << 16) return static_cast<int>(v);
+    if (end != env && *end == '\0' && v > 0) return static_cast<int>(std::min<long>(v, kMaxProcs));
   }
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0) {
@@ -86,7 +87,11 @@ void reset_sched(const Config& cfg) {
   sched.netpoll_blocked.store(false);
   sched.last_poll.store(0);
   sched.poll_until.store(0);
-  sched.allp.clear();
+  sched.gcwaiting.store(false);
+  sched.stopwait = 0;
+  sched.world_owner.store(false);
+  sched.retired_created.store(0);
+  sched.retired_exited.store(0);
   sched.allm.clear();
   sched.allg = sched.allg_tail = nullptr;
   sched.nallg = 0;
@@ -99,7 +104,6 @@ void reset_sched(const Config& cfg) {
   sched.external_go.store(0);
   sched.nblocking.store(0);
   sched.cfg = cfg;
-  sched.nprocs = cfg.procs;
   sched.time_slice_ns = absl::ToInt64Nanoseconds(cfg.time_slice);
 }
 
@@ -138,12 +142,16 @@ void teardown() {
   sched.nallg = 0;
   // Abandoned timers drop their references while this thread is still an
   // M: a reference hook takes runtime locks, which look at the current M.
-  for (P* p : sched.allp) timers_destroy(p);
+  int32_t nalloc = sched.allp.allocated();
+  for (int32_t i = 0; i < nalloc; i++) timers_destroy(sched.allp[static_cast<size_t>(i)]);
   setm(nullptr);  // this thread's M is deleted next
   for (M* m : sched.allm) delete m;
   sched.allm.clear();
-  for (P* p : sched.allp) delete p;
-  sched.allp.clear();
+  sched.allp.set_size(0, 0);
+  for (int32_t i = 0; i < nalloc; i++) {
+    delete sched.allp[static_cast<size_t>(i)];
+    sched.allp.set(i, nullptr);  // procresize makes a P where it finds none
+  }
 #ifdef GORT_ASAN
   // Under LeakSanitizer, heap owned through an abandoned goroutine's frames
   // must stay reachable (docs/runtime.md: no leaks under ASan/LSan): keep its stacks.
@@ -173,8 +181,9 @@ int run_main(void (*body)(void*, int*), void* arg, const Config& cfg_in) {
     P* p = new P;
     p->id = i;
     timers_init(p);
-    sched.allp.push_back(p);
+    sched.allp.set(i, p);
   }
+  sched.allp.set_size(cfg.procs, cfg.procs);
   M* m0 = new M;
   m0->id = sched.mnext.fetch_add(1);
   m0->is_main = true;

@@ -34,6 +34,7 @@
 #include "gmp/clock_rand.hpp"
 #include "gmp/g.hpp"
 #include "gmp/m.hpp"
+#include "gmp/note.hpp"
 #include "gmp/p.hpp"
 #include "gmp/stack.hpp"
 #include "gort/runtime.hpp"
@@ -61,6 +62,36 @@ struct SchedHooks {
   void (*slice_started)(P* p, uint32_t tick) = nullptr;
   // Disarms m's slice timer (m enters blocking(); called on m).
   void (*slice_timer_stop)(M* m) = nullptr;
+  // Asks the goroutine running on p to yield soon (stop_the_world).
+  void (*preempt_p)(P* p) = nullptr;
+};
+
+// Go's _MaxGomaxprocs: the most Ps a run may have (set_procs refuses more).
+inline constexpr int32_t kMaxProcs = 1024;
+
+// Every P a run has made, by id, in a table that never moves, so that
+// threads without a P (sysmon, an M about to block in the poller, a plain
+// thread asking num_goroutine) may walk it while set_procs resizes: Ps
+// [0, size()) are in use, those beyond (up to allocated()) are kDead and
+// kept until the run ends. Iterating gives the Ps in use.
+class AllP {
+ public:
+  int32_t size() const { return n_.load(std::memory_order_acquire); }
+  int32_t allocated() const { return nalloc_.load(std::memory_order_acquire); }
+  P* operator[](size_t i) const { return slot_[i]; }
+  P* const* begin() const { return slot_; }
+  P* const* end() const { return slot_ + size(); }
+  // Only run() and procresize (the world stopped) change the table.
+  void set(int32_t i, P* p) { slot_[i] = p; }
+  void set_size(int32_t n, int32_t nalloc) {
+    nalloc_.store(nalloc, std::memory_order_release);
+    n_.store(n, std::memory_order_release);
+  }
+
+ private:
+  P* slot_[kMaxProcs] = {};
+  std::atomic<int32_t> n_{0};
+  std::atomic<int32_t> nalloc_{0};
 };
 
 struct Sched {
@@ -89,8 +120,21 @@ struct Sched {
   // (INT64_MAX: no timeout); 0 otherwise. A timer added earlier breaks it.
   std::atomic<int64_t> poll_until{0};
 
-  std::vector<P*> allp;
-  int32_t nprocs = 0;
+  AllP allp;
+  // Go's gomaxprocs: Ps in use (allp.size()); changed only by procresize,
+  // read without a lock.
+  int32_t procs() const { return allp.size(); }
+  // Stopping the world (gmp/procresize.cpp): gcwaiting is set while the
+  // Ps are being stopped and until they restart; stopwait (under lock)
+  // counts the Ps still to stop, and the last one wakes stopnote.
+  std::atomic<bool> gcwaiting{false};
+  int32_t stopwait = 0;
+  Note stopnote;
+  // One stop of the world at a time.
+  std::atomic<bool> world_owner{false};
+  // Goroutines created and exited on Ps that set_procs removed.
+  std::atomic<int64_t> retired_created{0};
+  std::atomic<int64_t> retired_exited{0};
   std::vector<M*> allm;
   // Under lock: every G that exists (running, parked, runnable, or dead on a
   // free list with its stack), linked through G::allg_prev/allg_next; a
@@ -156,6 +200,20 @@ void preempt_park(G* g);
 
 // ---- Ms and Ps ----
 void wakep();
+// Stopping the world (Go's stopTheWorld / startTheWorld, procresize.cpp).
+// stop_the_world is called by a goroutine: it returns when every other P
+// is stopped (their goroutines preempted and queued), holding acquirem and
+// its own P (stopped too). start_the_world(n) resizes to n Ps, restarts
+// them, and releases. No Go code runs elsewhere in between: only the
+// caller, Ms inside blocking() (which find no P when they leave it) and
+// plain threads (whose readied goroutines wait on the queues).
+void stop_the_world();
+void start_the_world(int32_t procs);
+// An M with a P that finds the world stopping: stops its P and sleeps.
+void gcstopm(M* m);
+// Sched::lock held: if the world is stopping, stops p (which its M has
+// released) instead of putting it on the idle list, and returns true.
+bool stop_p_if_waiting_locked(P* p);
 // Starts an M to run p (or any idle P when null); `spinning` as in Go.
 void startm(P* p, bool spinning);
 // Go's handoffp: p (taken from an M stuck in blocking()) gets an M if it

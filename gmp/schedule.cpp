@@ -41,7 +41,7 @@ namespace {
 G* globrunqget_locked(P* p, int32_t max) {
   int32_t size = sched.runqsize.load(std::memory_order_relaxed);
   if (size == 0) return nullptr;
-  int32_t n = size / sched.nprocs + 1;
+  int32_t n = size / sched.procs() + 1;
   if (n > size) n = size;
   if (max > 0 && n > max) n = max;
   if (n > static_cast<int32_t>(kRunqSize / 2)) n = kRunqSize / 2;
@@ -76,7 +76,7 @@ G* steal_work(M* m) {
     if (first <= now) timers_run(victim, now);
   }
   if (G* g = self->runq.get()) return g;
-  int32_t n = sched.nprocs;
+  int32_t n = sched.procs();
   constexpr int kStealTries = 4;
   for (int i = 0; i < kStealTries; i++) {
     bool steal_next = i == kStealTries - 1;
@@ -119,6 +119,10 @@ top:
     stopm(m);
     goto top;
   }
+  if (sched.gcwaiting.load(std::memory_order_acquire)) [[unlikely]] {
+    gcstopm(m);
+    goto top;
+  }
   P* p = m->p;
   int64_t now = 0;
   if (timers_first(p) != 0) {
@@ -137,7 +141,7 @@ top:
       return g;
     }
   }
-  if (G* g = p->runq.get(sched.nprocs == 1)) return g;
+  if (G* g = p->runq.get(sched.procs() == 1)) return g;
   if (sched.runqsize.load(std::memory_order_relaxed) > 0) {
     std::lock_guard<std::mutex> lock(sched.lock);
     if (G* g = globrunqget_locked(p, 0)) return g;
@@ -145,7 +149,7 @@ top:
   if (G* g = poll_nonblocking(m)) return g;
 
   // Steal, unless enough Ms are spinning already (half the busy Ps).
-  int32_t busy = sched.nprocs - sched.npidle.load(std::memory_order_acquire);
+  int32_t busy = sched.procs() - sched.npidle.load(std::memory_order_acquire);
   if (m->spinning || 2 * sched.nmspinning.load(std::memory_order_acquire) < busy) {
     if (!m->spinning) {
       m->spinning = true;
@@ -170,7 +174,6 @@ top:
     releasep(m);
     pidleput(p);
   }
-  bool was_spinning = m->spinning;
   if (m->spinning) {
     m->spinning = false;
     if (sched.nmspinning.fetch_sub(1, std::memory_order_acq_rel) - 1 < 0) {
@@ -193,7 +196,6 @@ top:
       }
     }
   }
-  (void)was_spinning;
 
   // Block in the poller until I/O, the next timer, or a wake-up, if we are
   // the one M allowed to and there is something to wait for.

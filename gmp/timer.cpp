@@ -101,7 +101,7 @@ void wake_poller(int64_t when) {
   int64_t until = sched.poll_until.load(std::memory_order_acquire);
   if (until != 0 && when < until && sched.hooks.netpoll_break != nullptr) {
     sched.hooks.netpoll_break();
-  } else if (sched.npidle.load(std::memory_order_acquire) == sched.nprocs) {
+  } else if (sched.npidle.load(std::memory_order_acquire) == sched.procs()) {
     // Every P idle and nobody polling: make sure some M waits for it.
     wakep();
   }
@@ -140,6 +140,14 @@ void add_locked(Timer* t, int64_t when, int64_t period) {
   P* p = current_p();
   TimerHeap* th = heap_of(p);
   lock_word(&th->lock);
+  if (p->status.load(std::memory_order_seq_cst) == PStatus::kDead) [[unlikely]] {
+    // The P set_procs removed (an M inside blocking() keeps its old P as
+    // the hint current_p reads): P 0 takes its timers (timers_move).
+    unlock_word(&th->lock);
+    p = sched.allp[0];
+    th = heap_of(p);
+    lock_word(&th->lock);
+  }
   if (t->state != Timer::kIdle) {
     unlock_word(&th->lock);
     fatal("timer_add: timer already active");
@@ -314,6 +322,25 @@ int64_t timers_run(P* p, int64_t now) {
   int64_t next = th->heap.empty() ? -1 : th->heap[0]->when;
   unlock_word(&th->lock);
   return next;
+}
+
+// Under Sched::lock (so it wakes nobody: the caller does, see
+// start_the_world).
+void timers_move(P* from, P* to) {
+  TimerHeap* src = heap_of(from);
+  TimerHeap* dst = heap_of(to);
+  lock_word(&src->lock);
+  lock_word(&dst->lock);
+  for (Timer* t : src->heap) {
+    // stop and reset find it through t->p and retry when it changed
+    // while they waited for the lock.
+    __atomic_store_n(&t->p, to, __ATOMIC_RELEASE);
+    heap_push(dst, t);
+  }
+  src->heap.clear();
+  update_timer0(src);
+  unlock_word(&dst->lock);
+  unlock_word(&src->lock);
 }
 
 int64_t timers_next() {

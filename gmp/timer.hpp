@@ -115,5 +115,8 @@ int64_t timers_first(P* p);
 void timers_init(P* p);
 // Frees p's heap at shutdown (timers left in it are abandoned).
 void timers_destroy(P* p);
+// Moves every timer of `from` to `to` (set_procs removing `from`, the world
+// stopped, Sched::lock held).
+void timers_move(P* from, P* to);
 
 }  // namespace gort::internal

@@ -273,6 +273,7 @@ struct RegisterSliceHooks {
   RegisterSliceHooks() {
     sched.hooks.slice_started = &slice_started;
     sched.hooks.slice_timer_stop = &slice_timer_stop;
+    sched.hooks.preempt_p = [](P* p) { (void)preempt_one(p); };
   }
 } g_register_slice_hooks;
 

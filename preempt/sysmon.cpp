@@ -70,7 +70,7 @@ void sleep_ns(Sysmon* s, int64_t ns, bool deep) {
     sched.sysmon_wait.store(true, std::memory_order_seq_cst);
     // Re-check after publishing: a P may have started meanwhile (it saw
     // sysmon_wait false and did not wake us).
-    if (sched.npidle.load(std::memory_order_seq_cst) == sched.nprocs) {
+    if (sched.npidle.load(std::memory_order_seq_cst) == sched.procs()) {
       s->cv.wait(lock, woken);
     }
     sched.sysmon_wait.store(false, std::memory_order_relaxed);
@@ -97,7 +97,10 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
   int n = 0;
   int64_t slice = sched.time_slice_ns;
   *next_deadline = INT64_MAX;
-  for (size_t i = 0; i < sched.allp.size(); i++) {
+  // While the world stops, the stopper takes the Ps; nothing to retake.
+  if (sched.gcwaiting.load(std::memory_order_acquire)) return 0;
+  const size_t nprocs = static_cast<size_t>(sched.allp.size());
+  for (size_t i = 0; i < nprocs; i++) {
     P* p = sched.allp[i];
     SysmonTick& pd = s->ticks[i];
     PStatus st = p->status.load(std::memory_order_acquire);
@@ -200,7 +203,7 @@ void sysmon_loop(Sysmon* s) {
     }
     // Overdue timers while every P is idle and nobody polls: get an M.
     int64_t next_timer = timers_next();
-    if (next_timer >= 0 && next_timer < now && sched.npidle.load() == sched.nprocs &&
+    if (next_timer >= 0 && next_timer < now && sched.npidle.load() == sched.procs() &&
         !sched.netpoll_blocked.load()) {
       wakep();
     }
@@ -216,7 +219,7 @@ void sysmon_loop(Sysmon* s) {
       sleep = std::min(sleep, delay > sleep ? sleep : delay);
       sleep = std::max<int64_t>(sleep, kMinDelayNs);
     }
-    bool all_idle = sched.npidle.load(std::memory_order_acquire) == sched.nprocs &&
+    bool all_idle = sched.npidle.load(std::memory_order_acquire) == sched.procs() &&
                     sched.nblocking.load(std::memory_order_acquire) == 0;
     // Going to sleep until a P runs again: nothing will come back for the
     // dead Gs beyond the warm limit meanwhile.
@@ -228,7 +231,7 @@ void sysmon_loop(Sysmon* s) {
 
 void sysmon_start() {
   auto* s = new Sysmon;
-  s->ticks.resize(sched.allp.size());
+  s->ticks.resize(kMaxProcs);  // set_procs may add Ps
   g_sysmon = s;
   sched.sysmon_wake = &wake_sysmon;
   preempt_init();

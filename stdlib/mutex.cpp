@@ -24,8 +24,8 @@ constexpr int64_t kStarvationThresholdNs = 1000000;  // 1 ms, as Go
 // has nothing else to run.
 bool can_spin(int iter) {
   using namespace internal;
-  if (iter >= 4 || sched.nprocs <= 1) return false;
-  if (sched.nprocs <= sched.npidle.load(std::memory_order_relaxed) +
+  if (iter >= 4 || sched.procs() <= 1) return false;
+  if (sched.procs() <= sched.npidle.load(std::memory_order_relaxed) +
                           sched.nmspinning.load(std::memory_order_relaxed) + 1) {
     return false;
   }

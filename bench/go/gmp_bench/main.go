@@ -97,6 +97,41 @@ func osMutex(r *harness.Result) {
 	r.Report("ns/lock", float64(d.Nanoseconds())/float64(n))
 }
 
+const resizes = 400
+
+// setProcs: the pause of GOMAXPROCS(n)'s stop of the world while two
+// goroutines spin in call-free loops; switches between 1 and 2 Ps.
+func setProcs(r *harness.Result) {
+	n := harness.Scaled(resizes)
+	procs := runtime.GOMAXPROCS(0)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			x := uint64(0)
+			for !stop.Load() {
+				for k := 0; k < 1000; k++ {
+					x = x*33 + uint64(k)
+				}
+				sink.Store(x)
+			}
+			wg.Done()
+		}()
+	}
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		runtime.GOMAXPROCS(1 + i%procs)
+	}
+	d := time.Since(start)
+	stop.Store(true)
+	wg.Wait()
+	runtime.GOMAXPROCS(procs)
+	r.Report("us/call", float64(d.Microseconds())/float64(n))
+}
+
+var sink atomic.Uint64
+
 func main() {
 	harness.Main([]harness.Case{
 		{Workload: "spawn_join", Procs: 2, Run: spawnJoin(false)},
@@ -104,5 +139,6 @@ func main() {
 		{Workload: "yield_ping", Procs: 1, Run: yieldPing},
 		{Workload: "parked", Procs: 2, Run: parked},
 		{Workload: "os_mutex", Procs: 1, Run: osMutex},
+		{Workload: "set_procs", Procs: 2, Run: setProcs},
 	})
 }

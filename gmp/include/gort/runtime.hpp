@@ -213,6 +213,18 @@ void yield();
 // The number of Ps (GOMAXPROCS) of the running runtime; 0 when not running.
 int procs();
 
+// Go's runtime.GOMAXPROCS(n): sets the number of Ps to n (at most 1024, as
+// Go clamps it) while goroutines run, and returns the previous number;
+// n < 1 changes nothing (it only asks). It stops the world: every running
+// goroutine is preempted and waits (for about a millisecond on an idle
+// machine; as long as a goroutine the signal cannot interrupt keeps
+// running), the Ps are added or removed (a removed P's goroutines, timers
+// and caches go to the others), and everything restarts. Callable from a
+// goroutine (which may yield to another set_procs call in progress) or from
+// a plain thread (a goroutine does it while the thread waits). Throws
+// panic_error when the runtime is not running.
+int set_procs(int n);
+
 // The number of goroutines that exist now (runnable, running or parked).
 int64_t num_goroutine();
 

@@ -1,0 +1,250 @@
+// gmp/procresize.cpp — stopping the world and changing the number of Ps
+// (Go's stopTheWorld, startTheWorld and procresize; gort::set_procs is
+// Go's runtime.GOMAXPROCS).
+//
+// Stopping the world, as Go does it: the stopper sets gcwaiting and counts
+// in stopwait the Ps still to stop, then stops every P nobody runs on (the
+// idle list, and Ps whose M is inside blocking(): kBlocking -> kStopped,
+// the same CAS sysmon's retake and exitsyscall race for). Every other P
+// stops itself: its M, at its next look for work (find_runnable) or when
+// it would put the P on the idle list (pidleput, also reached from
+// handoffp), marks it kStopped and decrements stopwait; the last one wakes
+// the stopper. The stopper preempts the goroutines still running (every
+// millisecond until they stop), and a preempted or parking goroutine's M
+// goes to g0 instead of switching to its next local G (next_local).
+//
+//   | P status  | who stops it                                      |
+//   |-----------|---------------------------------------------------|
+//   | kIdle     | the stopper (pidleget), or pidleput when it comes |
+//   |           | back to the idle list in transit (handoffp)       |
+//   | kBlocking | the stopper's CAS (at every retry), or if       |
+//   |           | exitsyscall wins the CAS,                         |
+//   |           | the M, as for kRunning                            |
+//   | kRunning  | its M: find_runnable (gcstopm) or pidleput        |
+//   | the       | itself (it keeps running, under acquirem)         |
+//   | stopper's |                                                   |
+//
+// While the world is stopped nothing but the stopper runs goroutines: an M
+// leaving blocking() finds its P taken and no idle P (its G waits on the
+// global queue), sysmon skips its retake, and what plain threads ready
+// waits on the queues. Lock order: Sched::lock, then a timer heap's lock
+// (procresize moves the timers of removed Ps).
+#include <algorithm>
+#include <future>
+#include <mutex>
+
+#include "gmp/fatal.hpp"
+#include "gmp/proc.hpp"
+#include "gmp/sched.hpp"
+#include "gmp/timer.hpp"
+#include "gmp/tls.hpp"
+#include "gort/runtime.hpp"
+
+namespace gort::internal {
+namespace {
+
+constexpr int64_t kStopRetryNs = 1000 * 1000;
+
+// Sched::lock held, the world stopped. A P that leaves use gives what it
+// holds to the ones that stay: its runnable goroutines to the global
+// queue, its timers to P 0, its free Gs to the global free list; its
+// goroutine counts are kept with the runtime's.
+void destroy_p_locked(P* p) {
+  GQueue runnable;
+  p->runq.drain(&runnable);
+  while (G* g = runnable.pop()) globrunqput_locked(g);
+  // kDead first: a timer added to this P from now on sees it and goes to
+  // P 0 instead (timer.cpp add_locked).
+  p->status.store(PStatus::kDead, std::memory_order_seq_cst);
+  timers_move(p, sched.allp[0]);
+  while (G* g = p->gfree.pop()) gfput_global_locked(g);
+  if (p->nstacks > 0) {
+    sched.stacks.free(p->stacks, static_cast<size_t>(p->nstacks));
+    p->nstacks = 0;
+  }
+  p->goid_next = p->goid_end = 0;
+  p->preempted = nullptr;
+  sched.retired_created.fetch_add(p->created.exchange(0, std::memory_order_relaxed), std::memory_order_relaxed);
+  sched.retired_exited.fetch_add(p->exited.exchange(0, std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
+// Sched::lock held, the world stopped: Ps [0, n) are in use afterwards, each
+// kStopped (the caller restarts them). The calling M keeps a P: its own,
+// or P 0 if its own was removed.
+void procresize_locked(M* m, int32_t n) {
+  int32_t old = sched.procs();
+  int32_t nalloc = sched.allp.allocated();
+  for (int32_t i = old; i < n; i++) {
+    P* p = sched.allp[static_cast<size_t>(i)];
+    if (p == nullptr) {
+      p = new P;
+      p->id = i;
+      timers_init(p);
+      sched.allp.set(i, p);
+      nalloc = i + 1;
+    }
+    p->status.store(PStatus::kStopped, std::memory_order_relaxed);
+  }
+  for (int32_t i = n; i < old; i++) destroy_p_locked(sched.allp[static_cast<size_t>(i)]);
+  if (m->p->id >= n) {
+    P* p0 = sched.allp[0];
+    m->p->m = nullptr;
+    m->p = p0;
+    p0->m = m;
+  }
+  sched.allp.set_size(n, nalloc);
+}
+
+// Sched::lock held. Counts one more P stopped.
+void stopped_one_locked() {
+  if (--sched.stopwait == 0) sched.stopnote.wakeup();
+  if (sched.stopwait < 0) fatal("stop_the_world: negative stopwait");
+}
+
+// Sched::lock held. Stops the Ps whose M is inside blocking(); returns
+// whether Ps remain to stop. Called again at every retry: a goroutine that
+// calls blocking() in a loop takes its P back in exitsyscall's fast path
+// and gives it up again, and is seldom kRunning when the stopper looks.
+bool stop_blocking_locked() {
+  for (P* p : sched.allp) {
+    PStatus st = PStatus::kBlocking;
+    if (p->status.compare_exchange_strong(st, PStatus::kStopped, std::memory_order_acq_rel)) {
+      stopped_one_locked();
+    }
+  }
+  return sched.stopwait > 0;
+}
+
+}  // namespace
+
+bool stop_p_if_waiting_locked(P* p) {
+  if (!sched.gcwaiting.load(std::memory_order_relaxed)) return false;
+  p->status.store(PStatus::kStopped, std::memory_order_relaxed);
+  stopped_one_locked();
+  return true;
+}
+
+void gcstopm(M* m) {
+  {
+    std::lock_guard<std::mutex> lock(sched.lock);
+    P* p = releasep(m);
+    if (m->spinning) {
+      m->spinning = false;
+      sched.nmspinning.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    if (!stop_p_if_waiting_locked(p)) {
+      // The world restarted between the caller's look and the lock.
+      pidleput(p);
+    }
+  }
+  stopm(m);
+}
+
+void stop_the_world() {
+  // One stopper at a time; the others wait their turn as goroutines.
+  while (sched.world_owner.exchange(true, std::memory_order_acquire)) gosched();
+  M* m = getm();
+  acquirem(m);
+  // Our P, or one like exitsyscall's, if sysmon took ours while this thread
+  // slept in the kernel.
+  while (ensurep(m) == nullptr) {
+    releasem(m);
+    gosched();
+    m = getm();
+    acquirem(m);
+  }
+  sched.stopnote.clear();
+  bool wait;
+  {
+    std::lock_guard<std::mutex> lock(sched.lock);
+    sched.gcwaiting.store(true, std::memory_order_seq_cst);
+    sched.stopwait = sched.procs();
+    m->p->status.store(PStatus::kStopped, std::memory_order_relaxed);
+    sched.stopwait--;
+    while (P* p = pidleget()) {
+      p->status.store(PStatus::kStopped, std::memory_order_relaxed);
+      sched.stopwait--;
+    }
+    wait = stop_blocking_locked();
+  }
+  while (wait) {
+    // Ask every P still running to stop (again: a signal may land where the
+    // goroutine cannot be interrupted).
+    for (P* p : sched.allp) {
+      if (p != m->p && p->status.load(std::memory_order_acquire) == PStatus::kRunning &&
+          sched.hooks.preempt_p != nullptr) {
+        sched.hooks.preempt_p(p);
+      }
+    }
+    if (sched.stopnote.sleep_for(kStopRetryNs)) break;
+    std::lock_guard<std::mutex> lock(sched.lock);
+    wait = stop_blocking_locked();
+  }
+}
+
+void start_the_world(int32_t procs) {
+  M* m = getm();
+  P* with_work[kMaxProcs];
+  int nwork = 0;
+  bool shrunk = procs < sched.procs();
+  {
+    std::lock_guard<std::mutex> lock(sched.lock);
+    if (procs != sched.procs()) procresize_locked(m, procs);
+    sched.gcwaiting.store(false, std::memory_order_seq_cst);
+    m->p->status.store(PStatus::kRunning, std::memory_order_release);
+    for (P* p : sched.allp) {
+      if (p == m->p) continue;
+      if (p->status.load(std::memory_order_relaxed) != PStatus::kStopped) {
+        fatal("start_the_world: P not stopped");
+      }
+      p->status.store(PStatus::kIdle, std::memory_order_relaxed);
+      if (p->runq.empty()) {
+        pidleput(p);
+      } else {
+        with_work[nwork++] = p;
+      }
+    }
+  }
+  for (int i = 0; i < nwork; i++) startm(with_work[i], false);
+  if (sched.runqsize.load(std::memory_order_acquire) > 0 || nwork > 0) wakep();
+  // The removed Ps' timers are on P 0 now: a poller sleeping with a timeout
+  // computed without them recomputes it; with every P idle, an M is woken
+  // to serve them.
+  if (shrunk && timers_first(sched.allp[0]) != 0) {
+    if (sched.poll_until.load(std::memory_order_acquire) != 0 && sched.hooks.netpoll_break != nullptr) {
+      sched.hooks.netpoll_break();
+    }
+    wakep();
+  }
+  sched.world_owner.store(false, std::memory_order_release);
+  releasem(m);
+}
+
+}  // namespace gort::internal
+
+namespace gort {
+
+int set_procs(int n) {
+  using namespace internal;
+  if (!sched.running.load(std::memory_order_acquire)) {
+    throw panic_error("gort::set_procs: the runtime is not running");
+  }
+  M* m = getm();
+  if (m == nullptr || m->curg == nullptr || m->in_blocking.load(std::memory_order_relaxed)) {
+    // A plain thread (or one inside blocking()) has no P to stop the world
+    // from: a goroutine does it, and this thread waits.
+    std::promise<int> done;
+    auto result = done.get_future();
+    go([&] { done.set_value(set_procs(n)); });
+    return result.get();
+  }
+  int32_t want = std::min(n, kMaxProcs);
+  int32_t prev = sched.procs();
+  if (n < 1 || want == prev) return prev;  // Go: n < 1 only asks
+  stop_the_world();
+  prev = sched.procs();
+  start_the_world(want);
+  return prev;
+}
+
+}  // namespace gort
