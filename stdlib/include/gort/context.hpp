@@ -40,8 +40,9 @@
 // the channel on its first call (a context cancelled before that shares one
 // closed channel); with_value allocates one node; a deadline's timer lives
 // in its node. All calls are safe from any goroutine or plain thread and
-// never park; only the with_* calls need the runtime for a deadline in the
-// future or a custom parent that is watched by a goroutine.
+// never park. The runtime (gort::run) is needed only by a deadline in the
+// future and by a parent of a custom kind that a goroutine watches; without
+// it those with_* calls panic.
 #pragma once
 
 #include <concepts>
@@ -323,10 +324,11 @@ Context with_value(const Context& parent, const ContextKey<T>& key, std::type_id
 // else ctx.err(); OK while ctx is not cancelled.
 absl::Status cause(const Context& ctx);
 
-// Calls f in its own goroutine once ctx is done (at once if it already is).
-// The returned stop function unregisters f: it returns true if that kept f
-// from being started, false if f was already started or stopped. f does not
-// run when the runtime is not running at that moment (Go 1.21).
+// Go 1.21's AfterFunc: calls f in its own goroutine once ctx is done (at
+// once if it already is). The returned stop function unregisters f: it
+// returns true if that kept f from being started, false if f was already
+// started or stopped; it does not wait for f. If ctx is cancelled while the
+// runtime is not running, f does not run.
 std::function<bool()> after_func(const Context& ctx, std::function<void()> f);
 
 }  // namespace gort
