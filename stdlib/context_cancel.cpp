@@ -376,7 +376,7 @@ void timer_ref(Timer* t, int delta) {
 }
 
 // Followed by timer_ref(t, -1) on the same M.
-void timer_fire(Timer* t, int64_t) { static_cast<TimerNode*>(t->arg)->fired = true; }
+void timer_fire(Timer* t, int64_t, uint32_t) { static_cast<TimerNode*>(t->arg)->fired = true; }
 
 // t on the runtime's clock (nanotime); 100 years or more: never.
 int64_t nanotime_at(absl::Time t) {
