@@ -368,30 +368,29 @@ _RUNTIME_NAMES = re.compile(r"^(std::|__gnu_cxx::|__cxxabiv1::|boost::|gort::|__
                             r"start_thread$|clone3?$)")
 
 
+def _top_level(s, sep):
+    """Index of the first `sep` in s outside <...> and (...), or -1."""
+    depth = 0
+    for i, c in enumerate(s):
+        if c in "<(":
+            depth += 1
+        elif c in ">)":
+            depth -= 1
+        elif c == sep and depth == 0:
+            return i
+    return -1
+
+
 def _strip_return_type(name):
     # Template functions demangle with their return type first ("void
     # gort::internal::invoke_inline<...>(void*)"): drop it before matching.
-    depth = 0
-    for i, c in enumerate(name):
-        if c in "<(":
-            depth += 1
-        elif c in ">)":
-            depth -= 1
-        elif c == " " and depth == 0:
-            return name[i + 1:]
-    return name
+    i = _top_level(name, " ")
+    return name[i + 1:] if i >= 0 else name
 
 
 def _first_template_arg(args):
-    depth = 0
-    for i, c in enumerate(args):
-        if c in "<(":
-            depth += 1
-        elif c in ">)":
-            depth -= 1
-        elif c == "," and depth == 0:
-            return args[:i]
-    return args
+    i = _top_level(args, ",")
+    return args[:i] if i >= 0 else args
 
 
 def _user_source(path):
