@@ -2,7 +2,7 @@
 // (proc.go) is the reference for every field and its spelling.
 //
 // What each value is here:
-//   gomaxprocs       Ps (Config::procs)
+//   gomaxprocs       Ps in use (Config::procs, set_procs)
 //   idleprocs        Ps on the idle list
 //   threads          Ms plus sysmon (Go's sysmon runs on an M of its own)
 //   spinningthreads  Ms looking for work to steal
@@ -12,9 +12,10 @@
 // and in the detailed lines, Go's numbering of states (G: 0 idle,
 // 1 runnable, 2 running, 3 running inside gort::blocking (Go's syscall),
 // 4 waiting, 6 dead; P: 0 idle, 1 running, 2 held by an M inside blocking()
-// (Go's syscall), 4 dead). Go's fields that gort has no use for print the
-// value they always have here (gcwaiting, nmidlelocked, stopwait,
-// mallocing, throwing, preemptoff, dying, lockedg, lockedm).
+// (Go's syscall), 3 stopped for set_procs (Go's gcstop), 4 dead). gcwaiting
+// and stopwait are set_procs's stop of the world, as in Go. Go's fields
+// that gort has no use for print the value they always have here
+// (nmidlelocked, mallocing, throwing, preemptoff, dying, lockedg, lockedm).
 //
 // Nothing is stopped: counters are relaxed loads, the lists of Ms and Gs and
 // the idle list of Ms are walked under Sched::lock (as Go walks them under
@@ -55,6 +56,7 @@ int go_pstatus(PStatus s) {
     case PStatus::kIdle: return 0;
     case PStatus::kRunning: return 1;
     case PStatus::kBlocking: return 2;
+    case PStatus::kStopped: return 3;
     case PStatus::kDead: return 4;
   }
   return -1;
@@ -113,21 +115,26 @@ void format_ms_and_gs(std::string* out) {
 void schedtrace_format(int64_t start, int64_t now, bool detailed, std::string* out) {
   // Timer locks first, outside Sched::lock (a timer's function may take
   // Sched::lock under nothing but its own caller's locks; never nest them).
+  // Every P ever made: set_procs may change how many are in use meanwhile.
   std::vector<int32_t> timerslen;
   if (detailed) {
-    for (P* p : sched.allp) timerslen.push_back(timers_len(p));
+    for (int32_t i = 0; i < sched.allp.allocated(); i++) timerslen.push_back(timers_len(sched.allp[i]));
   }
+  // Under Sched::lock the number of Ps in use holds still (procresize
+  // takes it).
   std::lock_guard<std::mutex> lock(sched.lock);
-  absl::StrAppend(out, "SCHED ", (now - start) / 1000000, "ms: gomaxprocs=", sched.nprocs,
+  const size_t nprocs = static_cast<size_t>(sched.procs());
+  absl::StrAppend(out, "SCHED ", (now - start) / 1000000, "ms: gomaxprocs=", nprocs,
                   " idleprocs=", sched.npidle.load(kRelaxed),
                   " threads=", sched.mcount + sched.nsystem_threads.load(kRelaxed),
                   " spinningthreads=", sched.nmspinning.load(kRelaxed),
                   " idlethreads=", sched.nmidle, " runqueue=", sched.runqsize.load(kRelaxed));
   if (detailed) {
-    absl::StrAppend(out, " gcwaiting=0 nmidlelocked=0 stopwait=0 sysmonwait=",
-                    sched.sysmon_wait.load(kRelaxed) ? 1 : 0, "\n");
+    absl::StrAppend(out, " gcwaiting=", sched.gcwaiting.load(kRelaxed) ? 1 : 0,
+                    " nmidlelocked=0 stopwait=", sched.stopwait,
+                    " sysmonwait=", sched.sysmon_wait.load(kRelaxed) ? 1 : 0, "\n");
   }
-  for (size_t i = 0; i < sched.allp.size(); i++) {
+  for (size_t i = 0; i < nprocs; i++) {
     P* p = sched.allp[i];
     if (detailed) {
       M* m = relaxed_load(p->m);
@@ -135,10 +142,10 @@ void schedtrace_format(int64_t start, int64_t now, bool detailed, std::string* o
                       " schedtick=", p->schedtick_seen.load(kRelaxed),
                       " syscalltick=", p->syscalltick.load(kRelaxed), " m=", m ? m->id : -1,
                       " runqsize=", p->runq.ring_size(), " gfreecnt=", p->gfreecnt.load(kRelaxed),
-                      " timerslen=", timerslen[i], "\n");
+                      " timerslen=", i < timerslen.size() ? timerslen[i] : 0, "\n");
     } else {
       absl::StrAppend(out, i == 0 ? " [" : " ", p->runq.ring_size(),
-                      i + 1 == sched.allp.size() ? "]\n" : "");
+                      i + 1 == nprocs ? "]\n" : "");
     }
   }
   if (detailed) format_ms_and_gs(out);

@@ -199,13 +199,27 @@ class Goroutine:
         return regs
 
     def entry_function(self):
-        """The function a goroutine that has not run yet will run."""
+        """What a goroutine that has not run yet will run: the callable
+        given to gort::go (the first type of the closure's tuple in the name
+        of the runtime's invoker, invoke_inline<std::tuple<F, Args...>>),
+        and where its code starts, when it was inlined into the invoker."""
         try:
             pc = int(self.g["invoke"])
             block = gdb.block_for_pc(pc)
-            if block is not None and block.function is not None:
-                return block.function.print_name
-            return gdb.execute("info symbol 0x%x" % pc, to_string=True).split(" in section")[0]
+            if block is None or block.function is None:
+                return gdb.execute("info symbol 0x%x" % pc, to_string=True).split(" in section")[0]
+            name = block.function.print_name
+            m = re.search(r"invoke_(?:inline|heap)<std::tuple<(.*)> >", name)
+            if m:
+                name = _first_template_arg(m.group(1)).strip()
+            while block.function is None:
+                block = block.superblock
+            arch = gdb.selected_inferior().architecture()
+            for insn in arch.disassemble(block.start, block.end - 1, 512):
+                sal = gdb.find_pc_line(insn["addr"])
+                if sal.symtab is not None and _user_source(sal.symtab.filename):
+                    return "%s at %s:%d" % (name, sal.symtab.filename, sal.line)
+            return name
         except gdb.error:
             return "??"
 
@@ -354,18 +368,36 @@ _RUNTIME_NAMES = re.compile(r"^(std::|__gnu_cxx::|__cxxabiv1::|boost::|gort::|__
                             r"start_thread$|clone3?$)")
 
 
-def _strip_return_type(name):
-    # Template functions demangle with their return type first ("void
-    # gort::internal::invoke_inline<...>(void*)"): drop it before matching.
+def _top_level(s, sep):
+    """Index of the first `sep` in s outside <...> and (...), or -1."""
     depth = 0
-    for i, c in enumerate(name):
+    for i, c in enumerate(s):
         if c in "<(":
             depth += 1
         elif c in ">)":
             depth -= 1
-        elif c == " " and depth == 0:
-            return name[i + 1:]
-    return name
+        elif c == sep and depth == 0:
+            return i
+    return -1
+
+
+def _strip_return_type(name):
+    # Template functions demangle with their return type first ("void
+    # gort::internal::invoke_inline<...>(void*)"): drop it before matching.
+    i = _top_level(name, " ")
+    return name[i + 1:] if i >= 0 else name
+
+
+def _first_template_arg(args):
+    i = _top_level(args, ",")
+    return args[:i] if i >= 0 else args
+
+
+def _user_source(path):
+    """Not gort's public headers (inlined into the program), not the C++
+    standard library's."""
+    return ("/include/gort/" not in path and not path.startswith("include/gort/") and
+            not path.startswith("/usr/include/") and "/c++/" not in path)
 
 
 def _objfile_base(frame):
@@ -390,11 +422,7 @@ def _is_user_frame(frame):
     if _RUNTIME_NAMES.match(_strip_return_type(name)):
         return False
     sal = frame.find_sal()
-    if sal.symtab is None:
-        return False
-    path = sal.symtab.filename
-    # gort's public headers, inlined or instantiated into the program.
-    return "/include/gort/" not in path and not path.startswith("include/gort/")
+    return sal.symtab is not None and _user_source(sal.symtab.filename)
 
 
 def _where(frame):

@@ -131,9 +131,9 @@ bool plausible_detail(const std::string& out, int procs) {
   const std::regex header(
       "SCHED \\d+ms: gomaxprocs=" + std::to_string(procs) +
       " idleprocs=\\d+ threads=\\d+ spinningthreads=\\d+ idlethreads=\\d+ runqueue=\\d+ "
-      "gcwaiting=0 nmidlelocked=0 stopwait=0 sysmonwait=[01]");
+      "gcwaiting=[01] nmidlelocked=0 stopwait=\\d+ sysmonwait=[01]");
   const std::regex pline(
-      "  P(\\d+): status=[0124] schedtick=\\d+ syscalltick=\\d+ m=(-1|\\d+) runqsize=\\d+ "
+      "  P(\\d+): status=[01234] schedtick=\\d+ syscalltick=\\d+ m=(-1|\\d+) runqsize=\\d+ "
       "gfreecnt=\\d+ timerslen=\\d+");
   const std::regex mline(
       "  M(\\d+): p=(-1|\\d+) curg=(-1|\\d+) mallocing=0 throwing=0 preemptoff= locks=\\d+ "
@@ -272,6 +272,27 @@ TEST_P(SchedTraceFormat, NamesTheRunningAndTheParkedGoroutine) {
 }
 
 GORT_INSTANTIATE_PROCS(SchedTraceFormat);
+
+// gomaxprocs and the per-P lines follow set_procs: the Ps in use, not the
+// ones a shrink left allocated.
+TEST(SchedTrace, FollowsSetProcs) {
+  run_checked(2, [] {
+    for (int n : {4, 1, 3}) {
+      gort::set_procs(n);
+      std::string summary, detail;
+      internal::schedtrace_format(0, 0, false, &summary);
+      internal::schedtrace_format(0, 0, true, &detail);
+      std::string lists = "\\[\\d+";
+      for (int i = 1; i < n; i++) lists += " \\d+";
+      EXPECT_TRUE(std::regex_match(summary, std::regex("SCHED 0ms: gomaxprocs=" + std::to_string(n) +
+                                                       " .* " + lists + "\\]\n")))
+          << summary;
+      int ps = 0;
+      for (const std::string& l : lines_of(detail)) ps += l.rfind("  P", 0) == 0;
+      EXPECT_EQ(ps, n) << detail;
+    }
+  });
+}
 
 // Off unless schedtrace is a positive number; scheddetail alone prints
 // nothing (as in Go).

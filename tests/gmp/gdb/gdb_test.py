@@ -258,8 +258,17 @@ def main():
             if kcore is None:
                 log("skip - kernel core file, procs=%d: %s" % (procs, why))
             else:
-                dump([exe, kcore], script, lines, source_name, "kernel core procs=%d" % procs,
-                     "running")
+                out = dump([exe, kcore], script, lines, source_name,
+                           "kernel core procs=%d" % procs, "running")
+                # Started just before the abort: with one P it cannot
+                # have run (main had the P), and it is listed as such.
+                if procs == 1:
+                    where = r"%s:%d" % (re.escape(source_name), lines["never_started"])
+                    check(re.search(r"^  \d+\s+runnable\s+not started: will run "
+                                    r"main\(int, char\*\*\)::<lambda\(\)>::<lambda\(\)> at .*" + where,
+                                    out, re.M),
+                          "kernel core procs=1: a goroutine not started yet names what it will run",
+                          out)
             shutil.rmtree(cwd)
 
         # libgort without debug information: a message, not a traceback.

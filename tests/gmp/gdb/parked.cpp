@@ -4,8 +4,10 @@
 //
 //   parked PROCS live    parks them, prints "ready PID", then waits (inside
 //                        gort::blocking) until stdin closes, and exits 0
-//   parked PROCS abort   parks them, prints "ready PID", then aborts (with
-//                        RLIMIT_CORE raised, so the kernel may write a core)
+//   parked PROCS abort   parks them, prints "ready PID", starts one more
+//                        goroutine (never_started: with one P it cannot
+//                        run before main) and aborts, with RLIMIT_CORE
+//                        raised so that the kernel may write a core
 //
 // Goroutines and where they wait (the test looks for these names):
 //   park_in_chan_recv     a channel receive, reached through recurse(3)
@@ -45,6 +47,8 @@ __attribute__((noipa)) void park_in_mutex_lock(gort::Mutex* mu) {
   mu->lock();  // gdb_test: mutex
   mu->unlock();
 }
+
+__attribute__((noipa)) void never_started() { std::printf("never_started ran\n"); }
 
 __attribute__((noipa)) void park_in_sleep() {
   gort::sleep(absl::Hours(1));  // gdb_test: sleep
@@ -103,7 +107,10 @@ int main(int argc, char** argv) {
         }
         std::printf("ready %d\n", static_cast<int>(getpid()));
         std::fflush(stdout);
-        if (abort_mode) std::abort();
+        if (abort_mode) {
+          gort::go([] { never_started(); });  // gdb_test: never_started
+          std::abort();
+        }
         // Running (in a system call) while gdb looks; stdin's end lets it go.
         gort::blocking([] {
           char c;
