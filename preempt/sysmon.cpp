@@ -102,8 +102,10 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
   int n = 0;
   int64_t slice = sched.time_slice_ns;
   *next_deadline = INT64_MAX;
-  // While the world stops, the stopper takes the Ps; nothing to retake.
-  if (sched.gcwaiting.load(std::memory_order_acquire)) return 0;
+  // Retakes go on while the world stops: a P that sysmon hands off is
+  // stopped by pidleput or by its next M (procresize.cpp), and the stopper
+  // cannot take the P of an M the kernel blocks outside blocking() (a
+  // goroutine in std::thread::join) by itself.
   const size_t nprocs = static_cast<size_t>(sched.allp.size());
   for (size_t i = 0; i < nprocs; i++) {
     P* p = sched.allp[i];
