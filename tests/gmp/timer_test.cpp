@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <set>
@@ -491,13 +492,27 @@ TEST(TimerIdleP, TimersOfIdlePsStillFire) {
     for (int i = 0; i < kGoroutines; i++) probes.push_back(std::make_unique<Probe>());
     std::set<int> ps;
     std::mutex ps_mu;
+    std::set<int> running;  // Ps seen running these goroutines
     run_checked(procs, [&] {
       Countdown cd(kGoroutines);
       for (int i = 0; i < kGoroutines; i++) {
         gort::go([&, i] {
-          // Busy for a moment, so that all Ps get used.
-          auto end = nanotime() + 5 * kMs;
-          while (nanotime() < end) {
+          // Busy until at least two Ps run these goroutines, so that the
+          // timers go to more than one heap. Not a fixed time: on a loaded
+          // machine the second P's thread may get no CPU for a long while.
+          auto start = nanotime();
+          for (;;) {
+            size_t seen;
+            {
+              std::lock_guard<std::mutex> lock(ps_mu);
+              // Preemption may move this goroutine between the loads; a
+              // stale M's P may be null by then.
+              internal::P* on = __atomic_load_n(&internal::getg()->m->p, __ATOMIC_RELAXED);
+              if (on != nullptr) running.insert(on->id);
+              seen = running.size();
+            }
+            int64_t now = nanotime();
+            if ((seen >= 2 && now - start >= 5 * kMs) || now - start >= 20000 * kMs) break;
           }
           Probe& p = *probes[static_cast<size_t>(i)];
           arm(p, nanotime() + 30 * kMs, 0);
