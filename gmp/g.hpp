@@ -49,6 +49,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "gmp/relaxed.hpp"
 #include "gort/runtime.hpp"
 
 namespace gort::internal {
@@ -77,9 +78,12 @@ enum class WaitReason : uint8_t {
   kTimer,
   kPreempted,
   kTest,
+  kNumWaitReasons  // not a reason: the count (add new ones above it)
 };
 
 const char* wait_reason_string(WaitReason r);
+// Go's text of each WaitReason, indexed by it (newproc.cpp).
+extern const char* const kWaitReasonStrings[];
 const char* gstatus_string(GStatus s);
 
 struct alignas(64) G {
@@ -90,6 +94,8 @@ struct alignas(64) G {
   char* stack_lo = nullptr;
   char* stack_hi = nullptr;
   std::atomic<GStatus> status{GStatus::kIdle};
+  // Stored with relaxed_store (gmp/relaxed.hpp): schedtrace reads it, and
+  // id and m, from sysmon.
   WaitReason waitreason = WaitReason::kNone;
   bool is_g0 = false;
   bool started = false;
@@ -106,7 +112,7 @@ struct alignas(64) G {
   int32_t nopreempt = 0;
   // Asynchronous preemptions taken (for tests and dumps).
   uint32_t async_preempts = 0;
-  int64_t id = 0;
+  int64_t id = 0;  // relaxed_store
   // Who made it, for tracebacks' "created by F in goroutine K": the return
   // address of its newproc_alloc call (in the caller of gort::go, which is
   // always inlined) and the creating goroutine's id (0: a plain thread or
@@ -121,7 +127,7 @@ struct alignas(64) G {
   // no memory outside the stack page it lives on, and leaves allg in O(1).
   G* allg_prev = nullptr;
   G* allg_next = nullptr;
-  M* m = nullptr;           // the M running this G; null otherwise
+  M* m = nullptr;           // the M running this G; null otherwise (relaxed_store)
   // Goroutine-local storage (GoroutineLocal), destroyed at exit.
   void* locals = nullptr;
   G* schedlink = nullptr;   // run queue / free list link

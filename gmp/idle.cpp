@@ -114,7 +114,7 @@ void newm(P* p, bool spinning) {
   m->g0.is_g0 = true;
   m->g0.status.store(GStatus::kRunning, std::memory_order_relaxed);
   m->nextp = p;
-  m->spinning = spinning;
+  relaxed_store(m->spinning, spinning);
   m->fastrand_state = static_cast<uint64_t>(nanotime()) ^ (static_cast<uint64_t>(m->id) << 32) ^
                       0x9E3779B97F4A7C15ull;
   // The thread is started under the lock that run()'s join_ms reads allm
@@ -133,7 +133,7 @@ void acquirep(M* m, P* p) {
     fatal("acquirep: P is not idle");
   }
   m->p = p;
-  p->m = m;
+  relaxed_store(p->m, m);
   p->status.store(PStatus::kRunning, std::memory_order_release);
   // Dekker with sysmon's deep sleep (sysmon.cpp sleep_ns: it stores sysmon_wait, then
   // loads npidle): pidleget's decrement of npidle and this load are both
@@ -146,7 +146,7 @@ void acquirep(M* m, P* p) {
 P* releasep(M* m) {
   P* p = m->p;
   if (p == nullptr || p->m != m) fatal("releasep: invalid P state");
-  p->m = nullptr;
+  relaxed_store<M*>(p->m, nullptr);
   p->status.store(PStatus::kIdle, std::memory_order_release);
   m->p = nullptr;
   return p;
@@ -169,7 +169,7 @@ void startm(P* p, bool spinning) {
     return;
   }
   lock.unlock();
-  m->spinning = spinning;
+  relaxed_store(m->spinning, spinning);
   m->nextp = p;
   m->park.wakeup();
 }

@@ -70,7 +70,7 @@ struct M {
   P* p = nullptr;        // the P held, or null
   P* nextp = nullptr;    // the P handed over by whoever woke this M
   M* link = nullptr;     // idle list
-  bool spinning = false; // looking for work without a P's own work
+  bool spinning = false; // looking for work without a P's own work (relaxed_store)
   bool is_main = false;  // the thread that called gort::run
   Note park;             // sleeps here when idle
 

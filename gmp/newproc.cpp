@@ -29,6 +29,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <iterator>
 #include <new>
 
 #include "gmp/fatal.hpp"
@@ -138,7 +139,9 @@ G* gfget(P* p) {
         p->gfree.push_back(g);
       }
     }
-    return p->gfree.pop();
+    G* g = p->gfree.pop();
+    p->gfreecnt.store(p->gfree.size, std::memory_order_relaxed);
+    return g;
   }
   std::lock_guard<std::mutex> lock(sched.lock);
   return gfget_global_locked();
@@ -163,13 +166,17 @@ void gfput_global_locked(G* g) {
 
 
 void gfput(P* p, G* g) {
-  g->m = nullptr;
+  relaxed_store<M*>(g->m, nullptr);
   // LIFO, as Go's gfput: the G that died last is reborn first, while its
   // page (G and top frames) is still in the cache.
   p->gfree.push_front(g);
-  if (p->gfree.size <= kGFreeLocalMax) return;
+  if (p->gfree.size <= kGFreeLocalMax) {
+    p->gfreecnt.store(p->gfree.size, std::memory_order_relaxed);
+    return;
+  }
   // The older half goes to the global list (or is released).
   GQueue older = p->gfree.take_after(kGFreeLocalMax / 2);
+  p->gfreecnt.store(p->gfree.size, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(sched.lock);
   while (G* old = older.pop()) gfput_global_locked(old);
 }
@@ -245,28 +252,55 @@ const char* gstatus_string(GStatus s) {
   return "?";
 }
 
+// Indexed by WaitReason. A table rather than a switch so that the gdb
+// extension (gmp/gdb/libgort-gdb.py) reads the same strings from a core
+// file, where it cannot call a function.
+extern const char* const kWaitReasonStrings[] = {
+    "",                         // kNone
+    "chan send",                // kChanSend
+    "chan receive",             // kChanRecv
+    "select",                   // kSelect
+    "select (no cases)",        // kSelectNoCases
+    "chan send (nil chan)",     // kChanSendNilChan
+    "chan receive (nil chan)",  // kChanRecvNilChan
+    "sync.Mutex.Lock",          // kSyncMutex
+    "sync.RWMutex.Lock",        // kSyncRWMutex
+    "sync.WaitGroup.Wait",      // kSyncWaitGroup
+    "sync.Cond.Wait",           // kSyncCond
+    "semacquire",               // kSemacquire
+    "sleep",                    // kSleep
+    "IO wait",                  // kIOWait
+    "timer",                    // kTimer
+    "preempted",                // kPreempted
+    "test",                     // kTest
+};
+static_assert(std::size(kWaitReasonStrings) == static_cast<size_t>(WaitReason::kNumWaitReasons),
+              "one string per WaitReason");
+
 const char* wait_reason_string(WaitReason r) {
-  switch (r) {
-    case WaitReason::kNone: return "";
-    case WaitReason::kChanSend: return "chan send";
-    case WaitReason::kChanRecv: return "chan receive";
-    case WaitReason::kSelect: return "select";
-    case WaitReason::kSelectNoCases: return "select (no cases)";
-    case WaitReason::kChanSendNilChan: return "chan send (nil chan)";
-    case WaitReason::kChanRecvNilChan: return "chan receive (nil chan)";
-    case WaitReason::kSyncMutex: return "sync.Mutex.Lock";
-    case WaitReason::kSyncRWMutex: return "sync.RWMutex.Lock";
-    case WaitReason::kSyncWaitGroup: return "sync.WaitGroup.Wait";
-    case WaitReason::kSyncCond: return "sync.Cond.Wait";
-    case WaitReason::kSemacquire: return "semacquire";
-    case WaitReason::kSleep: return "sleep";
-    case WaitReason::kIOWait: return "IO wait";
-    case WaitReason::kTimer: return "timer";
-    case WaitReason::kPreempted: return "preempted";
-    case WaitReason::kTest: return "test";
-  }
-  return "?";
+  auto i = static_cast<size_t>(r);
+  return i < std::size(kWaitReasonStrings) ? kWaitReasonStrings[i] : "?";
 }
+
+namespace {
+
+// main has returned and the runtime is stopping. In Go the process would be
+// gone and this spawn with it, so it is dropped without a word: the closure
+// is never copied, and the calling goroutine goes back to the scheduler,
+// which is shutting down, so it stops here as Go's would have stopped
+// anywhere (it is abandoned with the others; docs/runtime.md, "Shutdown").
+// Where it may not switch (an OS lock held, inside blocking() or NoPreempt)
+// go() just returns, and the goroutine stops at its next chance.
+void spawn_dropped(M* m) {
+  G* self = m != nullptr ? m->curg : nullptr;
+  if (self == nullptr || self->nopreempt != 0 || m->in_blocking.load(std::memory_order_relaxed) ||
+      m->locks.load(std::memory_order_relaxed) != 0 || m->oslocks.load(std::memory_order_relaxed) != 0) {
+    return;
+  }
+  gosched();
+}
+
+}  // namespace
 
 G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
   M* m = getm();
@@ -286,11 +320,13 @@ G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
     // waits for external_go to drain) cannot free the runtime under it.
     sched.external_go.fetch_add(1, std::memory_order_acq_rel);
   }
-  if (!sched.running.load(std::memory_order_acquire) ||
-      sched.stopping.load(std::memory_order_acquire)) {
+  bool running = sched.running.load(std::memory_order_acquire);
+  if (!running || sched.stopping.load(std::memory_order_acquire)) {
     if (p == nullptr) sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
     if (gated) releasem(m);
-    throw panic_error("gort::go: the runtime is not running (call it inside gort::run)");
+    if (!running) throw panic_error("gort::go: the runtime is not running (call it inside gort::run)");
+    spawn_dropped(m);
+    return nullptr;
   }
   G* g = gfget(p);
   if (g != nullptr) {
@@ -306,7 +342,7 @@ G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
   g->started = false;
   g->spawned_external = p == nullptr;
   g->param = nullptr;
-  g->id = next_goid(p);
+  relaxed_store(g->id, next_goid(p));
   g->gopc = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
   G* parent = m != nullptr ? m->curg : nullptr;
   g->parent_goid = parent != nullptr ? parent->id : 0;

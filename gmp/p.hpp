@@ -25,7 +25,7 @@ enum class PStatus : uint32_t { kIdle, kRunning, kBlocking, kStopped, kDead };
 struct alignas(64) P {
   int32_t id = 0;
   std::atomic<PStatus> status{PStatus::kIdle};
-  M* m = nullptr;      // the M holding this P, if any
+  M* m = nullptr;      // the M holding this P, if any (relaxed_store)
   P* link = nullptr;   // idle list
   // Incremented at every execute (read by sysmon: a tick that does not
   // move for a whole time slice means one G has run that long).
@@ -44,6 +44,9 @@ struct alignas(64) P {
   // batch for Gs to be born on (only ever refilled: a stack goes back to
   // the pool only with its released G).
   GQueue gfree;
+  // gfree.size, for schedtrace (sysmon reads it; the owner's stores are
+  // plain movs, relaxed).
+  std::atomic<int32_t> gfreecnt{0};
   static constexpr int kStackCacheMax = 32;
   char* stacks[kStackCacheMax];
   int nstacks = 0;

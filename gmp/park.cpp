@@ -25,14 +25,14 @@ void after_switch(G* prev) {
     case AfterSwitch::kNone:
       break;
     case AfterSwitch::kRunqTail:
-      prev->m = nullptr;
+      relaxed_store<M*>(prev->m, nullptr);
       if (m->p != nullptr) {
         runqput(m->p, prev, false);
         break;
       }
       [[fallthrough]];  // no P (see ensurep)
     case AfterSwitch::kGlobal: {
-      prev->m = nullptr;
+      relaxed_store<M*>(prev->m, nullptr);
       {
         std::lock_guard<std::mutex> lock(sched.lock);
         globrunqput_locked(prev);
@@ -41,7 +41,7 @@ void after_switch(G* prev) {
       break;
     }
     case AfterSwitch::kPark:
-      prev->m = nullptr;
+      relaxed_store<M*>(prev->m, nullptr);
       if (!m->park_unlock(prev, m->park_arg)) {
         set_status(prev, GStatus::kWaiting, GStatus::kRunnable);
         runqput_or_global(m->p, prev, true);
@@ -52,7 +52,7 @@ void after_switch(G* prev) {
       if (m->p != nullptr) {
         gfput(m->p, prev);
       } else {
-        prev->m = nullptr;
+        relaxed_store<M*>(prev->m, nullptr);
         std::lock_guard<std::mutex> lock(sched.lock);
         gfput_global_locked(prev);
       }
@@ -98,11 +98,11 @@ void park(bool (*unlock)(G*, void*), void* arg, WaitReason reason) {
   ensurep(m);
   m->park_unlock = unlock;
   m->park_arg = arg;
-  self->waitreason = reason;
-  self->waitsince = sched.coarse_now.load(std::memory_order_relaxed);
+  relaxed_store(self->waitreason, reason);
+  relaxed_store(self->waitsince, sched.coarse_now.load(std::memory_order_relaxed));
   set_status(self, GStatus::kRunning, GStatus::kWaiting);
   gschedule(self, AfterSwitch::kPark);
-  self->waitreason = WaitReason::kNone;
+  relaxed_store(self->waitreason, WaitReason::kNone);
   releasem(getm());
 }
 

@@ -74,7 +74,7 @@ inline void make_current(M* m, G* g, bool inherit = false) {
     if (g->ran_out && sched.hooks.slice_started != nullptr) sched.hooks.slice_started(p, p->schedtick);
   }
   g->ran_out = false;
-  g->m = m;
+  relaxed_store(g->m, m);
   g->preempt.store(false, std::memory_order_relaxed);
   m->curg = g;
 }

@@ -58,6 +58,7 @@ void destroy_p_locked(P* p) {
   p->status.store(PStatus::kDead, std::memory_order_seq_cst);
   timers_move(p, sched.allp[0]);
   while (G* g = p->gfree.pop()) gfput_global_locked(g);
+  p->gfreecnt.store(0, std::memory_order_relaxed);
   if (p->nstacks > 0) {
     sched.stacks.free(p->stacks, static_cast<size_t>(p->nstacks));
     p->nstacks = 0;
@@ -88,9 +89,9 @@ void procresize_locked(M* m, int32_t n) {
   for (int32_t i = n; i < old; i++) destroy_p_locked(sched.allp[static_cast<size_t>(i)]);
   if (m->p->id >= n) {
     P* p0 = sched.allp[0];
-    m->p->m = nullptr;
+    relaxed_store<M*>(m->p->m, nullptr);
     m->p = p0;
-    p0->m = m;
+    relaxed_store(p0->m, m);
   }
   sched.allp.set_size(n, nalloc);
 }
@@ -129,7 +130,7 @@ void gcstopm(M* m) {
     std::lock_guard<std::mutex> lock(sched.lock);
     P* p = releasep(m);
     if (m->spinning) {
-      m->spinning = false;
+      relaxed_store(m->spinning, false);
       sched.nmspinning.fetch_sub(1, std::memory_order_acq_rel);
     }
     if (!stop_p_if_waiting_locked(p)) {

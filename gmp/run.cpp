@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "gmp/debugvars.hpp"
 #include "gmp/fatal.hpp"
 #include "gmp/sanitizer.hpp"
 #include "gmp/sched.hpp"
@@ -174,6 +175,7 @@ int run_main(void (*body)(void*, int*), void* arg, const Config& cfg_in) {
   }
   Config cfg = cfg_in;
   cfg.procs = resolve_procs(cfg.procs);
+  parse_debugvars(std::getenv("GORT_DEBUG"));
   if (cfg.time_slice <= absl::ZeroDuration()) cfg.time_slice = absl::Milliseconds(10);
   reset_sched(cfg);
   pthread_sigmask(SIG_SETMASK, nullptr, &sched.m_sigmask);
@@ -200,7 +202,7 @@ int run_main(void (*body)(void*, int*), void* arg, const Config& cfg_in) {
   sched.mcount = 1;
   P* p0 = sched.allp[0];
   m0->p = p0;
-  p0->m = m0;
+  relaxed_store(p0->m, m0);
   p0->status.store(PStatus::kRunning);
   for (int i = cfg.procs - 1; i >= 1; i--) {
     P* p = sched.allp[static_cast<size_t>(i)];

@@ -58,6 +58,14 @@ class Runq {
     return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_acquire) &&
            runnext_.load(std::memory_order_acquire) == nullptr;
   }
+  // The ring alone, without runnext (what Go's schedtrace calls the queue's
+  // length).
+  // Head first: both only grow, so the difference is never negative.
+  uint32_t ring_size() const {
+    uint32_t h = head_.load(std::memory_order_acquire);
+    uint32_t t = tail_.load(std::memory_order_acquire);
+    return t - h;
+  }
   uint32_t size() const {
     uint32_t h = head_.load(std::memory_order_acquire);
     uint32_t t = tail_.load(std::memory_order_acquire);

@@ -56,7 +56,7 @@ G* globrunqget_locked(P* p, int32_t max) {
 }
 
 void reset_spinning(M* m) {
-  m->spinning = false;
+  relaxed_store(m->spinning, false);
   int32_t n = sched.nmspinning.fetch_sub(1, std::memory_order_acq_rel) - 1;
   if (n < 0) fatal("reset_spinning: negative nmspinning");
   // We found work: another M may find more (ramp up parallelism).
@@ -152,7 +152,7 @@ top:
   int32_t busy = sched.procs() - sched.npidle.load(std::memory_order_acquire);
   if (m->spinning || 2 * sched.nmspinning.load(std::memory_order_acquire) < busy) {
     if (!m->spinning) {
-      m->spinning = true;
+      relaxed_store(m->spinning, true);
       sched.nmspinning.fetch_add(1, std::memory_order_acq_rel);
     }
     if (G* g = steal_work(m)) return g;
@@ -175,7 +175,7 @@ top:
     pidleput(p);
   }
   if (m->spinning) {
-    m->spinning = false;
+    relaxed_store(m->spinning, false);
     if (sched.nmspinning.fetch_sub(1, std::memory_order_acq_rel) - 1 < 0) {
       fatal("find_runnable: negative nmspinning");
     }
@@ -188,7 +188,7 @@ top:
         lock.unlock();
         if (np != nullptr) {
           acquirep(m, np);
-          m->spinning = true;
+          relaxed_store(m->spinning, true);
           sched.nmspinning.fetch_add(1, std::memory_order_acq_rel);
           goto top;
         }

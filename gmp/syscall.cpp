@@ -75,7 +75,7 @@ void entersyscall() {
   // and hand it off, and any M leaving blocking() may take it
   // (kBlocking -> kRunning), ours or not (see exitsyscall). m->p stays set
   // only as a hint for which timer heap to use.
-  p->m = nullptr;
+  relaxed_store<M*>(p->m, nullptr);
   p->status.store(PStatus::kBlocking, std::memory_order_release);
   releasem(m);
 }
@@ -93,7 +93,7 @@ void exitsyscall() {
     // Fast path: our P is free. It may have been retaken and handed off
     // meanwhile, and be in blocking() again under another M: taking it is
     // then a retake like sysmon's (as in Go), and that M finds it gone.
-    oldp->m = m;
+    relaxed_store(oldp->m, m);
     m->p = oldp;
     return;
   }

@@ -133,6 +133,14 @@ int64_t timers_first(P* p) {
   return th ? th->timer0.load(std::memory_order_acquire) : 0;
 }
 
+int32_t timers_len(P* p) {
+  TimerHeap* th = heap_of(p);
+  lock_word(&th->lock);
+  auto n = static_cast<int32_t>(th->heap.size());
+  unlock_word(&th->lock);
+  return n;
+}
+
 namespace {
 
 void add_locked(Timer* t, int64_t when, int64_t period) {
@@ -158,7 +166,7 @@ void add_locked(Timer* t, int64_t when, int64_t period) {
   t->modwhen.store(0, std::memory_order_relaxed);
   __atomic_store_n(&t->p, p, __ATOMIC_RELEASE);
   t->state = Timer::kQueued;
-  t->seq++;
+  t->seq.fetch_add(1, std::memory_order_release);
   if (t->ref) t->ref(t, +1);
   heap_push(th, t);
   bool first = th->heap[0] == t;
@@ -169,7 +177,13 @@ void add_locked(Timer* t, int64_t when, int64_t period) {
 bool stop_locked(Timer* t) {
   for (;;) {
     P* p = __atomic_load_n(&t->p, __ATOMIC_ACQUIRE);
-    if (p == nullptr) return false;
+    if (p == nullptr) {
+      // Idle: never armed, stopped, or a one-shot firing claimed. The
+      // runner read seq before it cleared p (which this load saw), so its
+      // f sees this bump.
+      t->seq.fetch_add(1, std::memory_order_release);
+      return false;
+    }
     TimerHeap* th = heap_of(p);
     lock_word(&th->lock);
     if (t->p != p) {  // moved or expired while we were locking
@@ -178,7 +192,7 @@ bool stop_locked(Timer* t) {
     }
     heap_remove(th, t);
     t->state = Timer::kIdle;
-    t->seq++;
+    t->seq.fetch_add(1, std::memory_order_release);
     t->modwhen.store(0, std::memory_order_relaxed);
     __atomic_store_n(&t->p, nullptr, __ATOMIC_RELEASE);
     unlock_word(&th->lock);
@@ -218,7 +232,7 @@ bool reset_locked(Timer* t, int64_t when, int64_t period) {
       unlock_word(&th->lock);
       continue;
     }
-    t->seq++;
+    t->seq.fetch_add(1, std::memory_order_release);
     t->when = when;
     t->target = when;
     t->period = period;
@@ -291,7 +305,8 @@ int64_t timers_run(P* p, int64_t now) {
     auto* f = t->f;
     auto* ref = t->ref;
     bool wake = false;
-    t->seq++;
+    // The claim's seq, read before `p` is cleared below (see timer.hpp).
+    uint32_t seq = t->seq.load(std::memory_order_relaxed);
     if (t->period > 0) {
       // Periodic: next tick (skipping the ticks we are late for), queued
       // before f runs; f runs under an extra reference of its own, since a
@@ -315,7 +330,7 @@ int64_t timers_run(P* p, int64_t now) {
     int64_t next_when = t->when;
     unlock_word(&th->lock);
     if (wake) wake_poller(next_when);
-    f(t, now);  // from here on t may be freed, re-armed or running elsewhere
+    f(t, now, seq);  // from here on t may be freed, re-armed or running elsewhere
     if (ref) ref(t, -1);
     lock_word(&th->lock);
   }

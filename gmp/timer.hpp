@@ -47,6 +47,17 @@
 // the timer (sleep's timer lives on the sleeper's stack, and f readies the
 // sleeper).
 //
+// Stale firings: a stop or reset that returns false may race with an f
+// already claimed (or, for a periodic timer, a stop or reset that returns
+// true with an f of an earlier tick still running). `seq` tells f apart:
+// every add, stop and reset bumps it (except a reset that only moves a
+// queued one-shot timer later, whose arming fires as the new one), and the
+// runner reads it when it claims a firing (before a one-shot timer's `p`
+// is cleared, under the heap lock) and passes that value to f. An owner
+// that serialises f's effect with its stop and reset under a lock of its
+// own sees timer_seq(t) != seq in f exactly when a stop or reset came after
+// the claim (Go's timer.seq; stdlib/time.cpp uses it for the channels).
+//
 // Lifetime: whoever owns a Timer keeps it alive while it is queued and while
 // f may run. The stdlib types do this with the `ref` hook: the runner holds
 // the heap's reference across f (one-shot) or takes an extra one for the
@@ -65,7 +76,8 @@ struct Timer {
 
   int64_t when = 0;    // nanotime
   int64_t period = 0;  // 0: one-shot
-  void (*f)(Timer* t, int64_t now) = nullptr;
+  // `seq`: timer_seq(t) when this firing was claimed (see above).
+  void (*f)(Timer* t, int64_t now, uint32_t seq) = nullptr;
   void* arg = nullptr;
   // Reference counting hook (may be null): +1 when the timer enters a heap
   // and around a periodic call of f, -1 when those end. Must count (calls
@@ -83,9 +95,10 @@ struct Timer {
   P* p = nullptr;
   int32_t index = -1;
   State state = kIdle;
-  // Bumped on every add/stop/expiry and every reset that takes the heap
-  // lock (debugging).
-  uint32_t seq = 0;
+  // Bumped by every add, stop and reset, except reset's lock-free path
+  // (see "Stale firings" above). Written under `mu`; the heap lock too
+  // while the timer is queued.
+  std::atomic<uint32_t> seq{0};
 };
 
 // Adds t (kIdle) to the current P's heap, firing at `when`. From a plain
@@ -103,6 +116,8 @@ bool timer_stop(Timer* t);
 bool timer_reset(Timer* t, int64_t when, int64_t period);
 // True if t is queued (its f may still be running when this is false).
 bool timer_active(Timer* t);
+// t's stop/reset count (see "Stale firings" above).
+inline uint32_t timer_seq(const Timer* t) { return t->seq.load(std::memory_order_acquire); }
 
 // Scheduler side.
 // Runs p's expired timers; returns p's next `when`, or -1 if none.
@@ -111,6 +126,9 @@ int64_t timers_run(P* p, int64_t now);
 int64_t timers_next();
 // Earliest `when` of p (relaxed snapshot), or 0 if none.
 int64_t timers_first(P* p);
+// Timers in p's heap (schedtrace's timerslen). Takes p's timer lock: call
+// it holding no other runtime lock.
+int32_t timers_len(P* p);
 // Creates p's heap (run() does it for every P).
 void timers_init(P* p);
 // Frees p's heap at shutdown (timers left in it are abandoned).

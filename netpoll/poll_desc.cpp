@@ -149,7 +149,7 @@ bool commit_wait(G* g, void* arg) {
   return false;  // readiness, close or a deadline came first: resume now
 }
 
-void deadline_fired(Timer* t, int64_t) {
+void deadline_fired(Timer* t, int64_t, uint32_t) {
   auto* pd = static_cast<PollDesc*>(t->arg);
   int mode = t == &pd->rt ? 'r' : 'w';
   lock_word(&pd->lock);

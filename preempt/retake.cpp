@@ -143,7 +143,7 @@ bool retake_blocked(P* p, BlockedWatch* w, int64_t now, int64_t* next_look) {
     return false;
   }
   // The M is frozen outside the runtime (it stops at ensurep): p is ours.
-  p->m = nullptr;
+  relaxed_store<M*>(p->m, nullptr);
   g->preempt.store(true, std::memory_order_relaxed);
   m->retake.store(kRetakeDone, std::memory_order_release);
   w->m = nullptr;

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "gmp/clock_rand.hpp"
-#include "gmp/debug_vars.hpp"
+#include "gmp/debugvars.hpp"
 #include "gmp/fatal.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/symbolize.hpp"
@@ -111,7 +111,7 @@ const char* why_running(M* m, G* g) {
 }  // namespace
 
 void stall_init() {
-  int64_t ms = debug_var("stallreport", kDefaultStallMs);
+  int64_t ms = debug.stallreport;
   g_threshold_ns = ms > 0 ? ms * 1000 * 1000 : 0;
   if (g_blocked == nullptr) g_blocked = new std::vector<Blocked>;
   g_blocked->clear();

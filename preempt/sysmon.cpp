@@ -14,7 +14,9 @@
 //   - reports a goroutine that keeps its P far past its slice, or an M the
 //     kernel keeps blocked outside blocking() (stall.cpp);
 //   - keeps Sched::coarse_now, and prints the goroutines on SIGQUIT
-//     (sigquit.cpp).
+//     (sigquit.cpp);
+//   - prints Go's SCHED trace every GORT_DEBUG=schedtrace=N ms
+//     (gmp/schedtrace.cpp).
 //
 // Sleep: 20 µs between rounds while something happens (a P retaken,
 // network work injected; a preemption does not count), doubling after 50
@@ -22,7 +24,8 @@
 // ends (that is what keeps preemption latency near one slice, where Go's
 // sysmon, backed off to 10 ms, preempts only at its second look). When
 // every P is idle and no M is in blocking(), it sleeps until a P starts
-// running again, so an idle program costs nothing.
+// running again, so an idle program costs nothing. With schedtrace on, as in
+// Go, it never sleeps that deep nor past the next trace.
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -36,8 +39,10 @@
 #include <thread>
 #include <vector>
 
+#include "gmp/debugvars.hpp"
 #include "gmp/fatal.hpp"
 #include "gmp/sched.hpp"
+#include "gmp/schedtrace.hpp"
 #include "gmp/timer.hpp"
 #include "preempt/preempt.hpp"
 
@@ -110,8 +115,10 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
   int n = 0;
   int64_t slice = sched.time_slice_ns;
   *next_deadline = INT64_MAX;
-  // While the world stops, the stopper takes the Ps; nothing to retake.
-  if (sched.gcwaiting.load(std::memory_order_acquire)) return 0;
+  // Retakes go on while the world stops: a P that sysmon hands off is
+  // stopped by pidleput or by its next M (procresize.cpp), and the stopper
+  // cannot take the P of an M the kernel blocks outside blocking() (a
+  // goroutine in std::thread::join) by itself.
   const size_t nprocs = static_cast<size_t>(sched.allp.size());
   for (size_t i = 0; i < nprocs; i++) {
     P* p = sched.allp[i];
@@ -195,6 +202,11 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
 void sysmon_loop(Sysmon* s) {
   int idle = 0;
   int64_t delay = kMinDelayNs;
+  // schedtrace: when this run's first trace and the last one were printed
+  // (0: none yet). Go's sysmon keeps the same two.
+  int64_t trace_start = 0;
+  int64_t lasttrace = 0;
+  const int64_t trace_every = int64_t{debug.schedtrace} * 1000 * 1000;
   for (;;) {
     if (idle == 0) {
       delay = kMinDelayNs;
@@ -209,6 +221,11 @@ void sysmon_loop(Sysmon* s) {
     int acted = retake(s, now, &deadline);
     bool stall_pending = stall_check_blocked(now);
     if (s->stop.load(std::memory_order_acquire)) return;
+    if (trace_every > 0 && (trace_start == 0 || lasttrace + trace_every <= now)) {
+      if (trace_start == 0) trace_start = now;
+      lasttrace = now;
+      schedtrace(trace_start, now, debug.scheddetail > 0);
+    }
     // Dead goroutines' stacks the program stopped needing (a round that
     // released some counts as busy, so the rest follow quickly).
     if (gfree_scavenge(now, false) > 0) acted++;
@@ -249,7 +266,10 @@ void sysmon_loop(Sysmon* s) {
     // Going to sleep until a P runs again: nothing will come back for the
     // dead Gs beyond the warm limit meanwhile.
     if (all_idle && idle > 50) gfree_scavenge(now, true);
-    sleep_ns(s, sleep, all_idle && idle > 50);
+    if (trace_every > 0) {
+      sleep = std::max(kMinDelayNs, std::min(sleep, lasttrace + trace_every - now));
+    }
+    sleep_ns(s, sleep, all_idle && idle > 50 && trace_every == 0);
     if (s->stop.load(std::memory_order_acquire)) return;
   }
 }

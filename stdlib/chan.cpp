@@ -4,12 +4,17 @@
 // go through the lock-free ring and take the lock only to park, to wake a
 // parked partner, or to close; the protocol is at the top of
 // stdlib/chan_ring.hpp.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <bit>
 #include <cstdint>
+#include <cstring>
 #include <new>
 
 #include "gmp/fatal.hpp"
 #include "gmp/lock.hpp"
+#include "gmp/sanitizer.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
 #include "stdlib/chan_impl.hpp"
@@ -28,6 +33,20 @@ constexpr size_t kMaxAlloc = sizeof(void*) == 8 ? size_t{1} << 47 : size_t{1} <<
 // line after them.
 size_t core_align(const ElemType* et) {
   return et->align > kCacheLine ? et->align : kCacheLine;
+}
+
+// A channel whose ring is larger than this is mapped on its own (mmap):
+// fresh anonymous pages read as zero and cost nothing until a value first
+// reaches them (chan_ring.hpp), whatever malloc would do (calloc clears
+// what it takes from its heap, and all of it under MALLOC_PERTURB_).
+// Smaller ones come from operator new and are zeroed here, which is cheap
+// at this size and keeps making a small channel a malloc, not a system
+// call. (glibc's malloc maps blocks this large on its own as well.)
+constexpr size_t kMappedRing = 256 * 1024;
+
+size_t page_size() {
+  static const size_t size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return size;
 }
 
 bool never_unlock(G*, void*) { return true; }
@@ -88,25 +107,38 @@ ChanCore* chan_make(const ElemType* et, size_t cap) {
       throw panic_error("makechan: size out of range");
     }
   }
+  // Under the bound but more than the system will give (overcommit policy,
+  // RLIMIT_AS): the caller's capacity is still what is wrong, and a panic
+  // is what the caller can recover from.
+  size_t ring = slot * cap;
   void* mem;
-  try {
-    mem = ::operator new(header + slot * cap, std::align_val_t(align));
-  } catch (const std::bad_alloc&) {
-    // Under the bound but more than the system will give (overcommit
-    // policy, RLIMIT_AS): the caller's capacity is still what is wrong, and
-    // a panic is what the caller can recover from.
-    throw panic_error("makechan: size out of range");
+  size_t mapped = 0;
+  if (ring <= kMappedRing || align > page_size()) {
+    try {
+      mem = ::operator new(header + ring, std::align_val_t(align));
+    } catch (const std::bad_alloc&) {
+      throw panic_error("makechan: size out of range");
+    }
+    std::memset(static_cast<char*>(mem) + header, 0, ring);
+  } else {
+    mapped = round_up(header + ring, page_size());
+    mem = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) throw panic_error("makechan: size out of range");
+    // Values in the ring may own heap memory: LeakSanitizer must scan it
+    // as it scans the heap (a mapping is not).
+    lsan_register_root(mem, mapped);
   }
   auto* c = new (mem) ChanCore;
   c->cap = cap;
   c->et = et;
   c->buf = static_cast<char*>(mem) + header;
+  c->mapped_bytes = mapped;
   if (cap > 0) {
     c->slot_size = static_cast<uint32_t>(slot);
     c->elem_off = static_cast<uint32_t>(elem_off);
     c->mark_bit = std::bit_ceil(uint64_t{cap} + 1);
     c->one_lap = c->mark_bit * 2;
-    for (size_t i = 0; i < cap; i++) new (c->slot(i)) std::atomic<uint64_t>(i);
+    // The zeroed ring is ready as it is (chan_ring.hpp: stamps).
   }
   return c;
 }
@@ -122,8 +154,14 @@ void chan_release(ChanCore* c) {
     for (size_t i = 0; i < n; i++, x = x + 1 == c->cap ? 0 : x + 1) elem_destroy(c->et, c->slot(x) + c->elem_off);
   }
   size_t align = core_align(c->et);
+  size_t mapped = c->mapped_bytes;
   c->~ChanCore();
-  ::operator delete(static_cast<void*>(c), std::align_val_t(align));
+  if (mapped != 0) {
+    lsan_unregister_root(c, mapped);
+    ::munmap(c, mapped);
+  } else {
+    ::operator delete(static_cast<void*>(c), std::align_val_t(align));
+  }
 }
 
 void recv_from_sender(ChanCore* c, Waiter* s, void* out) {
@@ -364,8 +402,8 @@ void chan_close(ChanCore* c) {
   wl.wake_all();
 }
 
-size_t chan_len(const ChanCore* c) { return c == nullptr || c->cap == 0 ? 0 : ring_len(c); }
+size_t chan_len(const ChanCore* c) { return c == nullptr || c->cap == 0 || c->timer ? 0 : ring_len(c); }
 
-size_t chan_cap(const ChanCore* c) { return c == nullptr ? 0 : c->cap; }
+size_t chan_cap(const ChanCore* c) { return c == nullptr || c->timer ? 0 : c->cap; }
 
 }  // namespace gort::internal

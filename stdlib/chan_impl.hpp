@@ -115,8 +115,14 @@ struct ChanCore {
   // ---- line 1: under lock ----
   alignas(kCacheLine) std::atomic<uint32_t> lock{0};
   bool closed = false;
+  // Constant once shared: a Timer's or Ticker's channel, whose len and cap
+  // read 0 as Go 1.23's do (docs/time-and-context.md).
+  bool timer = false;
   WaitQ recvq;
   WaitQ sendq;
+  // Constant, read only to free the channel: the length of the mapping
+  // the core starts (a large ring, chan.cpp), or 0 for operator new.
+  size_t mapped_bytes = 0;
 
   // ---- buffered: the ring's positions (chan_ring.hpp) ----
   alignas(kCacheLine) std::atomic<uint64_t> head{0};

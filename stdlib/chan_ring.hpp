@@ -15,7 +15,15 @@
 // A sender claims its position with a CAS on tail, moves its value in and
 // publishes stamp = tail + 1; a receiver claims with a CAS on head, moves
 // the value out and publishes stamp = head + one_lap (free for the sender
-// one lap later). Between claim and publish a position is in flight;
+// one lap later). A slot's element is constructed by the send that fills
+// it and destroyed by the receive that empties it; a slot no value has
+// reached is never written. Its stamp is stored as stamp - index, so the
+// initial stamp (index: free for lap 0) is stored as 0 and a zeroed ring is
+// a ready one: make_chan writes nothing into a large ring, whose untouched
+// pages then stay the kernel's shared zero page (a buffer of 1 << 28 costs
+// what the values that passed through it touched, as in Go, where
+// untouched buffer pages cost nothing either). Between claim and publish a
+// position is in flight;
 // whoever reaches it meanwhile waits: a few growing rounds of pause, then
 // sched_yield. The yield matters: on a busy machine the claimer's thread
 // may be descheduled inside its window, and a waiter that only spun would
@@ -142,8 +150,14 @@ class InFlight {
   M* m_;
 };
 
-inline std::atomic<uint64_t>& stamp_at(char* slot) {
-  return *reinterpret_cast<std::atomic<uint64_t>*>(slot);
+// The stamp of the slot at `index` (stored relative to it, see above). A
+// plain uint64_t accessed atomically: the zeroed bytes of a fresh ring are
+// such objects already, with no constructor run over them.
+inline uint64_t load_stamp(char* slot, uint64_t index) {
+  return __atomic_load_n(reinterpret_cast<uint64_t*>(slot), __ATOMIC_ACQUIRE) + index;
+}
+inline void store_stamp(char* slot, uint64_t index, uint64_t stamp) {
+  __atomic_store_n(reinterpret_cast<uint64_t*>(slot), stamp - index, __ATOMIC_RELEASE);
 }
 
 // Moves *elem into the ring: kOk, kWouldBlock (full) or kClosed (*elem is
@@ -158,13 +172,13 @@ inline RingResult ring_send(ChanCore* c, void* elem) {
     uint64_t index = tail & (mark - 1);
     uint64_t lap = tail & ~(one_lap - 1);
     char* slot = c->slot(index);
-    uint64_t stamp = stamp_at(slot).load(std::memory_order_acquire);
+    uint64_t stamp = load_stamp(slot, index);
     if (stamp == tail) {
       uint64_t next = index + 1 < c->cap ? tail + 1 : lap + one_lap;
       if (c->tail.compare_exchange_weak(tail, next, std::memory_order_seq_cst,
                                         std::memory_order_relaxed)) {
         elem_move(c->et, slot + c->elem_off, elem);
-        stamp_at(slot).store(tail + 1, std::memory_order_release);
+        store_stamp(slot, index, tail + 1);
         return RingResult::kOk;
       }
       b.spin();
@@ -193,14 +207,14 @@ inline RingResult ring_recv(ChanCore* c, void* out) {
     uint64_t index = head & (mark - 1);
     uint64_t lap = head & ~(one_lap - 1);
     char* slot = c->slot(index);
-    uint64_t stamp = stamp_at(slot).load(std::memory_order_acquire);
+    uint64_t stamp = load_stamp(slot, index);
     if (stamp == head + 1) {
       uint64_t next = index + 1 < c->cap ? head + 1 : lap + one_lap;
       if (c->head.compare_exchange_weak(head, next, std::memory_order_seq_cst,
                                         std::memory_order_relaxed)) {
         elem_move(c->et, out, slot + c->elem_off);
         elem_destroy(c->et, slot + c->elem_off);
-        stamp_at(slot).store(head + one_lap, std::memory_order_release);
+        store_stamp(slot, index, head + one_lap);
         return RingResult::kOk;
       }
       b.spin();

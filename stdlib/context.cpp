@@ -1,147 +1,219 @@
-// stdlib/context.cpp — gort::Context (Go's context.go, cancelCtx and
-// timerCtx).
-//
-// Each node has a lock (a runtime lock: it is never held across a park)
-// protecting its error, its children and its timer. Cancellation takes the
-// node's lock, records the error, closes done, detaches the children and
-// cancels them after unlocking (so a lock is never held while taking a
-// child's: no lock order to get wrong). A child unregisters itself from its
-// parent when cancelled on its own.
-#include <mutex>
-#include <unordered_map>
+// stdlib/context.cpp — gort::Context handles (Go's context.go apart from
+// the cancellation tree, which is stdlib/context_cancel.cpp): the methods
+// of each kind, background and todo, values, without_cancel, cause and the
+// chain's name (Go's String methods).
+#include <cxxabi.h>
 
-#include "gmp/lock.hpp"
+#include <cstdlib>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gort/context.hpp"
-#include "gort/time.hpp"
+#include "gmp/sched.hpp"
+#include "stdlib/context_node.hpp"
 
 namespace gort {
 
-struct Context::Node : std::enable_shared_from_this<Context::Node> {
-  std::atomic<uint32_t> lock{0};
-  Chan<std::monostate> done = make_chan<std::monostate>();
-  absl::Status err;  // OK until cancelled
-  std::atomic<bool> cancelled{false};
-  std::optional<absl::Time> deadline;
-  std::weak_ptr<Node> parent;
-  std::unordered_map<Node*, std::shared_ptr<Node>> child_refs;
-  Timer timer;
-  bool has_timer_ = false;
-
-  void cancel(bool remove_from_parent, const absl::Status& why) {
-    internal::lock_word(&lock);
-    if (cancelled.load(std::memory_order_relaxed)) {
-      internal::unlock_word(&lock);
-      return;
-    }
-    err = why;
-    cancelled.store(true, std::memory_order_release);
-    auto kids = std::move(child_refs);
-    child_refs.clear();
-    Timer t = timer;
-    bool has_timer = has_timer_;
-    internal::unlock_word(&lock);
-    done.close();
-    if (has_timer) t.stop();  // release the deadline timer
-    for (auto& [raw, child] : kids) child->cancel(false, why);
-    if (remove_from_parent) {
-      if (auto p = parent.lock()) {
-        internal::lock_word(&p->lock);
-        p->child_refs.erase(this);
-        internal::unlock_word(&p->lock);
-      }
-    }
-  }
-};
-
-Context::Context() = default;
-
-Chan<std::monostate> Context::done() const { return n_ ? n_->done : Chan<std::monostate>(); }
-
-absl::Status Context::err() const {
-  if (!n_ || !n_->cancelled.load(std::memory_order_acquire)) return absl::OkStatus();
-  internal::lock_word(&n_->lock);
-  absl::Status s = n_->err;
-  internal::unlock_word(&n_->lock);
-  return s;
-}
-
-std::optional<absl::Time> Context::deadline() const {
-  return n_ ? n_->deadline : std::nullopt;
-}
-
-Context background() { return Context(); }
+using internal::CancelNode;
+using internal::ContextAccess;
+using internal::ValueNodeBase;
+using Kind = Context::Node::Kind;
 
 namespace {
 
-const absl::Status& canceled_error() {
-  static const absl::Status s = absl::CancelledError("context canceled");
-  return s;
+struct WithoutCancelNode final : Context::Node {
+  WithoutCancelNode() : Node(Kind::kWithoutCancel) {}
+  WithoutCancelNode(const WithoutCancelNode&) = delete;
+  WithoutCancelNode& operator=(const WithoutCancelNode&) = delete;
+  ~WithoutCancelNode() { internal::release_chain(&parent, depth); }
+  Context parent;
+};
+
+// Where done(), err() and deadline() are answered: value nodes forward to
+// their nearest other ancestor.
+const Context::Node* state_of(const Context::Node* n) {
+  if (n != nullptr && n->kind == Kind::kValue) return static_cast<const ValueNodeBase*>(n)->state;
+  return n;
 }
 
-const absl::Status& deadline_error() {
-  static const absl::Status s = absl::DeadlineExceededError("context deadline exceeded");
-  return s;
-}
-
-// Links child under parent (or cancels it at once if the parent already is).
-void attach(const Context& parent, const std::shared_ptr<Context::Node>& child) {
-  const auto& p = parent.node();
-  if (!p) return;  // background is never cancelled
-  child->parent = p;
-  internal::lock_word(&p->lock);
-  if (p->cancelled.load(std::memory_order_relaxed)) {
-    absl::Status why = p->err;
-    internal::unlock_word(&p->lock);
-    child->cancel(false, why);
-    return;
+const Context::Node* parent_of(const Context::Node* n) {
+  switch (n->kind) {
+    case Kind::kCancel:
+      return static_cast<const CancelNode*>(n)->parent.node().get();
+    case Kind::kValue:
+      return static_cast<const ValueNodeBase*>(n)->parent.node().get();
+    case Kind::kWithoutCancel:
+      return static_cast<const WithoutCancelNode*>(n)->parent.node().get();
+    default:
+      return nullptr;
   }
-  p->child_refs.emplace(child.get(), child);
-  internal::unlock_word(&p->lock);
-}
-
-CancelFunc make_cancel(const std::shared_ptr<Context::Node>& n) {
-  std::weak_ptr<Context::Node> w = n;
-  return [w] {
-    if (auto n = w.lock()) n->cancel(true, canceled_error());
-  };
 }
 
 }  // namespace
 
-std::pair<Context, CancelFunc> with_cancel(const Context& parent) {
-  auto n = std::make_shared<Context::Node>();
-  n->deadline = parent.deadline();
-  attach(parent, n);
-  return {Context(n), make_cancel(n)};
+Context::Context() = default;
+
+Context::Context(std::shared_ptr<CustomContext> custom)
+    : n_(custom ? std::shared_ptr<Node>(custom, static_cast<Node*>(custom.get())) : nullptr) {}
+
+Chan<std::monostate> Context::done() const {
+  const Node* s = state_of(n_.get());
+  if (s == nullptr) return {};
+  switch (s->kind) {
+    case Kind::kCancel:
+      return internal::cancel_done(const_cast<CancelNode*>(static_cast<const CancelNode*>(s)));
+    case Kind::kCustom:
+      return ContextAccess::custom(s)->done();
+    default:
+      return {};
+  }
 }
 
-std::pair<Context, CancelFunc> with_deadline(const Context& parent, absl::Time t) {
-  if (auto pd = parent.deadline(); pd && *pd <= t) {
-    // The parent's deadline is sooner: this is just a cancel context.
-    return with_cancel(parent);
+absl::Status Context::err() const {
+  const Node* s = state_of(n_.get());
+  if (s == nullptr) return absl::OkStatus();
+  switch (s->kind) {
+    case Kind::kCancel:
+      return internal::cancel_err(static_cast<const CancelNode*>(s));
+    case Kind::kCustom:
+      return ContextAccess::custom(s)->err();
+    default:
+      return absl::OkStatus();
   }
-  auto n = std::make_shared<Context::Node>();
-  n->deadline = t;
-  attach(parent, n);
-  absl::Duration d = t - absl::Now();
-  if (d <= absl::ZeroDuration()) {
-    n->cancel(true, deadline_error());
-    return {Context(n), make_cancel(n)};
-  }
-  std::weak_ptr<Context::Node> w = n;
-  internal::lock_word(&n->lock);
-  if (!n->cancelled.load(std::memory_order_relaxed)) {
-    n->timer = after_func(d, [w] {
-      if (auto n = w.lock()) n->cancel(true, deadline_error());
-    });
-    n->has_timer_ = true;
-  }
-  internal::unlock_word(&n->lock);
-  return {Context(n), make_cancel(n)};
 }
 
-std::pair<Context, CancelFunc> with_timeout(const Context& parent, absl::Duration d) {
-  return with_deadline(parent, absl::Now() + d);
+std::optional<absl::Time> Context::deadline() const {
+  const Node* s = state_of(n_.get());
+  if (s == nullptr) return std::nullopt;
+  switch (s->kind) {
+    case Kind::kCancel:
+      return static_cast<const CancelNode*>(s)->deadline;
+    case Kind::kCustom:
+      return ContextAccess::custom(s)->deadline();
+    default:
+      return std::nullopt;
+  }
 }
 
+const void* Context::lookup(const ContextKeyBase& key) const {
+  for (const Node* n = n_.get(); n != nullptr; n = parent_of(n)) {
+    if (n->kind == Kind::kValue) {
+      auto* v = static_cast<const ValueNodeBase*>(n);
+      if (v->key == &key) return v->value;
+    } else if (n->kind == Kind::kCustom) {
+      return ContextAccess::custom(n)->lookup(key);
+    }
+  }
+  return nullptr;
+}
+
+std::string Context::to_string() const {
+  // Innermost first, then joined from the root: chains may be long, and a
+  // recursive String() would take a frame per level.
+  std::vector<std::string> parts;
+  const Node* n = n_.get();
+  for (; n != nullptr; n = parent_of(n)) {
+    if (n->kind == Kind::kCustom) {
+      parts.push_back(ContextAccess::custom(n)->to_string());
+      break;
+    }
+    if (n->kind == Kind::kTodo) {
+      parts.push_back("context.TODO");
+      break;
+    }
+    if (n->kind == Kind::kWithoutCancel) {
+      parts.push_back(".WithoutCancel");
+    } else if (n->kind == Kind::kValue) {
+      auto* v = static_cast<const ValueNodeBase*>(n);
+      parts.push_back(absl::StrCat(".WithValue(", v->key->describe(), ", ", v->describe(v->value), ")"));
+    } else {
+      auto* c = static_cast<const CancelNode*>(n);
+      if (c->flavour == CancelNode::Flavour::kTimer) {
+        parts.push_back(absl::StrCat(".WithDeadline(",
+                                     absl::FormatTime("%Y-%m-%d %H:%M:%E*S %z %Z", *c->deadline,
+                                                      absl::LocalTimeZone()),
+                                     " [", absl::FormatDuration(*c->deadline - absl::Now()), "])"));
+      } else {
+        parts.push_back(".WithCancel");
+      }
+    }
+  }
+  if (n == nullptr) parts.push_back("context.Background");
+  std::string s;
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) s += *it;
+  return s;
+}
+
+std::ostream& operator<<(std::ostream& os, const Context& ctx) { return os << ctx.to_string(); }
+
+Context background() { return Context(); }
+
+Context todo() {
+  static const std::shared_ptr<Context::Node> node = std::make_shared<Context::Node>(Kind::kTodo);
+  return Context(node);
+}
+
+Context without_cancel(const Context& parent) {
+  auto n = std::make_shared<WithoutCancelNode>();
+  n->parent = parent;
+  n->depth = internal::depth_under(parent);
+  return Context(std::move(n));
+}
+
+absl::Status cause(const Context& ctx) {
+  if (CancelNode* c = internal::innermost_cancel_node(ctx)) {
+    if (internal::settled_cancelled(c)) return c->cause;
+    // Not cancelled when we looked: asking err() now could see a
+    // cancellation whose cause we missed.
+    if (state_of(ctx.node().get()) == c) return absl::OkStatus();
+  }
+  // A custom kind's own error (it has no cause), or OK.
+  return ctx.err();
+}
+
+CustomContext::~CustomContext() = default;
+
+std::string CustomContext::to_string() const { return internal::type_name(typeid(*this)); }
+
+std::function<bool()> CustomContext::after_func(std::function<void()>) { return {}; }
+
+std::string ContextKeyBase::describe() const {
+  return name_.empty() ? internal::type_name(type_()) : std::string(name_);
+}
+
+namespace internal {
+
+std::string type_name(const std::type_info& t) {
+  int status = 0;
+  char* s = abi::__cxa_demangle(t.name(), nullptr, nullptr, &status);
+  if (s == nullptr) return t.name();
+  std::string r(s);
+  std::free(s);
+  return r;
+}
+
+ValueNodeBase::~ValueNodeBase() { release_chain(&parent, depth); }
+
+void release_chain(Context* parent, uint32_t depth) {
+  if (depth % kChainChunk != 0 || !parent->node() || !sched.running.load(std::memory_order_acquire)) return;
+  try {
+    gort::go([p = std::move(*parent)]() mutable { p = Context(); });
+  } catch (const panic_error&) {
+    // The runtime stopped meanwhile: the caller's stack drops it.
+  }
+}
+
+Context link_value(const Context& parent, const ContextKeyBase& key, std::shared_ptr<ValueNodeBase> n) {
+  n->parent = parent;
+  n->depth = depth_under(parent);
+  n->state = state_of(parent.node().get());
+  n->key = &key;
+  return Context(std::move(n));
+}
+
+}  // namespace internal
 }  // namespace gort

@@ -1,4 +1,22 @@
 // stdlib/time.cpp — gort::sleep, Timer, Ticker, after_func on runtime timers.
+//
+// Timer and Ticker channels have Go 1.23's synchronous semantics: once stop
+// or reset has returned, no value from before it is received. The channel
+// keeps a buffer of one (the runtime's timer callback must not block), and
+// State::send_mu orders the two ways a stale value could get through:
+//
+//   send_time (timer callback)           stop / reset
+//     lock send_mu                         lock send_mu
+//     seq of the claim == timer_seq?       timer_stop / timer_reset (bump seq)
+//       yes: send (drop if full)           drain the buffer
+//       no: a stop/reset came after        unlock send_mu
+//           the claim: drop it
+//     unlock send_mu
+//
+// A value sent before the stop is drained by it; a firing claimed before
+// the stop but sending after it sees the bumped seq (gmp/timer.hpp, "Stale
+// firings") and drops its value. Go does the same with its timer's seq
+// and the channel lock (runtime/time.go, unlockAndRun and timerchandrain).
 #include <string>
 #include <thread>
 
@@ -9,6 +27,7 @@
 #include "gmp/timer.hpp"
 #include "gmp/tls.hpp"
 #include "gort/time.hpp"
+#include "stdlib/chan_impl.hpp"
 
 namespace gort {
 
@@ -46,6 +65,12 @@ struct Timer::State {
   std::weak_ptr<State> weak;
   std::atomic<uint32_t> ref_mu{0};
   int refs = 0;
+  // Channel timers: orders sends with stop/reset (top of this file). Held
+  // in scheduler context by send_time, so only ever briefly.
+  std::atomic<uint32_t> send_mu{0};
+  // Under send_mu: a one-shot arming whose value has not been sent yet (so
+  // a stop that finds the timer idle knows a claimed firing is in flight).
+  bool armed = false;
 
   static void ref(internal::Timer* t, int delta) {
     auto* s = static_cast<State*>(t->arg);
@@ -61,19 +86,46 @@ struct Timer::State {
     internal::unlock_word(&s->ref_mu);
   }  // `drop` may free s, after its lock is released
 
-  static void send_time(internal::Timer* t, int64_t) {
+  static void send_time(internal::Timer* t, int64_t, uint32_t seq) {
     auto* s = static_cast<State*>(t->arg);
-    absl::Time now = absl::Now();
-    internal::SelectCase sc{s->c.core(), &now, true, false};
-    internal::selectgo(&sc, 1, false);  // drop the value if the buffer is full
+    internal::lock_word(&s->send_mu);
+    if (internal::timer_seq(t) == seq) {
+      s->armed = false;
+      absl::Time now = absl::Now();
+      internal::SelectCase sc{s->c.core(), &now, true, false};
+      internal::selectgo(&sc, 1, false);  // drop the value if the buffer is full
+    }
+    internal::unlock_word(&s->send_mu);
   }
 
-  static void start_func(internal::Timer* t, int64_t) {
+  // send_mu held: takes a value left in the channel; true if there was one.
+  bool drain() {
+    absl::Time stale;
+    internal::SelectCase sc{c.core(), &stale, false, false};
+    return internal::selectgo(&sc, 1, false) == 0 && sc.received;
+  }
+
+  // Go 1.23's Stop/Reset for channel timers: stops (or re-arms, when
+  // `when` >= 0) the timer, then discards what it had delivered but nobody
+  // received. Returns whether a value was still to come: the timer was
+  // queued, a claimed firing was in flight (its value is dropped), or a
+  // value sat in the channel.
+  bool stop_or_reset(int64_t when, int64_t period) {
+    internal::lock_word(&send_mu);
+    bool pending = when < 0 ? internal::timer_stop(&t) : internal::timer_reset(&t, when, period);
+    if (armed) pending = true;
+    if (drain()) pending = true;
+    armed = when >= 0 && period == 0;
+    internal::unlock_word(&send_mu);
+    return pending;
+  }
+
+  static void start_func(internal::Timer* t, int64_t, uint32_t) {
     auto* s = static_cast<State*>(t->arg);
     gort::go(s->f);
   }
 
-  static std::shared_ptr<State> make(void (*f)(internal::Timer*, int64_t)) {
+  static std::shared_ptr<State> make(void (*f)(internal::Timer*, int64_t, uint32_t)) {
     auto s = std::make_shared<State>();
     s->weak = s;
     s->t.f = f;
@@ -92,7 +144,7 @@ void sleep(absl::Duration d) {
     return;
   }
   internal::Timer t;
-  t.f = [](internal::Timer* t, int64_t) { internal::ready(static_cast<internal::G*>(t->arg)); };
+  t.f = [](internal::Timer* t, int64_t, uint32_t) { internal::ready(static_cast<internal::G*>(t->arg)); };
   t.arg = g;
   t.when = when_after(d);
   // Arm the timer only once we are parked, so it cannot fire first.
@@ -109,18 +161,32 @@ Chan<absl::Time> Timer::chan() const { return s_ ? s_->c : Chan<absl::Time>(); }
 
 bool Timer::stop() const {
   if (!s_) throw panic_error("time: Stop called on uninitialized Timer");
-  return internal::timer_stop(&s_->t);
+  if (!s_->c) return internal::timer_stop(&s_->t);  // after_func
+  return s_->stop_or_reset(-1, 0);
 }
 
 bool Timer::reset(absl::Duration d) const {
   if (!s_) throw panic_error("time: Reset called on uninitialized Timer");
-  return internal::timer_reset(&s_->t, when_after(d), 0);
+  if (!s_->c) return internal::timer_reset(&s_->t, when_after(d), 0);
+  return s_->stop_or_reset(when_after(d), 0);
 }
+
+namespace {
+
+// A timer's channel: a buffer of one, whose len and cap read 0 (Go 1.23).
+Chan<absl::Time> make_timer_chan() {
+  Chan<absl::Time> c = make_chan<absl::Time>(1);
+  c.core()->timer = true;
+  return c;
+}
+
+}  // namespace
 
 Timer new_timer(absl::Duration d) {
   require_running("gort::new_timer");
   auto s = Timer::State::make(&Timer::State::send_time);
-  s->c = make_chan<absl::Time>(1);
+  s->c = make_timer_chan();
+  s->armed = true;  // not shared yet: no lock needed
   internal::timer_add(&s->t, when_after(d), 0);
   return Timer(std::move(s));
 }
@@ -139,7 +205,7 @@ Ticker new_ticker(absl::Duration d) {
   if (d <= absl::ZeroDuration()) throw panic_error("non-positive interval for NewTicker");
   require_running("gort::new_ticker");
   auto s = Timer::State::make(&Timer::State::send_time);
-  s->c = make_chan<absl::Time>(1);
+  s->c = make_timer_chan();
   int64_t period = to_ns(d);
   internal::timer_add(&s->t, when_after(d), period);
   return Ticker(std::move(s));
@@ -148,13 +214,13 @@ Ticker new_ticker(absl::Duration d) {
 Chan<absl::Time> Ticker::chan() const { return s_ ? s_->c : Chan<absl::Time>(); }
 
 void Ticker::stop() const {
-  if (s_) internal::timer_stop(&s_->t);
+  if (s_) s_->stop_or_reset(-1, 0);
 }
 
 void Ticker::reset(absl::Duration d) const {
   if (d <= absl::ZeroDuration()) throw panic_error("non-positive interval for Ticker.Reset");
   if (!s_) throw panic_error("time: Reset called on uninitialized Ticker");
-  internal::timer_reset(&s_->t, when_after(d), to_ns(d));
+  s_->stop_or_reset(when_after(d), to_ns(d));
 }
 
 }  // namespace gort

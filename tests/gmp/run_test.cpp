@@ -118,10 +118,11 @@ TEST(RunMisuse, GoOutsideRunDoesNotLeakTheClosure) {
   EXPECT_EQ(token.use_count(), 1) << "heap-allocated closure leaked when go() panicked";
 }
 
-// A plain thread keeps calling go() while run shuts down: each call either
-// starts a goroutine (before the stop) or panics (after it); none may touch
-// the runtime's freed state or start threads nobody joins. In a subprocess:
-// the failure mode is a fatal error or a crash.
+// A plain thread keeps calling go() while run shuts down: each call starts
+// a goroutine (before main returns), is dropped (while the runtime stops)
+// or panics (once run has returned); none may touch the runtime's freed
+// state or start threads nobody joins. In a subprocess: the failure mode is
+// a fatal error or a crash.
 TEST(RunMisuse, GoFromPlainThreadRacingShutdown) {
   auto child = [&] {
     for (int round = 0; round < 50; round++) {

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <set>
@@ -43,14 +44,20 @@ struct Probe {
   std::atomic<int64_t> fired_at{0};
   std::atomic<int> order{-1};
   std::atomic<int>* order_counter = nullptr;
+  // The claim's seq f was given, and calls where it differed from
+  // timer_seq (a stop or reset came after the claim).
+  std::atomic<uint32_t> last_seq{0};
+  std::atomic<int> stale{0};
   Event ev;
   Countdown* cd = nullptr;
 
   Probe() {
     t.arg = this;
-    t.f = [](internal::Timer* t, int64_t now) {
+    t.f = [](internal::Timer* t, int64_t now, uint32_t seq) {
       auto* self = static_cast<Probe*>(t->arg);
       if (self->in_f.exchange(true)) self->concurrent++;
+      self->last_seq = seq;
+      if (internal::timer_seq(t) != seq) self->stale++;
       // Not t->when: a periodic timer is re-armed before f runs, and a
       // reset may race with f.
       int64_t when = self->due.load();
@@ -181,6 +188,92 @@ TEST_P(Timer, StopAndResetResults) {
     EXPECT_EQ(a->fired.load(), 0) << "a stopped timer fired";
     EXPECT_TRUE(eventually([&] { return !internal::timer_active(&c->t); }));
     EXPECT_EQ(c->fired.load(), 1) << "a reset timer fired for its old and its new deadline";
+  });
+}
+
+// gmp/timer.hpp, "Stale firings": f is given the timer's seq as of its
+// claim; adds, stops and resets change it (a stop of an idle timer too),
+// a lock-free reset later does not, and a periodic timer's ticks share it.
+TEST_P(Timer, SeqChangesWithEveryStopAndReset) {
+  auto p = std::make_unique<Probe>();
+  auto q = std::make_unique<Probe>();
+  run_test([&] {
+    uint32_t s0 = internal::timer_seq(&p->t);
+    arm(*p, nanotime() + 1 * kMs, 0);
+    EXPECT_NE(internal::timer_seq(&p->t), s0) << "add";
+    p->ev.wait();
+    EXPECT_EQ(p->last_seq.load(), internal::timer_seq(&p->t));
+    EXPECT_EQ(p->stale.load(), 0);
+    // Idle (expired): stop returns false but still counts, so that a firing
+    // claimed before it can tell.
+    EXPECT_TRUE(eventually([&] { return !internal::timer_active(&p->t); }));
+    uint32_t s1 = internal::timer_seq(&p->t);
+    EXPECT_FALSE(internal::timer_stop(&p->t));
+    EXPECT_NE(internal::timer_seq(&p->t), s1) << "stop of an idle timer";
+    // A queued one-shot timer moved later (lock-free): its arming goes on.
+    p->ev.reset();
+    arm(*p, nanotime() + 40 * kMs, 0);
+    uint32_t s2 = internal::timer_seq(&p->t);
+    int64_t later = nanotime() + 50 * kMs;
+    p->due = later;
+    EXPECT_TRUE(internal::timer_reset(&p->t, later, 0));
+    EXPECT_EQ(internal::timer_seq(&p->t), s2) << "a reset that only moves the timer later";
+    p->ev.wait();
+    EXPECT_EQ(p->last_seq.load(), s2);
+    // Moved earlier: the locked path, a new seq.
+    p->ev.reset();
+    arm(*p, nanotime() + 2000 * kMs, 0);
+    uint32_t s3 = internal::timer_seq(&p->t);
+    p->due = 0;
+    EXPECT_TRUE(internal::timer_reset(&p->t, nanotime() + 1 * kMs, 0));
+    EXPECT_NE(internal::timer_seq(&p->t), s3);
+    p->ev.wait();
+    EXPECT_EQ(p->stale.load(), 0);
+    // Periodic: ticks share the seq; a reset changes it for later ticks.
+    arm(*q, nanotime() + 1 * kMs, 1 * kMs);
+    uint32_t s4 = internal::timer_seq(&q->t);
+    EXPECT_TRUE(eventually([&] { return q->fired.load() >= 3; }));
+    EXPECT_EQ(q->last_seq.load(), s4);
+    EXPECT_TRUE(internal::timer_reset(&q->t, nanotime() + 1 * kMs, 1 * kMs));
+    uint32_t s5 = internal::timer_seq(&q->t);
+    EXPECT_NE(s5, s4);
+    int n = q->fired.load();
+    EXPECT_TRUE(eventually([&] { return q->fired.load() >= n + 3; }));
+    EXPECT_EQ(q->last_seq.load(), s5);
+    EXPECT_TRUE(internal::timer_stop(&q->t));
+    EXPECT_NE(internal::timer_seq(&q->t), s5);
+  });
+}
+
+// The window the seq exists for: f has been claimed (a one-shot timer is
+// already idle) when the owner stops the timer. stop returns false, and f,
+// released only then, sees that its seq is stale. Needs a second P: f
+// holds its M until the test releases it.
+TEST(TimerSeq, StopAfterTheClaimMakesTheFiringStale) {
+  struct Held {
+    internal::Timer t;
+    Event in_f;
+    std::atomic<bool> release{false};
+    std::atomic<int> stale{-1};
+  };
+  auto h = std::make_unique<Held>();
+  h->t.arg = h.get();
+  h->t.f = [](internal::Timer* t, int64_t, uint32_t seq) {
+    auto* self = static_cast<Held*>(t->arg);
+    // Readies the test goroutine (ready wakes another M, which takes it
+    // from this one, busy here) and holds the firing until released.
+    self->in_f.set();
+    auto limit = std::chrono::steady_clock::now() + 20s;
+    while (!self->release.load() && std::chrono::steady_clock::now() < limit) std::this_thread::yield();
+    self->stale = internal::timer_seq(t) != seq ? 1 : 0;
+  };
+  run_checked(2, [&] {
+    internal::timer_add(&h->t, nanotime() + 1 * kMs, 0);
+    h->in_f.wait();
+    EXPECT_FALSE(internal::timer_stop(&h->t)) << "the firing was already claimed";
+    h->release = true;
+    EXPECT_TRUE(eventually([&] { return h->stale.load() >= 0; }, 20s));
+    EXPECT_EQ(h->stale.load(), 1) << "f did not see the stop that came after its claim";
   });
 }
 
@@ -399,13 +492,27 @@ TEST(TimerIdleP, TimersOfIdlePsStillFire) {
     for (int i = 0; i < kGoroutines; i++) probes.push_back(std::make_unique<Probe>());
     std::set<int> ps;
     std::mutex ps_mu;
+    std::set<int> running;  // Ps seen running these goroutines
     run_checked(procs, [&] {
       Countdown cd(kGoroutines);
       for (int i = 0; i < kGoroutines; i++) {
         gort::go([&, i] {
-          // Busy for a moment, so that all Ps get used.
-          auto end = nanotime() + 5 * kMs;
-          while (nanotime() < end) {
+          // Busy until at least two Ps run these goroutines, so that the
+          // timers go to more than one heap. Not a fixed time: on a loaded
+          // machine the second P's thread may get no CPU for a long while.
+          auto start = nanotime();
+          for (;;) {
+            size_t seen;
+            {
+              std::lock_guard<std::mutex> lock(ps_mu);
+              // Preemption may move this goroutine between the loads; a
+              // stale M's P may be null by then.
+              internal::P* on = __atomic_load_n(&internal::getg()->m->p, __ATOMIC_RELAXED);
+              if (on != nullptr) running.insert(on->id);
+              seen = running.size();
+            }
+            int64_t now = nanotime();
+            if ((seen >= 2 && now - start >= 5 * kMs) || now - start >= 20000 * kMs) break;
           }
           Probe& p = *probes[static_cast<size_t>(i)];
           arm(p, nanotime() + 30 * kMs, 0);

@@ -36,7 +36,7 @@ fi
 flags=$(pkg-config --cflags --libs gort)
 echo "pkg-config --cflags --libs gort: $flags"
 
-lib=$(find "$destdir" -name 'libgort.so*' | head -n 1)
+lib=$(find "$destdir" -name 'libgort.so*' ! -name '*-gdb.py' | head -n 1)
 [[ -n "$lib" ]] || { echo "FAIL: libgort.so was not installed"; exit 1; }
 
 san=()
@@ -61,5 +61,40 @@ gort::run returned 7"
 if [[ "$out" != "$expected" ]]; then
   printf 'FAIL: unexpected output; wanted:\n%s\n' "$expected"
   exit 1
+fi
+
+# The gdb extension lies where gdb auto-loads it for the installed library:
+# <datadir>/gdb/auto-load/<the library's absolute path>-gdb.py, the name
+# being that of the library's real file (gdb resolves symlinks).
+read -r opt_prefix opt_datadir opt_libdir < <("$MESON" introspect "$build_dir" --buildoptions |
+  python3 -c 'import json, sys; o = {x["name"]: x["value"] for x in json.load(sys.stdin)}
+print(o["prefix"], o["datadir"], o["libdir"])')
+abs() { [[ "$1" == /* ]] && echo "$1" || echo "$opt_prefix/$1"; }
+libdir=$(abs "$opt_libdir")
+libfile=$(basename "$(readlink -f "$lib")")
+script="$destdir$(abs "$opt_datadir")/gdb/auto-load$libdir/$libfile-gdb.py"
+if [[ ! -f "$script" ]]; then
+  printf 'FAIL: the gdb extension is not at %s; installed:\n' "$script"
+  find "$destdir" -name '*-gdb.py'
+  exit 1
+fi
+echo "gdb extension: $script"
+# gdb finds it by that rule: an auto-load directory that mirrors the
+# installed tree without DESTDIR (a symlink to the installed script), and
+# gdb loading the installed library.
+if command -v gdb >/dev/null 2>&1; then
+  mirror="$tmp/auto-load$destdir$libdir"
+  mkdir -p "$mirror"
+  ln -s "$script" "$mirror/$libfile-gdb.py"
+  loaded=$(gdb -batch -nx -iex "set auto-load safe-path /" \
+    -iex "add-auto-load-scripts-directory $tmp/auto-load" \
+    -ex 'help info goroutines' "$destdir$libdir/$libfile" 2>&1)
+  if [[ "$loaded" != *"List gort's goroutines"* ]]; then
+    printf 'FAIL: gdb did not auto-load the extension for %s:\n%s\n' "$libfile" "$loaded"
+    exit 1
+  fi
+  echo "gdb auto-loads it for $libfile"
+else
+  echo "no gdb: not checking that gdb auto-loads the extension"
 fi
 echo "PASS"

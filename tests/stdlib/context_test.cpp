@@ -13,6 +13,7 @@
 
 #include "absl/time/clock.h"
 #include "gmp/timer.hpp"
+#include "stdlib/context_node.hpp"
 #include "gort/chan.hpp"
 #include "gort/context.hpp"
 #include "gort/sync.hpp"
@@ -212,7 +213,8 @@ TEST_P(Context, CancelIsIdempotentAndSafeFromManyGoroutines) {
     cancel();
     EXPECT_EQ(c.err(), kCanceled);
   });
-  // Calling a CancelFunc after its context is gone does nothing.
+  // A CancelFunc called after gort::run returned (it keeps its context)
+  // cancels without the runtime.
   gort::CancelFunc keep;
   run_checked(1, [&] {
     auto [c, cancel] = gort::with_cancel(gort::background());
@@ -247,7 +249,8 @@ TEST_P(Context, CancelReleasesTheDeadlineTimer) {
   });
 }
 
-// Go's removeChild: a child cancelled on its own is dropped by its parent.
+// Go's removeChild: a child cancelled on its own is dropped by its parent;
+// then only its CancelFunc holds it.
 TEST_P(Context, CancelledChildIsReleasedByItsParent) {
   run_test([] {
     auto [p, pcancel] = gort::with_cancel(gort::background());
@@ -258,9 +261,12 @@ TEST_P(Context, CancelledChildIsReleasedByItsParent) {
       weak = c.node();
       cancel = cc;
     }
-    EXPECT_FALSE(weak.expired()) << "the parent keeps an uncancelled child (as Go does)";
+    EXPECT_EQ(gort::internal::context_children(p), 1u) << "the parent keeps an uncancelled child (as Go does)";
     cancel();
-    EXPECT_TRUE(weak.expired()) << "the parent still holds a cancelled child";
+    EXPECT_EQ(gort::internal::context_children(p), 0u) << "the parent still holds a cancelled child";
+    EXPECT_FALSE(weak.expired()) << "a CancelFunc keeps its context (as in Go)";
+    cancel = nullptr;
+    EXPECT_TRUE(weak.expired());
     pcancel();
   });
 }

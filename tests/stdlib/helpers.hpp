@@ -124,7 +124,7 @@ class Parked {
 // Keeps one goroutine running (it yields in a loop) for the scope of the
 // object. While it runs the deadlock detector stays quiet, so a test can
 // check what plain threads do with channels separately from whether the
-// detector knows about them (Chan.PlainThread*DeadlockDetector* tests).
+// detector knows about them (ChanThread.PlainThread*DeadlockDetector* tests).
 class KeepAwake {
  public:
   KeepAwake() {

@@ -2,10 +2,12 @@
 // readers, exclusive writers, writer preference, try_lock/try_lock_shared,
 // the standard adapters and the fatal errors of misuse.
 #include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tests/stdlib/helpers.hpp"
@@ -276,6 +278,97 @@ TEST_P(RWMutex, StandardAdapters) {
   });
 }
 
+// Go's RLocker: a Lockable whose lock is a read lock. It meets the
+// standard's requirements, and holding it admits other readers and keeps
+// writers out until the last read lock, taken through it or not, is gone.
+static_assert(std::is_copy_constructible_v<gort::RWMutex::RLocker>);
+static_assert(requires(gort::RWMutex::RLocker l) {
+  l.lock();
+  l.unlock();
+  { l.try_lock() } -> std::same_as<bool>;
+});
+
+TEST_P(RWMutex, RLockerTakesTheReadSide) {
+  run_test([] {
+    gort::RWMutex mu;
+    auto rl = mu.rlocker();
+    EXPECT_EQ(&rl.rwmutex(), &mu);
+    {
+      std::lock_guard guard(rl);
+      // Other readers share it, through the RWMutex or another RLocker.
+      EXPECT_TRUE(mu.try_lock_shared());
+      mu.unlock_shared();
+      auto other = mu.rlocker();
+      EXPECT_TRUE(other.try_lock());
+      other.unlock();
+      // Writers do not get in.
+      EXPECT_FALSE(mu.try_lock());
+    }
+    EXPECT_TRUE(mu.try_lock());
+    // A writer holds it: the RLocker waits / fails like lock_shared.
+    EXPECT_FALSE(rl.try_lock());
+    {
+      std::unique_lock<gort::RWMutex::RLocker> r(rl, std::try_to_lock);
+      EXPECT_FALSE(r.owns_lock());
+    }
+    mu.unlock();
+    std::unique_lock<gort::RWMutex::RLocker> r(rl);
+    EXPECT_TRUE(r.owns_lock());
+    EXPECT_FALSE(mu.try_lock());
+    r.unlock();
+    EXPECT_TRUE(mu.try_lock());
+    mu.unlock();
+  });
+}
+
+// A writer parked behind readers that hold RLockers gets in once the last
+// of them unlocks; readers through RLockers and through lock_shared hold it
+// together.
+TEST_P(RWMutex, RLockerReadersExcludeAWriter) {
+  run_test([] {
+    constexpr int kReaders = 6;
+    gort::RWMutex mu;
+    int64_t value = 0;  // guarded by mu
+    std::atomic<int> inside{0};
+    Countdown readers(kReaders), done(kReaders + 1);
+    gort::Chan<int> release = gort::make_chan<int>();
+    for (int i = 0; i < kReaders; i++) {
+      gort::go([&, i, release] {
+        if (i % 2 == 0) {
+          auto rl = mu.rlocker();
+          std::lock_guard guard(rl);
+          inside++;
+          readers.done();
+          release.recv();
+          EXPECT_EQ(value, 0) << "a writer got in while a reader held its RLocker";
+          inside--;
+        } else {
+          std::shared_lock guard(mu);
+          inside++;
+          readers.done();
+          release.recv();
+          EXPECT_EQ(value, 0);
+          inside--;
+        }
+        done.done();
+      });
+    }
+    readers.wait();
+    Parked writer;
+    gort::go([&] {
+      writer.mark();
+      std::lock_guard guard(mu);
+      EXPECT_EQ(inside.load(), 0);
+      value = 1;
+      done.done();
+    });
+    EXPECT_TRUE(writer.wait(WaitReason::kSyncRWMutex));
+    release.close();
+    done.wait();
+    EXPECT_EQ(value, 1);
+  });
+}
+
 }  // namespace
 }  // namespace gort_stdlib_test
 
@@ -283,6 +376,19 @@ namespace gort_stdlib_test {
 namespace {
 
 using gort::test::procs_cfg;
+
+TEST(RWMutexDeathTest, RLockerUnlockOfUnlockedIsFatal) {
+  EXPECT_EXIT(
+      {
+        gort::run(
+            [] {
+              gort::RWMutex mu;
+              mu.rlocker().unlock();
+            },
+            procs_cfg(1));
+      },
+      ::testing::ExitedWithCode(2), "fatal error: sync: RUnlock of unlocked RWMutex");
+}
 
 TEST(RWMutexDeathTest, UnlockOfUnlockedRWMutexIsFatal) {
   EXPECT_EXIT(

@@ -58,8 +58,11 @@ std::optional<absl::Time> recv_within(const gort::Chan<absl::Time>& ch, absl::Du
   return got;
 }
 
-// Whether a value is waiting in ch (never blocks).
-bool has_value(const gort::Chan<absl::Time>& ch) { return ch.len() > 0; }
+// Whether a value is waiting in ch; takes it (never blocks). Not len():
+// a timer channel's len reads 0, as in Go 1.23.
+bool has_value(const gort::Chan<absl::Time>& ch) {
+  return gort::select(gort::on_recv(ch), gort::on_default()) == 0;
+}
 
 class Time : public ProcsTest {};
 INSTANTIATE_TEST_SUITE_P(Procs, Time, ::testing::Values(1, 2, 4), procs_name);
@@ -223,7 +226,7 @@ TEST_P(Time, TimerFiresOnceNotEarly) {
   run_test([] {
     auto t0 = Clock::now();
     auto t = gort::new_timer(absl::Milliseconds(10));
-    EXPECT_EQ(t.chan().cap(), 1u);
+    EXPECT_EQ(t.chan().cap(), 0u) << "a timer channel's cap reads 0, as in Go 1.23";
     auto v = recv_within(t.chan(), absl::Seconds(20));
     ASSERT_TRUE(v.has_value());
     EXPECT_GE(Clock::now() - t0, 10ms);
@@ -293,10 +296,11 @@ TEST_P(Time, DroppedTimerStillFires) {
   });
 }
 
-// Each goroutine owns a timer and follows Go's rules for reuse: after
-// stop() returns false the value is (or will be) in the channel and is
-// drained before the next reset. Every arming yields exactly one of "stop
-// returned true" or one value; no value appears from nowhere.
+// Each goroutine owns a timer and reuses it the Go 1.23 way, with no
+// draining: reset, maybe take the value if it is there, stop. Every arming
+// yields exactly one of "received" (then stop() returns false) or "stop()
+// returned true" (then its value never arrives, even one that had been
+// sent or was being sent when stop ran); no value appears from nowhere.
 TEST_P(Time, StopAndResetRacingWithFiring) {
   std::atomic<int64_t> lost{0}, extra{0}, stopped{0}, received{0};
   run_test([&] {
@@ -324,10 +328,13 @@ TEST_P(Time, StopAndResetRacingWithFiring) {
             }
             default: break;
           }
-          if (t.stop()) {
-            stopped++;
-          } else if (recv_within(t.chan(), absl::Seconds(20)).has_value()) {
+          bool got = (rng >> 20) % 2 == 0 && has_value(t.chan());
+          bool pending = t.stop();
+          if (got) {
             received++;
+            if (pending) extra++;  // the value was received, nothing was pending
+          } else if (pending) {
+            stopped++;
           } else {
             lost++;
           }
@@ -339,7 +346,7 @@ TEST_P(Time, StopAndResetRacingWithFiring) {
     }
     cd.wait();
   });
-  EXPECT_EQ(lost.load(), 0) << "stop() said the timer had fired, but no value came";
+  EXPECT_EQ(lost.load(), 0) << "stop() said the value was received, but it was not";
   EXPECT_EQ(extra.load(), 0) << "a value arrived for an arming that was stopped or already received";
   EXPECT_GT(stopped.load(), 0);
   EXPECT_GT(received.load(), 0);
@@ -379,7 +386,7 @@ TEST_P(Time, TickerTicksNotEarly) {
   run_test([] {
     auto t0 = Clock::now();
     auto tick = gort::new_ticker(absl::Milliseconds(2));
-    EXPECT_EQ(tick.chan().cap(), 1u);
+    EXPECT_EQ(tick.chan().cap(), 0u) << "a ticker channel's cap reads 0, as in Go 1.23";
     absl::Time prev = absl::InfinitePast();
     for (int i = 1; i <= 5; i++) {
       auto v = recv_within(tick.chan(), absl::Seconds(20));
@@ -396,10 +403,10 @@ TEST_P(Time, TickerStopAndReset) {
   run_test([] {
     auto tick = gort::new_ticker(absl::Milliseconds(1));
     ASSERT_TRUE(recv_within(tick.chan(), absl::Seconds(20)).has_value());
+    // No tick from before stop() is received, not even one being sent.
+    gort::sleep(absl::Milliseconds(3));
     tick.stop();
-    // A tick being sent while stop ran may still land: let it, drain it.
-    gort::sleep(absl::Milliseconds(5));
-    (void)gort::select(gort::on_recv(tick.chan()), gort::on_default());
+    EXPECT_FALSE(has_value(tick.chan())) << "a tick sent before stop() was received";
     gort::sleep(absl::Milliseconds(20));
     EXPECT_FALSE(has_value(tick.chan())) << "a stopped ticker ticked";
 
@@ -424,7 +431,9 @@ TEST_P(Time, TickerDropsTicksForASlowReceiver) {
   run_test([] {
     auto tick = gort::new_ticker(absl::Milliseconds(1));
     gort::sleep(absl::Milliseconds(30));
-    EXPECT_EQ(tick.chan().len(), 1u) << "a ticker's channel holds one tick";
+    // One tick waits (len() reads 0, as in Go 1.23: receive to see).
+    EXPECT_EQ(tick.chan().len(), 0u);
+    EXPECT_TRUE(has_value(tick.chan())) << "a ticker's channel holds one tick";
     tick.stop();
   });
 }

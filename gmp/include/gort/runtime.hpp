@@ -86,7 +86,9 @@ using ClosureFn = void (*)(void* storage);
 // Allocates a goroutine descriptor whose closure storage (kInlineClosureSize
 // bytes, 16-aligned) is returned in *storage. `invoke` runs and then destroys
 // the closure; `destroy` only destroys it (used when a goroutine that never
-// started is abandoned at shutdown).
+// started is abandoned at shutdown). Returns null when main has returned
+// and the runtime is stopping: the spawn is dropped. Panics when the
+// runtime is not running.
 G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage);
 // Makes a goroutine from newproc_alloc runnable.
 void newproc_start(G* g);
@@ -161,6 +163,13 @@ int run(F main, Config cfg = {}) {
 // P's run queue overflows), as at a preemption point, so that unstarted
 // goroutines, each holding a stack page, do not pile up.
 //
+// Once main has returned (the runtime is stopping; in Go the process is
+// gone) a call is dropped quietly: f and args are not copied and nothing
+// runs, and a calling goroutine stops there (it is abandoned, as every
+// goroutine still around is). Called when no `run` is active (a plain
+// thread after `run` returned), it panics `gort::go: the runtime is not
+// running`.
+//
 // Always inlined, so that the new goroutine's record of where it was
 // started ("created by F" in tracebacks, docs/debugging.md) points into the
 // caller, not into this template.
@@ -171,12 +180,13 @@ __attribute__((always_inline)) inline void go(F&& f, Args&&... args) {
                 "gort::go: f is not callable with these arguments");
   constexpr bool kInline = sizeof(Tuple) <= kInlineClosureSize && alignof(Tuple) <= 16;
   void* storage;
-  // Allocate first: if the runtime is not running this panics before f and
-  // args are copied anywhere.
+  // Allocate first: if the runtime is not running this panics, and if it is
+  // stopping it drops the spawn, before f and args are copied anywhere.
   internal::G* g = kInline ? internal::newproc_alloc(&internal::invoke_inline<Tuple>,
                                                      &internal::destroy_inline<Tuple>, &storage)
                            : internal::newproc_alloc(&internal::invoke_heap<Tuple>,
                                                      &internal::destroy_heap<Tuple>, &storage);
+  if (g == nullptr) return;
   try {
     if constexpr (kInline) {
       ::new (storage) Tuple(std::forward<F>(f), std::forward<Args>(args)...);

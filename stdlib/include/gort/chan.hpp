@@ -17,6 +17,10 @@
 //       gort::on_send(out, 42, [] { ... }),
 //       gort::on_default([] { ... }));
 //
+//   void produce(gort::SendChan<int> out);   // Go's chan<- int
+//   void consume(gort::RecvChan<int> in);    // Go's <-chan int
+//   produce(results);                        // a Chan converts to either
+//
 // Semantics are Go's: an unbuffered send completes when a receiver takes the
 // value (a parked receiver gets it moved straight into its slot and runs
 // next on this P); sends on a closed channel panic `send on closed channel`
@@ -140,6 +144,8 @@ class Chan {
   // copyable T, *it is the received T&. For a move-only T it is a
   // MoveOnlyRef, so that both `for (T v : ch)` (moves the value out) and
   // `for (T& v : ch)` compile; `auto&` does not bind to it, spell the type.
+  // T need not be assignable: each value is constructed where the last
+  // one was destroyed.
   class iterator {
    public:
     using iterator_category = std::input_iterator_tag;
@@ -159,8 +165,14 @@ class Chan {
     }
     T* operator->() { return &*v_; }
     iterator& operator++() {
-      v_ = ch_->recv();
-      if (!v_) ch_ = nullptr;
+      // Destroy and construct, never assign: T need only be move
+      // constructible.
+      v_.reset();
+      if (std::optional<T> v = ch_->recv()) {
+        v_.emplace(std::move(*v));
+      } else {
+        ch_ = nullptr;
+      }
       return *this;
     }
     void operator++(int) { ++*this; }
@@ -188,6 +200,84 @@ template <class T>
 Chan<T> make_chan(size_t cap = 0) {
   return Chan<T>(internal::chan_make(&internal::kElemType<T>, cap));
 }
+
+// ---- directional handles ----
+
+namespace internal {
+
+// What every handle to a channel offers; SendChan and RecvChan add their
+// direction's operations.
+template <class T>
+class ChanView {
+ public:
+  using value_type = T;
+
+  size_t len() const { return c_.len(); }
+  size_t cap() const { return c_.cap(); }
+  bool is_nil() const { return c_.is_nil(); }
+  explicit operator bool() const { return static_cast<bool>(c_); }
+  ChanCore* core() const { return c_.core(); }
+
+ protected:
+  ChanView() = default;
+  explicit ChanView(Chan<T> c) noexcept : c_(std::move(c)) {}
+  Chan<T> c_;
+};
+
+}  // namespace internal
+
+// Go's `chan<- T`: a handle through which a channel can only be sent on
+// (and closed, and measured). A Chan<T> converts to it implicitly, as a
+// `chan T` is assignable to a `chan<- T`; nothing converts back. Give one
+// to a producer to say, and have the compiler check, that it only sends.
+//
+//   void produce(gort::SendChan<Job> out) { ...; out.send(job); out.close(); }
+//   auto jobs = gort::make_chan<Job>(16);
+//   gort::go(produce, jobs);
+//
+// A copyable handle like Chan<T> (default-constructed: the nil channel),
+// with the same semantics, costs and panics for what it offers. It compares
+// equal to a SendChan or Chan<T> of the same channel; comparing it with a
+// RecvChan does not compile (nor does it in Go).
+template <class T>
+class SendChan : public internal::ChanView<T> {
+ public:
+  SendChan() = default;  // the nil channel
+  SendChan(Chan<T> c) noexcept : internal::ChanView<T>(std::move(c)) {}  // NOLINT: implicit, as in Go
+
+  void send(T v) const { this->c_.send(std::move(v)); }
+  // Go lets a send-only channel be closed: its producer is who closes it.
+  void close() const { this->c_.close(); }
+
+  friend bool operator==(const SendChan& a, const SendChan& b) { return a.c_ == b.c_; }
+  friend bool operator==(const SendChan& a, const Chan<T>& b) { return a.c_ == b; }
+};
+
+// Go's `<-chan T`: a handle through which a channel can only be received
+// from (recv, range-for, select's on_recv, len, cap). It cannot send or
+// close: those do not compile, as in Go, where closing a receive-only
+// channel is a compile error. A Chan<T> converts to it implicitly.
+//
+//   void consume(gort::RecvChan<Job> in) { for (Job j : in) run(j); }
+//
+// A copyable handle like Chan<T>; compares equal to a RecvChan or Chan<T>
+// of the same channel.
+template <class T>
+class RecvChan : public internal::ChanView<T> {
+ public:
+  using iterator = typename Chan<T>::iterator;
+
+  RecvChan() = default;  // the nil channel
+  RecvChan(Chan<T> c) noexcept : internal::ChanView<T>(std::move(c)) {}  // NOLINT: implicit, as in Go
+
+  std::optional<T> recv() const { return this->c_.recv(); }
+  // Range-for, as Chan<T>'s: receives until closed and drained.
+  iterator begin() const { return this->c_.begin(); }
+  iterator end() const { return this->c_.end(); }
+
+  friend bool operator==(const RecvChan& a, const RecvChan& b) { return a.c_ == b.c_; }
+  friend bool operator==(const RecvChan& a, const Chan<T>& b) { return a.c_ == b; }
+};
 
 // ---- select ----
 
@@ -224,9 +314,18 @@ RecvCase<T, F> on_recv(const Chan<T>& ch, F f = {}) {
   return RecvCase<T, F>{ch.core(), std::move(f), {}};
 }
 
+template <class T, class F = internal::Noop>
+RecvCase<T, F> on_recv(const RecvChan<T>& ch, F f = {}) {
+  return RecvCase<T, F>{ch.core(), std::move(f), {}};
+}
+
 // A send case: f() is called once the value has been sent.
 template <class T, class U, class F = internal::Noop>
 SendCase<T, F> on_send(const Chan<T>& ch, U&& v, F f = {}) {
+  return SendCase<T, F>{ch.core(), T(std::forward<U>(v)), std::move(f)};
+}
+template <class T, class U, class F = internal::Noop>
+SendCase<T, F> on_send(const SendChan<T>& ch, U&& v, F f = {}) {
   return SendCase<T, F>{ch.core(), T(std::forward<U>(v)), std::move(f)};
 }
 

@@ -99,6 +99,30 @@ class RWMutex {
   void unlock_shared();
   bool try_lock_shared();
 
+  // Go's RWMutex.RLocker: the read side as a lock of its own, for code
+  // written against a plain lock (Go's sync.Locker; in C++ a Lockable):
+  // its lock() is lock_shared(), unlock() unlock_shared(), try_lock()
+  // try_lock_shared().
+  //
+  //   gort::RWMutex mu;
+  //   auto rl = mu.rlocker();
+  //   std::lock_guard guard(rl);           // holds a read lock
+  //
+  // A small copyable value that refers to its RWMutex (which must outlive
+  // it); every copy locks the same read side, as Go's do.
+  class RLocker {
+   public:
+    explicit RLocker(RWMutex& rw) : rw_(&rw) {}
+    void lock() { rw_->lock_shared(); }
+    void unlock() { rw_->unlock_shared(); }
+    bool try_lock() { return rw_->try_lock_shared(); }
+    RWMutex& rwmutex() const { return *rw_; }
+
+   private:
+    RWMutex* rw_;
+  };
+  RLocker rlocker() { return RLocker(*this); }
+
  private:
   static constexpr int32_t kMaxReaders = 1 << 30;
   void unlock_shared_slow(int32_t r);

@@ -11,11 +11,16 @@
 //
 // Timers live in per-P heaps run by the scheduler; a sleeping goroutine is
 // parked, not a thread. Firing is O(log n) in the number of timers of that
-// P; stop and reset are O(log n) and safe against a concurrent firing. As in
-// Go, a Timer's or Ticker's channel has a buffer of one: a value not yet
-// received is kept, later ticks are dropped for a slow receiver; stop does
-// not close the channel; after stop or reset returns false, a value may
-// already be in the channel (drain it before reusing the Timer).
+// P; stop and reset are O(log n) and safe against a concurrent firing.
+//
+// Timer and Ticker channels behave as Go 1.23's (its default since then,
+// and the only behaviour since Go 1.27): once stop() or reset() returns, no
+// value from before the call is received, so the old `if (!t.stop())
+// drain(t.chan())` dance is unnecessary (and would block). A value that was
+// delivered but not received counts as pending: stop() and reset() return
+// true for it and discard it. A slow receiver still sees at most one value
+// waiting (a Ticker drops the ticks it is late for), and len() and cap() of
+// these channels read 0, as in Go. stop does not close the channel.
 //
 // Timer and Ticker are copyable handles to shared state; the timer keeps
 // running when all handles are gone (as an unreferenced Go timer does) until
@@ -40,10 +45,14 @@ class Timer {
   // The channel the time is sent on when the timer fires (nil for timers
   // made by after_func).
   Chan<absl::Time> chan() const;
-  // Prevents the timer from firing. Returns true if the call stops it,
-  // false if it had already fired or been stopped.
+  // Prevents the timer from firing. Returns true if the call stops it or
+  // discards a value it had sent that was not yet received; false if it had
+  // been stopped, or had fired and its value was received. For an
+  // after_func timer: true if f will not run, false if it has started (or
+  // the timer was stopped). Never parks.
   bool stop() const;
-  // Changes the timer to fire after d. Returns true if it had been active.
+  // Changes the timer to fire after d, discarding any value not yet
+  // received from the previous arming. Returns what stop() would have.
   bool reset(absl::Duration d) const;
 
   struct State;
@@ -66,10 +75,11 @@ class Ticker {
  public:
   Ticker() = default;
   Chan<absl::Time> chan() const;
-  // Turns the ticker off; no more ticks are sent. The channel is not closed.
+  // Turns the ticker off; no more ticks are received, not even one sent
+  // before the call. The channel is not closed.
   void stop() const;
-  // Stops the ticker and resets its period to d; the next tick comes after
-  // d. Panics `non-positive interval for Ticker.Reset` if d <= 0.
+  // Stops the ticker and resets its period to d; the next tick received
+  // comes after d. Panics `non-positive interval for Ticker.Reset` if d <= 0.
   void reset(absl::Duration d) const;
 
  private:
