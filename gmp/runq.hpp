@@ -59,18 +59,17 @@ class Runq {
            runnext_.load(std::memory_order_acquire) == nullptr;
   }
   // The ring alone, without runnext (what Go's schedtrace calls the queue's
-  // length).
-  // Head first: both only grow, so the difference is never negative.
+  // length). A consistent snapshot: head is read again after tail, and the
+  // pair is used only if head did not move in between (a reader descheduled
+  // between two plain loads would count every put and get made meanwhile).
   uint32_t ring_size() const {
-    uint32_t h = head_.load(std::memory_order_acquire);
-    uint32_t t = tail_.load(std::memory_order_acquire);
-    return t - h;
+    for (;;) {
+      uint32_t h = head_.load(std::memory_order_acquire);
+      uint32_t t = tail_.load(std::memory_order_acquire);
+      if (head_.load(std::memory_order_acquire) == h) return t - h;
+    }
   }
-  uint32_t size() const {
-    uint32_t h = head_.load(std::memory_order_acquire);
-    uint32_t t = tail_.load(std::memory_order_acquire);
-    return t - h + (runnext_.load(std::memory_order_relaxed) ? 1 : 0);
-  }
+  uint32_t size() const { return ring_size() + (runnext_.load(std::memory_order_relaxed) ? 1 : 0); }
 
   // Owner only, with the world stopped or at shutdown: empties everything.
   void drain(GQueue* out);
