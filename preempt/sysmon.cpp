@@ -176,10 +176,24 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
       }
       *next_deadline = std::min(*next_deadline, pd.schedwhen + slice);
     } else if (st == PStatus::kBlocking) {
+      // A goroutine that calls blocking() in a loop takes its P back in
+      // exitsyscall's fast path after every call, so the syscall tick
+      // changes between two looks and the P never looks retakable, while
+      // what waits on its run queue never runs (Go's sysretake): once the
+      // P has not scheduled for a slice, it is retaken whatever the tick.
+      bool sysretake = false;
+      uint32_t st_tick = p->schedtick_seen.load(std::memory_order_relaxed);
+      if (pd.schedtick != st_tick || pd.schedwhen == 0) {
+        pd.schedtick = st_tick;
+        pd.schedwhen = now;
+      } else if (pd.schedwhen + slice <= now) {
+        sysretake = true;
+      }
       uint32_t t = p->syscalltick.load(std::memory_order_relaxed);
-      if (pd.syscalltick != t || pd.syscallwhen == 0) {
+      if (!sysretake && (pd.syscalltick != t || pd.syscallwhen == 0)) {
         pd.syscalltick = t;
         pd.syscallwhen = now;
+        *next_deadline = std::min(*next_deadline, pd.schedwhen + slice);
         continue;
       }
       // Leave it if it has nothing to do, someone else can find work, and

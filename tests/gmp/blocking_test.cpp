@@ -439,5 +439,43 @@ TEST(BlockingStress, CallableMayStartAndWakeGoroutines) {
   GORT_EXPECT_SUBPROCESS_OK(120, reporting(child));
 }
 
+// A goroutine that calls blocking() in a loop takes its P back in
+// exitsyscall's fast path after every short call, so the P's syscall tick
+// changes between any two looks by sysmon. On 1 P, what waits on the run
+// queue must still run: sysmon retakes a P that has not scheduled for a
+// slice whatever the tick (Go's sysretake). Before that, the queued
+// goroutine never ran and the program hung.
+TEST(BlockingOneP, LoopOfShortCallsDoesNotStarveTheRunQueue) {
+  auto child = [] {
+    for (int round = 0; round < 3; round++) {
+      std::atomic<bool> stop{false};
+      std::atomic<int64_t> calls{0};
+      run_checked(1, [&] {
+        WaitGroup wg;
+        wg.add(1);
+        gort::go([&] {
+          while (!stop.load()) {
+            gort::blocking([] { ::usleep(300); });
+            calls++;
+          }
+          wg.done();
+        });
+        // Let the looper start and settle into its loop, and sysmon back
+        // off to its longest sleep (nothing it sees counts as activity):
+        // then every look finds a new syscall tick. Main's own wake-up is
+        // already queued behind the looper.
+        gort::sleep(absl::Milliseconds(300));
+        Event ran;
+        gort::go([&] { ran.set(); });  // queued behind the looper
+        ran.wait();
+        stop = true;
+        wg.wait();
+      });
+      EXPECT_GE(calls.load(), 20);
+    }
+  };
+  GORT_EXPECT_SUBPROCESS_OK(60, reporting(child));
+}
+
 }  // namespace
 }  // namespace gort::test
