@@ -144,7 +144,7 @@ void print_tracebacks(void* arg) {
 [[noreturn]] void finish(bool crash) {
   if (crash) {
     // GORT_TRACEBACK=crash: die of SIGABRT, so that a core is written.
-    signal(SIGABRT, SIG_DFL);
+    ::signal(SIGABRT, SIG_DFL);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGABRT);

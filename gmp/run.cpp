@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "gmp/debugvars.hpp"
 #include "gmp/fatal.hpp"
@@ -55,6 +57,18 @@ void main_invoke(void* storage) {
 
 void main_destroy(void*) {}
 
+std::mutex g_run_end_mu;
+std::vector<void (*)()> g_run_end;
+
+void run_end_callbacks() {
+  std::vector<void (*)()> fns;
+  {
+    std::lock_guard<std::mutex> lock(g_run_end_mu);
+    fns.swap(g_run_end);
+  }
+  for (auto fn : fns) fn();
+}
+
 // Also records whether the program chose the number (then sysmon never
 // changes it).
 int resolve_procs(int requested) {
@@ -86,7 +100,9 @@ void reset_sched(const Config& cfg) {
   sched.gfree_debt.store(0);
   sched.netpoll_blocked.store(false);
   sched.procs_update_pending.store(false);
-  sched.last_poll.store(0);
+  // As Go's schedinit: "polled just now", so that sysmon polls 10 ms from
+  // now if no M ever does (0 would read as "never" and stop it for good).
+  sched.last_poll.store(nanotime());
   sched.poll_until.store(0);
   sched.gcwaiting.store(false);
   sched.stopwait = 0;
@@ -167,6 +183,14 @@ void teardown() {
 
 }  // namespace
 
+void at_run_end(void (*fn)()) {
+  std::lock_guard<std::mutex> lock(g_run_end_mu);
+  for (auto f : g_run_end) {
+    if (f == fn) return;
+  }
+  g_run_end.push_back(fn);
+}
+
 int run_main(void (*body)(void*, int*), void* arg, const Config& cfg_in) {
   if (g_active.exchange(true)) {
     throw panic_error("gort::run: the runtime is already running");
@@ -235,6 +259,7 @@ int run_main(void (*body)(void*, int*), void* arg, const Config& cfg_in) {
     std::lock_guard<std::timed_mutex> lock(symbolizer_mutex());
     symbolizer_reset();
   }
+  run_end_callbacks();
   if (sched.hooks.netpoll_fini != nullptr) sched.hooks.netpoll_fini();
   procs_default_fini();
   setm(nullptr);

@@ -240,6 +240,11 @@ void procs_update_check(int64_t now);
 // Tests: where procs_default_init looks (a fake /proc/self and a prefix
 // for the cgroup directories); empty strings restore the real ones.
 void procs_cgroup_root_for_test(const std::string& proc_self, const std::string& fs_prefix);
+// Calls fn once when the current run ends (after every goroutine stopped,
+// before the poller is destroyed), then forgets it. For subsystems that set
+// up process-wide state the first time a run uses them (os/signal's
+// handlers). Registering the same fn twice in a run calls it once.
+void at_run_end(void (*fn)());
 // An M with a P that finds the world stopping: stops its P and sleeps.
 void gcstopm(M* m);
 // Sched::lock held: if the world is stopping, stops p (which its M has

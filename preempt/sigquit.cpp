@@ -43,7 +43,7 @@ void pass_on(int sig, siginfo_t* info, void* uc) {
     g_old.sa_handler(sig);
   } else if (g_old.sa_handler == SIG_DFL) {
     // The default action, now: a core dump.
-    signal(sig, SIG_DFL);
+    ::signal(sig, SIG_DFL);
     raise(sig);
   }
 }

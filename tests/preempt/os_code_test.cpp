@@ -404,7 +404,7 @@ TEST_P(OsCode, ProfilerSignalHandler) {
         cfg());
     it = {};
     setitimer(ITIMER_PROF, &it, nullptr);
-    signal(SIGPROF, SIG_IGN);
+    ::signal(SIGPROF, SIG_IGN);
     EXPECT_EQ(masked.load(), 0);
     EXPECT_GT(g_prof_ticks.load(), 0);
   });

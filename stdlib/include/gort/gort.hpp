@@ -12,5 +12,6 @@
 #include "gort/net.hpp"
 #include "gort/preempt.hpp"
 #include "gort/runtime.hpp"
+#include "gort/signal.hpp"
 #include "gort/sync.hpp"
 #include "gort/time.hpp"
