@@ -163,6 +163,16 @@ class NetFD {
   bool rfull_ ABSL_GUARDED_BY(rmu_) = false;
 };
 
+// Go's `if !c.ok() { return syscall.EINVAL }`, for every call of Conn,
+// Listener and PacketConn that reports an error: a default-constructed or
+// moved-from one has no NetFD, and fails with "invalid argument".
+// Otherwise returns call(fd).
+template <class F>
+auto with_fd(NetFD* fd, F&& call) -> decltype(call(fd)) {
+  if (fd == nullptr) return invalid_error();
+  return call(fd);
+}
+
 // Deadline `t` as a poll deadline (a nanotime): 0 none, else > 0. `now`
 // is the current nanotime.
 int64_t poll_deadline(absl::Time t, int64_t now);
