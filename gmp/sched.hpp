@@ -10,12 +10,18 @@
 //   | lock                 | protects                                          |
 //   |----------------------|---------------------------------------------------|
 //   | channel / wait-queue | its own waiters (stdlib), released by park unlock |
+//   | PollDesc::lock       | a poll descriptor's deadline generations          |
+//   | Timer::mu            | a timer's add, stop and reset                     |
 //   | Sched::lock          | idle Ms, idle Ps, global run queue, global free   |
-//   |                      | Gs, allg                                          |
-//   | StackPool::mu_       | free stack slots and slabs                        |
+//   |                      | Gs, allg, allm, stopwait                          |
+//   | TimerHeap::lock      | a P's timer heap                                  |
+//   | StackPool::mu_,      | free stack slots and slabs; free poll descriptors |
+//   | poll desc. cache     |                                                   |
 //
 // Nothing may be held across a switch except through park's unlock function,
 // which releases it on the next context once the parking G's context is saved.
+// clang checks who holds what (ABSL_GUARDED_BY, ABSL_EXCLUSIVE_LOCKS_REQUIRED
+// on the lock types of gmp/lock.hpp; docs/runtime.md, "Lock order").
 //
 // Spinning Ms (Go's protocol): an M that looks for work to steal is
 // "spinning". At most one M is woken to spin when work appears (wakep only
