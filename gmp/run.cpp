@@ -8,7 +8,6 @@
 // Goroutines still runnable or parked are abandoned, as in Go; closures of
 // goroutines that never started are destroyed.
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -56,21 +55,19 @@ void main_invoke(void* storage) {
 
 void main_destroy(void*) {}
 
+// Also records whether the program chose the number (then sysmon never
+// changes it).
 int resolve_procs(int requested) {
   // Go clamps GOMAXPROCS to _MaxGomaxprocs the same way.
+  sched.custom_procs.store(true, std::memory_order_relaxed);
   if (requested > 0) return std::min(requested, kMaxProcs);
   if (const char* env = std::getenv("GORT_MAXPROCS")) {
     char* end = nullptr;
     long v = std::strtol(env, &end, 10);
     if (end != env && *end == '\0' && v > 0) return static_cast<int>(std::min<long>(v, kMaxProcs));
   }
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    int n = CPU_COUNT(&set);
-    if (n > 0) return n;
-  }
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? static_cast<int>(n) : 1;
+  sched.custom_procs.store(false, std::memory_order_relaxed);
+  return default_procs();
 }
 
 // No other runtime thread exists yet: nothing to lock against.
@@ -89,6 +86,7 @@ void reset_sched(const Config& cfg) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   sched.gfree_scavenged.store(0);
   sched.gfree_debt.store(0);
   sched.netpoll_blocked.store(false);
+  sched.procs_update_pending.store(false);
   sched.last_poll.store(0);
   sched.poll_until.store(0);
   sched.gcwaiting.store(false);
@@ -176,8 +174,9 @@ int run_main(void (*body)(void*, int*), void* arg, const Config& cfg_in) {
     throw panic_error("gort::run: the runtime is already running");
   }
   Config cfg = cfg_in;
-  cfg.procs = resolve_procs(cfg.procs);
   parse_debugvars(std::getenv("GORT_DEBUG"));
+  procs_default_init();
+  cfg.procs = resolve_procs(cfg.procs);
   if (cfg.time_slice <= absl::ZeroDuration()) cfg.time_slice = absl::Milliseconds(10);
   reset_sched(cfg);
   pthread_sigmask(SIG_SETMASK, nullptr, &sched.m_sigmask);
@@ -243,6 +242,7 @@ int run_main(void (*body)(void*, int*), void* arg, const Config& cfg_in) {
     symbolizer_reset();
   }
   if (sched.hooks.netpoll_fini != nullptr) sched.hooks.netpoll_fini();
+  procs_default_fini();
   setm(nullptr);
   sched.running.store(false, std::memory_order_release);
   g_active.store(false);
