@@ -177,8 +177,8 @@ int NetFD::wait(int mode) { return from_poll(internal::poll_wait(pd_, mode)); }
 
 // Go's fd.readLock / fd.writeLock with the deferred unlock: a ref on the
 // NetFD, then its read or write lock, for the guard's scope. err() is
-// kErrClosing when the NetFD was closed before either was taken (the lock
-// is then not held; the caller returns at once).
+// kErrClosing when the NetFD is closed, found before the ref (then nothing
+// is held) or once the lock is taken; the caller then returns at once.
 class ABSL_SCOPED_LOCKABLE NetFD::IoLock {
  public:
   IoLock(NetFD* fd, Mutex& mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : fd_(fd), mu_(&mu) {
