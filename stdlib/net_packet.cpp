@@ -118,23 +118,23 @@ std::string PacketConn::local_addr() const { return fd_ != nullptr ? fd_->laddr(
 
 std::string PacketConn::network() const { return fd_ != nullptr ? fd_->net() : std::string(); }
 
-absl::Status PacketConn::set_read_buffer(int bytes) {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
-    int err = fd->setsockopt_int(SOL_SOCKET, SO_RCVBUF, bytes);
+namespace {
+
+// SO_RCVBUF or SO_SNDBUF.
+absl::Status set_buffer(NetFD* fd, int name, int bytes) {
+  return detail::with_fd(fd, [&](NetFD* fd) -> absl::Status {
+    int err = fd->setsockopt_int(SOL_SOCKET, name, bytes);
     if (err == 0) return absl::OkStatus();
     std::string prefix = detail::op_prefix("set", fd->net(), fd->laddr(), "");
     return detail::io_error(err, prefix, "setsockopt");
   });
 }
 
-absl::Status PacketConn::set_write_buffer(int bytes) {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
-    int err = fd->setsockopt_int(SOL_SOCKET, SO_SNDBUF, bytes);
-    if (err == 0) return absl::OkStatus();
-    std::string prefix = detail::op_prefix("set", fd->net(), fd->laddr(), "");
-    return detail::io_error(err, prefix, "setsockopt");
-  });
-}
+}  // namespace
+
+absl::Status PacketConn::set_read_buffer(int bytes) { return set_buffer(fd_, SO_RCVBUF, bytes); }
+
+absl::Status PacketConn::set_write_buffer(int bytes) { return set_buffer(fd_, SO_SNDBUF, bytes); }
 
 int PacketConn::native_handle() const { return fd_ != nullptr ? fd_->sysfd() : -1; }
 
