@@ -121,8 +121,8 @@ std::string PacketConn::network() const { return fd_ != nullptr ? fd_->net() : s
 namespace {
 
 // SO_RCVBUF or SO_SNDBUF.
-absl::Status set_buffer(NetFD* fd, int name, int bytes) {
-  return detail::with_fd(fd, [&](NetFD* fd) -> absl::Status {
+absl::Status set_buffer(NetFD* owned, int name, int bytes) {
+  return detail::with_fd(owned, [&](NetFD* fd) -> absl::Status {
     int err = fd->setsockopt_int(SOL_SOCKET, name, bytes);
     if (err == 0) return absl::OkStatus();
     std::string prefix = detail::op_prefix("set", fd->net(), fd->laddr(), "");
