@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "gmp/sched.hpp"
 #include "gmp/unwind.hpp"
 
 namespace gort::internal {
@@ -57,7 +58,7 @@ bool dying_on_this_thread();
 // Go's checkdead, called by stopm when an M goes idle (Sched::lock held): if
 // no M is running a goroutine and nothing can ever make one runnable, prints
 // Go's deadlock report and exits with status 2.
-void check_dead_locked();
+void check_dead_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock);
 
 // Installs the handler that reports an exception escaping a goroutine as
 // Go's unrecovered panic (panic.cpp); once per process.

@@ -45,14 +45,14 @@ P* pidleget() {
 namespace {
 
 // Sched::lock held.
-void mput(M* m) {
+void mput(M* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock) {
   m->link = sched.midle;
   sched.midle = m;
   sched.nmidle++;
 }
 
 // Sched::lock held.
-M* mget() {
+M* mget() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock) {
   M* m = sched.midle;
   if (m != nullptr) {
     sched.midle = m->link;
@@ -92,7 +92,7 @@ void* mstart(void* arg) {
   }
   schedule_loop();
   if (m->p != nullptr && m->p->m == m) {
-    std::lock_guard<std::mutex> lock(sched.lock);
+    MutexLock lock(sched.lock);
     P* p = releasep(m);
     p->link = nullptr;
   }
@@ -120,7 +120,7 @@ void newm(P* p, bool spinning) {
   // The thread is started under the lock that run()'s join_ms reads allm
   // with: an M it finds there is always joinable (it used to find one whose
   // std::thread was not assigned yet, skip it, and destroy it joinable).
-  std::lock_guard<std::mutex> lock(sched.lock);
+  MutexLock lock(sched.lock);
   sched.allm.push_back(m);
   sched.mcount++;
   m->thread = std::thread([m] { mstart(m); });
@@ -153,7 +153,7 @@ P* releasep(M* m) {
 }
 
 void startm(P* p, bool spinning) {
-  std::unique_lock<std::mutex> lock(sched.lock);
+  UniqueLock lock(sched.lock);
   if (p == nullptr) {
     p = pidleget();
     if (p == nullptr) {
@@ -177,7 +177,7 @@ void startm(P* p, bool spinning) {
 // Puts the M to sleep until somebody hands it a P (or shutdown).
 void stopm(M* m) {
   {
-    std::lock_guard<std::mutex> lock(sched.lock);
+    MutexLock lock(sched.lock);
     // begin_stop wakes the idle Ms under this lock after setting stopping,
     // so an M that gets here later must not go to sleep.
     if (sched.stopping.load(std::memory_order_acquire)) return;
@@ -214,7 +214,7 @@ void handoffp(P* p) {
       return;
     }
   }
-  std::unique_lock<std::mutex> lock(sched.lock);
+  UniqueLock lock(sched.lock);
   if (sched.runqsize.load(std::memory_order_relaxed) > 0) {
     lock.unlock();
     startm(p, false);

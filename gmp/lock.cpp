@@ -1,15 +1,12 @@
 // gmp/lock.cpp — see lock.hpp.
 #include "gmp/lock.hpp"
 
-#include <linux/futex.h>
 #include <sched.h>
-#include <sys/syscall.h>
 #include <unistd.h>
-
-#include <cerrno>
 
 #include "gmp/cpu.hpp"
 #include "gmp/fatal.hpp"
+#include "gmp/futex.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
 
@@ -19,20 +16,6 @@ namespace {
 constexpr uint32_t kUnlocked = 0;
 constexpr uint32_t kLocked = 1;
 constexpr uint32_t kSleeping = 2;
-
-void futex_wait(std::atomic<uint32_t>* w, uint32_t val) {
-  int saved = errno;
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(w), FUTEX_WAIT | FUTEX_PRIVATE_FLAG, val, nullptr,
-          nullptr, 0);
-  errno = saved;
-}
-
-void futex_wake(std::atomic<uint32_t>* w) {
-  int saved = errno;
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(w), FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, nullptr,
-          nullptr, 0);
-  errno = saved;
-}
 
 }  // namespace
 
@@ -64,14 +47,14 @@ void lock_word(std::atomic<uint32_t>* w) {
     v = w->exchange(kSleeping, std::memory_order_acquire);
     if (v == kUnlocked) return;
     wait = kSleeping;
-    futex_wait(w, kSleeping);
+    futex_sleep(w, kSleeping);
   }
 }
 
 void unlock_word(std::atomic<uint32_t>* w) {
   uint32_t v = w->exchange(kUnlocked, std::memory_order_release);
   if (v == kUnlocked) fatal("unlock of unlocked runtime lock");
-  if (v == kSleeping) futex_wake(w);
+  if (v == kSleeping) futex_wakeup(w, 1);
   if (M* m = getm()) releasem(m);
 }
 

@@ -7,10 +7,22 @@
 // asynchronously preempted. It is an *OS-thread* lock: never hold it across
 // a park, except through park's unlock function (park_unlock_word), which
 // releases it on the next context once the parking goroutine is saved.
+//
+// The lock rules the compiler checks (docs/runtime.md, "Lock order"): the
+// runtime's locks are capabilities for clang's -Wthread-safety. WordLock
+// is the word lock as a type, RuntimeMutex a std::mutex (an OS lock, counted
+// by preempt/oslock.cpp like any other), MutexLock and UniqueLock their
+// scoped holders (std::lock_guard and std::unique_lock, annotated). Fields
+// carry ABSL_GUARDED_BY and functions that expect a lock held
+// ABSL_EXCLUSIVE_LOCKS_REQUIRED; every wrapper is inline and compiles to
+// the very calls it wraps.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+
+#include "absl/base/thread_annotations.h"
 
 namespace gort::internal {
 
@@ -20,6 +32,67 @@ void lock_word(std::atomic<uint32_t>* w);
 void unlock_word(std::atomic<uint32_t>* w);
 // For park(): releases the lock word `arg`.
 bool park_unlock_word(G* g, void* arg);
+
+// A runtime lock word (Go's runtime.mutex) the thread-safety analysis can
+// follow.
+class ABSL_LOCKABLE WordLock {
+ public:
+  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { lock_word(&key_); }
+  void unlock() ABSL_UNLOCK_FUNCTION() { unlock_word(&key_); }
+
+ private:
+  std::atomic<uint32_t> key_{0};
+};
+
+// A std::mutex the thread-safety analysis can follow (Sched::lock, the
+// stack pool, the poll descriptor cache).
+class ABSL_LOCKABLE RuntimeMutex {
+ public:
+  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
+  void unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+  bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return mu_.try_lock(); }
+
+ private:
+  std::mutex mu_;
+};
+
+// Holds `mu` for its scope (std::lock_guard).
+template <class Mu>
+class ABSL_SCOPED_LOCKABLE MutexLock {
+ public:
+  explicit MutexLock(Mu& mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) { mu_.lock(); }
+  ~MutexLock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+  MutexLock(const MutexLock&) = delete;
+  MutexLock& operator=(const MutexLock&) = delete;
+
+ private:
+  Mu& mu_;
+};
+
+// Holds `mu` from construction until unlock() or the end of its scope, and
+// again after lock() (std::unique_lock).
+template <class Mu>
+class ABSL_SCOPED_LOCKABLE UniqueLock {
+ public:
+  explicit UniqueLock(Mu& mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) { mu_.lock(); }
+  ~UniqueLock() ABSL_UNLOCK_FUNCTION() {
+    if (held_) mu_.unlock();
+  }
+  UniqueLock(const UniqueLock&) = delete;
+  UniqueLock& operator=(const UniqueLock&) = delete;
+  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
+    mu_.lock();
+    held_ = true;
+  }
+  void unlock() ABSL_UNLOCK_FUNCTION() {
+    mu_.unlock();
+    held_ = false;
+  }
+
+ private:
+  Mu& mu_;
+  bool held_ = true;
+};
 
 // Yields if sysmon asked the running goroutine to give up its P (Go's
 // stack-bound check in function prologues). Cheap; called at gort entry

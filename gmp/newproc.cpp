@@ -84,7 +84,7 @@ G* gnew(P* p) {
   G* g = new (top - kGSize) G;
   g->stack_lo = lo;
   g->stack_hi = top - kGSize;
-  std::lock_guard<std::mutex> lock(sched.lock);
+  MutexLock lock(sched.lock);
   g->allg_prev = sched.allg_tail;
   if (sched.allg_tail != nullptr) sched.allg_tail->allg_next = g; else sched.allg = g;
   sched.allg_tail = g;
@@ -93,7 +93,7 @@ G* gnew(P* p) {
 }
 
 // Sched::lock held.
-void allg_remove_locked(G* g) {
+void allg_remove_locked(G* g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock) {
   if (g->allg_prev != nullptr) g->allg_prev->allg_next = g->allg_next; else sched.allg = g->allg_next;
   if (g->allg_next != nullptr) g->allg_next->allg_prev = g->allg_prev; else sched.allg_tail = g->allg_prev;
   sched.nallg--;
@@ -120,7 +120,7 @@ void gfree_release(GQueue* q) {
 }
 
 // Sched::lock held.
-G* gfget_global_locked() {
+G* gfget_global_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock) {
   G* g = sched.gfree.pop();
   if (g == nullptr) return nullptr;
   int32_t n = sched.ngfree.load(std::memory_order_relaxed) - 1;
@@ -132,7 +132,7 @@ G* gfget_global_locked() {
 G* gfget(P* p) {
   if (p != nullptr) {
     if (p->gfree.empty() && sched.ngfree.load(std::memory_order_relaxed) > 0) {
-      std::lock_guard<std::mutex> lock(sched.lock);
+      MutexLock lock(sched.lock);
       while (p->gfree.size < kGFreeBatch) {
         G* g = gfget_global_locked();
         if (g == nullptr) break;
@@ -143,7 +143,7 @@ G* gfget(P* p) {
     p->gfreecnt.store(p->gfree.size, std::memory_order_relaxed);
     return g;
   }
-  std::lock_guard<std::mutex> lock(sched.lock);
+  MutexLock lock(sched.lock);
   return gfget_global_locked();
 }
 
@@ -177,7 +177,7 @@ void gfput(P* p, G* g) {
   // The older half goes to the global list (or is released).
   GQueue older = p->gfree.take_after(kGFreeLocalMax / 2);
   p->gfreecnt.store(p->gfree.size, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(sched.lock);
+  MutexLock lock(sched.lock);
   while (G* old = older.pop()) gfput_global_locked(old);
 }
 
@@ -195,7 +195,7 @@ int gfree_scavenge(int64_t now, bool idle) {
   for (;;) {
     GQueue release;
     {
-      std::lock_guard<std::mutex> lock(sched.lock);
+      MutexLock lock(sched.lock);
       int32_t nfree = sched.ngfree.load(kRelaxed);
       int32_t debt = sched.gfree_debt.load(kRelaxed);
       if (idle || now - sched.gfree_scavenged.load(kRelaxed) >= kScavengePeriodNs) {
@@ -370,7 +370,7 @@ void newproc_abort(G* g) {
     }
   }
   {
-    std::lock_guard<std::mutex> lock(sched.lock);
+    MutexLock lock(sched.lock);
     gfput_global_locked(g);
   }
   if (external) sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
@@ -396,7 +396,7 @@ void newproc_start(G* g) {
     releasem(m);
     if (full) {
       {
-        std::lock_guard<std::mutex> lock(sched.lock);
+        MutexLock lock(sched.lock);
         int32_t n = overflow.size;
         sched.runq.push_back_all(&overflow);
         sched.runqsize.fetch_add(n, std::memory_order_release);
@@ -428,7 +428,7 @@ void newproc_start(G* g) {
   sched.external_ops.fetch_add(1, std::memory_order_acq_rel);
   sched.external_created.fetch_add(1, std::memory_order_relaxed);
   {
-    std::lock_guard<std::mutex> lock(sched.lock);
+    MutexLock lock(sched.lock);
     globrunqput_locked(g);
   }
   wakep();
@@ -473,7 +473,7 @@ RuntimeStats runtime_stats() {
   st.procs = sched.procs();
   st.goroutines = num_goroutine();
   {
-    std::lock_guard<std::mutex> lock(sched.lock);
+    MutexLock lock(sched.lock);
     st.threads = sched.mcount;
     st.idle_threads = sched.nmidle;
     st.goroutines_allocated = sched.nallg;

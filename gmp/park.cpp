@@ -34,7 +34,7 @@ void after_switch(G* prev) {
     case AfterSwitch::kGlobal: {
       relaxed_store<M*>(prev->m, nullptr);
       {
-        std::lock_guard<std::mutex> lock(sched.lock);
+        MutexLock lock(sched.lock);
         globrunqput_locked(prev);
       }
       wakep();
@@ -53,7 +53,7 @@ void after_switch(G* prev) {
         gfput(m->p, prev);
       } else {
         relaxed_store<M*>(prev->m, nullptr);
-        std::lock_guard<std::mutex> lock(sched.lock);
+        MutexLock lock(sched.lock);
         gfput_global_locked(prev);
       }
       break;
@@ -123,7 +123,7 @@ void inject(GQueue* q) {
   if (q->empty()) return;
   int32_t n = q->size;
   {
-    std::lock_guard<std::mutex> lock(sched.lock);
+    MutexLock lock(sched.lock);
     sched.runq.push_back_all(q);
     sched.runqsize.fetch_add(n, std::memory_order_release);
   }

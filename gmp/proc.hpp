@@ -27,8 +27,8 @@ void acquirep(M* m, P* p);
 // m gives up its P, which it returns; the caller decides where it goes.
 P* releasep(M* m);
 // The idle P list. Sched::lock held.
-void pidleput(P* p);
-P* pidleget();
+void pidleput(P* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock);
+P* pidleget() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock);
 // Puts the M to sleep until somebody hands it a P (or shutdown).
 void stopm(M* m);
 
@@ -39,7 +39,7 @@ void stopm(M* m);
 inline void runqput(P* p, G* g, bool next) {
   GQueue overflow;
   if (!p->runq.put(g, next, &overflow, sched.procs() == 1)) {
-    std::lock_guard<std::mutex> lock(sched.lock);
+    MutexLock lock(sched.lock);
     int32_t n = overflow.size;
     sched.runq.push_back_all(&overflow);
     sched.runqsize.fetch_add(n, std::memory_order_release);
@@ -53,7 +53,7 @@ inline void runqput_or_global(P* p, G* g, bool next) {
     runqput(p, g, next);
     return;
   }
-  std::lock_guard<std::mutex> lock(sched.lock);
+  MutexLock lock(sched.lock);
   globrunqput_locked(g);
 }
 

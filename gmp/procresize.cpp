@@ -51,7 +51,7 @@ constexpr int64_t kStopRetryNs = 1000 * 1000;
 // holds to the ones that stay: its runnable goroutines to the global
 // queue, its timers to P 0, its free Gs to the global free list; its
 // goroutine counts are kept with the runtime's.
-void destroy_p_locked(P* p) {
+void destroy_p_locked(P* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock) {
   GQueue runnable;
   p->runq.drain(&runnable);
   while (G* g = runnable.pop()) globrunqput_locked(g);
@@ -74,7 +74,7 @@ void destroy_p_locked(P* p) {
 // Sched::lock held, the world stopped: Ps [0, n) are in use afterwards, each
 // kStopped (the caller restarts them). The calling M keeps a P: its own,
 // or P 0 if its own was removed.
-void procresize_locked(M* m, int32_t n) {
+void procresize_locked(M* m, int32_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock) {
   int32_t old = sched.procs();
   int32_t nalloc = sched.allp.allocated();
   for (int32_t i = old; i < n; i++) {
@@ -99,7 +99,7 @@ void procresize_locked(M* m, int32_t n) {
 }
 
 // Sched::lock held. Counts one more P stopped.
-void stopped_one_locked() {
+void stopped_one_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock) {
   if (--sched.stopwait == 0) sched.stopnote.wakeup();
   if (sched.stopwait < 0) fatal("stop_the_world: negative stopwait");
 }
@@ -108,7 +108,7 @@ void stopped_one_locked() {
 // whether Ps remain to stop. Called again at every retry: a goroutine that
 // calls blocking() in a loop takes its P back in exitsyscall's fast path
 // and gives it up again, and is seldom kRunning when the stopper looks.
-bool stop_blocking_locked() {
+bool stop_blocking_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock) {
   for (P* p : sched.allp) {
     PStatus st = PStatus::kBlocking;
     if (p->status.compare_exchange_strong(st, PStatus::kStopped, std::memory_order_acq_rel)) {
@@ -129,7 +129,7 @@ bool stop_p_if_waiting_locked(P* p) {
 
 void gcstopm(M* m) {
   {
-    std::lock_guard<std::mutex> lock(sched.lock);
+    MutexLock lock(sched.lock);
     P* p = releasep(m);
     if (m->spinning) {
       relaxed_store(m->spinning, false);
@@ -159,7 +159,7 @@ void stop_the_world() {
   sched.stopnote.clear();
   bool wait;
   {
-    std::lock_guard<std::mutex> lock(sched.lock);
+    MutexLock lock(sched.lock);
     sched.gcwaiting.store(true, std::memory_order_seq_cst);
     sched.stopwait = sched.procs();
     m->p->status.store(PStatus::kStopped, std::memory_order_relaxed);
@@ -180,7 +180,7 @@ void stop_the_world() {
       }
     }
     if (sched.stopnote.sleep_for(kStopRetryNs)) break;
-    std::lock_guard<std::mutex> lock(sched.lock);
+    MutexLock lock(sched.lock);
     wait = stop_blocking_locked();
   }
 }
@@ -191,7 +191,7 @@ void start_the_world(int32_t procs) {
   int nwork = 0;
   bool shrunk = procs < sched.procs();
   {
-    std::lock_guard<std::mutex> lock(sched.lock);
+    MutexLock lock(sched.lock);
     if (procs != sched.procs()) procresize_locked(m, procs);
     sched.gcwaiting.store(false, std::memory_order_seq_cst);
     m->p->status.store(PStatus::kRunning, std::memory_order_release);

@@ -38,7 +38,7 @@ struct MainCtx {
 
 void begin_stop() {
   sched.stopping.store(true, std::memory_order_release);
-  std::lock_guard<std::mutex> lock(sched.lock);
+  MutexLock lock(sched.lock);
   while (M* m = sched.midle) {
     sched.midle = m->link;
     m->link = nullptr;
@@ -84,7 +84,8 @@ int resolve_procs(int requested) {
   return default_procs();
 }
 
-void reset_sched(const Config& cfg) {
+// No other runtime thread exists yet: nothing to lock against.
+void reset_sched(const Config& cfg) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   sched.midle = nullptr;
   sched.nmidle = 0;
   sched.mcount = 0;
@@ -132,7 +133,7 @@ void join_ms() {
   for (;;) {
     std::vector<M*> ms;
     {
-      std::lock_guard<std::mutex> lock(sched.lock);
+      MutexLock lock(sched.lock);
       if (joined == sched.allm.size()) break;
       ms.assign(sched.allm.begin() + static_cast<long>(joined), sched.allm.end());
     }
@@ -143,7 +144,8 @@ void join_ms() {
   }
 }
 
-void teardown() {
+// Every other M has been joined: nothing to lock against.
+void teardown() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Gs first: each lives at the top of its stack, which the pool unmaps
   // below. (The Ms' g0s are members of their Ms, not on goroutine stacks.)
   bool abandoned = false;
@@ -221,17 +223,21 @@ int run_main(void (*body)(void*, int*), void* arg, const Config& cfg_in) {
   m0->g0.is_g0 = true;
   m0->g0.status.store(GStatus::kRunning);
   m0->fastrand_state = static_cast<uint64_t>(nanotime()) | 1;
-  sched.allm.push_back(m0);
-  sched.mcount = 1;
   P* p0 = sched.allp[0];
-  m0->p = p0;
-  relaxed_store(p0->m, m0);
-  p0->status.store(PStatus::kRunning);
-  for (int i = cfg.procs - 1; i >= 1; i--) {
-    P* p = sched.allp[static_cast<size_t>(i)];
-    p->link = sched.pidle;
-    sched.pidle = p;
-    sched.npidle.fetch_add(1);
+  {
+    // No other M exists yet; the lock only states the rule.
+    MutexLock lock(sched.lock);
+    sched.allm.push_back(m0);
+    sched.mcount = 1;
+    m0->p = p0;
+    relaxed_store(p0->m, m0);
+    p0->status.store(PStatus::kRunning);
+    for (int i = cfg.procs - 1; i >= 1; i--) {
+      P* p = sched.allp[static_cast<size_t>(i)];
+      p->link = sched.pidle;
+      sched.pidle = p;
+      sched.npidle.fetch_add(1);
+    }
   }
   sched.running.store(true, std::memory_order_release);
 

@@ -10,12 +10,18 @@
 //   | lock                 | protects                                          |
 //   |----------------------|---------------------------------------------------|
 //   | channel / wait-queue | its own waiters (stdlib), released by park unlock |
+//   | PollDesc::lock       | a poll descriptor's deadline generations          |
+//   | Timer::mu            | a timer's add, stop and reset                     |
 //   | Sched::lock          | idle Ms, idle Ps, global run queue, global free   |
-//   |                      | Gs, allg                                          |
-//   | StackPool::mu_       | free stack slots and slabs                        |
+//   |                      | Gs, allg, allm, stopwait                          |
+//   | TimerHeap::lock      | a P's timer heap                                  |
+//   | StackPool::mu_,      | free stack slots and slabs; free poll descriptors |
+//   | poll desc. cache     |                                                   |
 //
 // Nothing may be held across a switch except through park's unlock function,
 // which releases it on the next context once the parking G's context is saved.
+// clang checks who holds what (ABSL_GUARDED_BY, ABSL_EXCLUSIVE_LOCKS_REQUIRED
+// on the lock types of gmp/lock.hpp; docs/runtime.md, "Lock order").
 //
 // Spinning Ms (Go's protocol): an M that looks for work to steal is
 // "spinning". At most one M is woken to spin when work appears (wakep only
@@ -28,12 +34,13 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "gmp/clock_rand.hpp"
 #include "gmp/g.hpp"
+#include "gmp/lock.hpp"
 #include "gmp/m.hpp"
 #include "gmp/note.hpp"
 #include "gmp/p.hpp"
@@ -99,22 +106,22 @@ class AllP {
 };
 
 struct Sched {
-  std::mutex lock;
-  M* midle = nullptr;
-  int32_t nmidle = 0;
-  int32_t mcount = 0;
-  P* pidle = nullptr;
+  RuntimeMutex lock;
+  M* midle ABSL_GUARDED_BY(lock) = nullptr;
+  int32_t nmidle ABSL_GUARDED_BY(lock) = 0;
+  int32_t mcount ABSL_GUARDED_BY(lock) = 0;
+  P* pidle ABSL_GUARDED_BY(lock) = nullptr;
   std::atomic<int32_t> npidle{0};
   std::atomic<int32_t> nmspinning{0};
-  GQueue runq;
+  GQueue runq ABSL_GUARDED_BY(lock);
   std::atomic<int32_t> runqsize{0};
-  GQueue gfree;
+  GQueue gfree ABSL_GUARDED_BY(lock);
   // Written under lock; read without it as a hint (gfget, the scavenger).
   std::atomic<int32_t> ngfree{0};
   // Scavenger state (under lock): the fewest Gs gfree held since the last
   // period began, when that was, and how many Gs are still to be released
   // (the last two are also read without the lock, as hints).
-  int32_t ngfree_low = 0;
+  int32_t ngfree_low ABSL_GUARDED_BY(lock) = 0;
   std::atomic<int64_t> gfree_scavenged{0};
   std::atomic<int32_t> gfree_debt{0};
   // One M may block in netpoll at a time; it is not idle for checkdead.
@@ -132,7 +139,7 @@ struct Sched {
   // Ps are being stopped and until they restart; stopwait (under lock)
   // counts the Ps still to stop, and the last one wakes stopnote.
   std::atomic<bool> gcwaiting{false};
-  int32_t stopwait = 0;
+  int32_t stopwait ABSL_GUARDED_BY(lock) = 0;
   Note stopnote;
   // One stop of the world at a time.
   std::atomic<bool> world_owner{false};
@@ -145,13 +152,13 @@ struct Sched {
   // Goroutines created and exited on Ps that set_procs removed.
   std::atomic<int64_t> retired_created{0};
   std::atomic<int64_t> retired_exited{0};
-  std::vector<M*> allm;
+  std::vector<M*> allm ABSL_GUARDED_BY(lock);
   // Under lock: every G that exists (running, parked, runnable, or dead on a
   // free list with its stack), linked through G::allg_prev/allg_next; a
   // released G leaves it. Oldest first, as goroutine dumps list them.
-  G* allg = nullptr;
-  G* allg_tail = nullptr;
-  int64_t nallg = 0;
+  G* allg ABSL_GUARDED_BY(lock) = nullptr;
+  G* allg_tail ABSL_GUARDED_BY(lock) = nullptr;
+  int64_t nallg ABSL_GUARDED_BY(lock) = 0;
 
   std::atomic<bool> running{false};
   std::atomic<bool> stopping{false};
@@ -249,7 +256,7 @@ void at_run_end(void (*fn)());
 void gcstopm(M* m);
 // Sched::lock held: if the world is stopping, stops p (which its M has
 // released) instead of putting it on the idle list, and returns true.
-bool stop_p_if_waiting_locked(P* p);
+bool stop_p_if_waiting_locked(P* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock);
 // Starts an M to run p (or any idle P when null); `spinning` as in Go.
 void startm(P* p, bool spinning);
 // Go's handoffp: p (taken from an M stuck in blocking()) gets an M if it
@@ -294,7 +301,7 @@ void after_switch(G* prev);
 // may be released (destroyed, its stack given back) before gfput returns.
 void gfput(P* p, G* g);
 // The same onto the global free list; Sched::lock held.
-void gfput_global_locked(G* g);
+void gfput_global_locked(G* g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock);
 // Releases dead Gs (with their stacks) beyond StackPool::kWarmLimit that the
 // global free list did not need for a while, a batch per call; all of them
 // when `idle` (every P is idle). Called by sysmon; returns how many went.
@@ -311,7 +318,7 @@ void schedule_loop();
 void mstart_on_current_thread(M* m);
 
 // Puts g on the global run queue; Sched::lock must be held.
-void globrunqput_locked(G* g);
+void globrunqput_locked(G* g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock);
 
 // Stack overflow / fatal signal handling (signals.cpp).
 void install_fatal_signal_handlers();

@@ -72,7 +72,7 @@ struct MRow {
 };
 
 // Sched::lock held.
-void format_ms_and_gs(std::string* out) {
+void format_ms_and_gs(std::string* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock) {
   std::vector<MRow> ms;
   ms.reserve(sched.allm.size());
   for (M* m : sched.allm) ms.push_back(MRow{m});
@@ -122,7 +122,7 @@ void schedtrace_format(int64_t start, int64_t now, bool detailed, std::string* o
   }
   // Under Sched::lock the number of Ps in use holds still (procresize
   // takes it).
-  std::lock_guard<std::mutex> lock(sched.lock);
+  MutexLock lock(sched.lock);
   const size_t nprocs = static_cast<size_t>(sched.procs());
   absl::StrAppend(out, "SCHED ", (now - start) / 1000000, "ms: gomaxprocs=", nprocs,
                   " idleprocs=", sched.npidle.load(kRelaxed),

@@ -38,7 +38,7 @@ namespace {
 
 // Takes a batch from the global queue: returns one G and puts up to about a
 // fair share of the rest into p's local queue. Sched::lock held.
-G* globrunqget_locked(P* p, int32_t max) {
+G* globrunqget_locked(P* p, int32_t max) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock) {
   int32_t size = sched.runqsize.load(std::memory_order_relaxed);
   if (size == 0) return nullptr;
   int32_t n = size / sched.procs() + 1;
@@ -130,7 +130,7 @@ top:
     timers_run(p, now);
   }
   if (p->schedtick % 61 == 0 && sched.runqsize.load(std::memory_order_relaxed) > 0) {
-    std::lock_guard<std::mutex> lock(sched.lock);
+    MutexLock lock(sched.lock);
     // The fairness check is for Gs that have waited, not for the one this P
     // has just preempted after a whole slice: taking that one back would
     // make what the P readied meanwhile (a G whose timer fired) wait a
@@ -143,7 +143,7 @@ top:
   }
   if (G* g = p->runq.get(sched.procs() == 1)) return g;
   if (sched.runqsize.load(std::memory_order_relaxed) > 0) {
-    std::lock_guard<std::mutex> lock(sched.lock);
+    MutexLock lock(sched.lock);
     if (G* g = globrunqget_locked(p, 0)) return g;
   }
   if (G* g = poll_nonblocking(m)) return g;
@@ -160,7 +160,7 @@ top:
 
   // Nothing. Give up the P and sleep; re-check what could have arrived.
   {
-    std::unique_lock<std::mutex> lock(sched.lock);
+    UniqueLock lock(sched.lock);
     if (sched.stopping.load(std::memory_order_acquire)) return nullptr;
     if (sched.runqsize.load(std::memory_order_relaxed) > 0) {
       return globrunqget_locked(p, 0);
@@ -183,7 +183,7 @@ top:
     // by someone who saw us spinning and therefore did not wake an M.
     for (P* pp : sched.allp) {
       if (!pp->runq.empty()) {
-        std::unique_lock<std::mutex> lock(sched.lock);
+        UniqueLock lock(sched.lock);
         P* np = pidleget();
         lock.unlock();
         if (np != nullptr) {
@@ -218,7 +218,7 @@ top:
       sched.poll_until.store(0, std::memory_order_release);
       sched.netpoll_blocked.store(false);
       sched.last_poll.store(nanotime(), std::memory_order_relaxed);
-      std::unique_lock<std::mutex> lock(sched.lock);
+      UniqueLock lock(sched.lock);
       P* np = pidleget();
       lock.unlock();
       if (np == nullptr) {

@@ -93,7 +93,7 @@ void StackPool::grow_locked() {
 }
 
 void StackPool::alloc(char** out, size_t n) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (size_t i = 0; i < n; i++) {
     if (!warm_.empty()) {
       out[i] = warm_.back();
@@ -107,7 +107,7 @@ void StackPool::alloc(char** out, size_t n) {
 }
 
 void StackPool::free(char* const* lows, size_t n) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (size_t i = 0; i < n; i++) {
     if (warm_.size() < kWarmLimit) {
       warm_.push_back(lows[i]);
@@ -147,12 +147,12 @@ bool StackPool::find(const void* addr, StackSlot* out) const {
 }
 
 size_t StackPool::slabs() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return slabs_.size();
 }
 
 void StackPool::destroy(bool keep_mapped) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   // Unpublish the ranges before unmapping; a fault handler still walking
   // them reads nodes that stay allocated.
   SlabRange* r = ranges_.exchange(nullptr, std::memory_order_acq_rel);

@@ -35,8 +35,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <vector>
+
+#include "gmp/lock.hpp"
 
 namespace gort::internal {
 
@@ -91,19 +92,19 @@ class StackPool {
     std::atomic<SlabRange*> next{nullptr};
   };
 
-  void grow_locked();
+  void grow_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  mutable std::mutex mu_;
+  mutable RuntimeMutex mu_;
   size_t size_ = 0;
   size_t slot_ = 0;
   size_t slots_per_slab_ = 0;
-  std::vector<std::pair<char*, size_t>> slabs_;
-  std::vector<char*> warm_;
-  std::vector<char*> cold_;
+  std::vector<std::pair<char*, size_t>> slabs_ ABSL_GUARDED_BY(mu_);
+  std::vector<char*> warm_ ABSL_GUARDED_BY(mu_);
+  std::vector<char*> cold_ ABSL_GUARDED_BY(mu_);
   // The slabs' ranges, newest first; published with release.
   std::atomic<SlabRange*> ranges_{nullptr};
   // Nodes of slabs released by destroy(), for later slabs (under mu_).
-  SlabRange* spare_ranges_ = nullptr;
+  SlabRange* spare_ranges_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 // True while the madvise guard mechanism works on this kernel.

@@ -29,7 +29,7 @@ P* ensurep_slow(M* m) {
     // The P went to another M while this thread slept in the kernel.
     m->p = nullptr;
     m->retake.store(kRetakeNone, std::memory_order_relaxed);
-    std::unique_lock<std::mutex> lock(sched.lock);
+    UniqueLock lock(sched.lock);
     P* np = pidleget();
     lock.unlock();
     if (np != nullptr) acquirep(m, np);
@@ -100,7 +100,7 @@ void exitsyscall() {
   // sysmon handed our P to another M.
   m->p = nullptr;
   {
-    std::unique_lock<std::mutex> lock(sched.lock);
+    UniqueLock lock(sched.lock);
     P* np = pidleget();
     lock.unlock();
     if (np != nullptr) {

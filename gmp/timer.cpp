@@ -13,8 +13,8 @@ namespace gort::internal {
 // A P's heap. timer0 mirrors heap[0]->when (0 when empty) so the scheduler
 // can tell "nothing due" with one relaxed load and no lock.
 struct TimerHeap {
-  std::atomic<uint32_t> lock{0};
-  std::vector<Timer*> heap;
+  WordLock lock;
+  std::vector<Timer*> heap ABSL_GUARDED_BY(lock);
   std::atomic<int64_t> timer0{0};
 };
 
@@ -63,12 +63,11 @@ void sift_down(std::vector<Timer*>& h, size_t i) {
   t->index = static_cast<int32_t>(i);
 }
 
-void update_timer0(TimerHeap* th) {
+void update_timer0(TimerHeap* th) ABSL_EXCLUSIVE_LOCKS_REQUIRED(th->lock) {
   th->timer0.store(th->heap.empty() ? 0 : th->heap[0]->when, std::memory_order_release);
 }
 
-// Lock held.
-void heap_remove(TimerHeap* th, Timer* t) {
+void heap_remove(TimerHeap* th, Timer* t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(th->lock) {
   auto& h = th->heap;
   size_t i = static_cast<size_t>(t->index);
   Timer* last = h.back();
@@ -83,8 +82,7 @@ void heap_remove(TimerHeap* th, Timer* t) {
   update_timer0(th);
 }
 
-// Lock held.
-void heap_push(TimerHeap* th, Timer* t) {
+void heap_push(TimerHeap* th, Timer* t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(th->lock) {
   th->heap.push_back(t);
   sift_up(th->heap, th->heap.size() - 1);
   update_timer0(th);
@@ -111,7 +109,8 @@ void wake_poller(int64_t when) {
 
 void timers_init(P* p) { p->timers = new TimerHeap; }
 
-void timers_destroy(P* p) {
+// The run is over: no M runs timers any more.
+void timers_destroy(P* p) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   auto* th = static_cast<TimerHeap*>(p->timers);
   p->timers = nullptr;
   if (th == nullptr) return;
@@ -135,29 +134,29 @@ int64_t timers_first(P* p) {
 
 int32_t timers_len(P* p) {
   TimerHeap* th = heap_of(p);
-  lock_word(&th->lock);
+  th->lock.lock();
   auto n = static_cast<int32_t>(th->heap.size());
-  unlock_word(&th->lock);
+  th->lock.unlock();
   return n;
 }
 
 namespace {
 
-void add_locked(Timer* t, int64_t when, int64_t period) {
+void add_locked(Timer* t, int64_t when, int64_t period) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu) {
   if (when <= 0) when = 1;  // 0 means "no timer" in timer0
   P* p = current_p();
   TimerHeap* th = heap_of(p);
-  lock_word(&th->lock);
+  th->lock.lock();
   if (p->status.load(std::memory_order_seq_cst) == PStatus::kDead) [[unlikely]] {
     // The P set_procs removed (an M inside blocking() keeps its old P as
     // the hint current_p reads): P 0 takes its timers (timers_move).
-    unlock_word(&th->lock);
+    th->lock.unlock();
     p = sched.allp[0];
     th = heap_of(p);
-    lock_word(&th->lock);
+    th->lock.lock();
   }
   if (t->state != Timer::kIdle) {
-    unlock_word(&th->lock);
+    th->lock.unlock();
     fatal("timer_add: timer already active");
   }
   t->when = when;
@@ -170,11 +169,11 @@ void add_locked(Timer* t, int64_t when, int64_t period) {
   if (t->ref) t->ref(t, +1);
   heap_push(th, t);
   bool first = th->heap[0] == t;
-  unlock_word(&th->lock);
+  th->lock.unlock();
   if (first) wake_poller(when);
 }
 
-bool stop_locked(Timer* t) {
+bool stop_locked(Timer* t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu) {
   for (;;) {
     P* p = __atomic_load_n(&t->p, __ATOMIC_ACQUIRE);
     if (p == nullptr) {
@@ -185,9 +184,9 @@ bool stop_locked(Timer* t) {
       return false;
     }
     TimerHeap* th = heap_of(p);
-    lock_word(&th->lock);
+    th->lock.lock();
     if (t->p != p) {  // moved or expired while we were locking
-      unlock_word(&th->lock);
+      th->lock.unlock();
       continue;
     }
     heap_remove(th, t);
@@ -195,7 +194,7 @@ bool stop_locked(Timer* t) {
     t->seq.fetch_add(1, std::memory_order_release);
     t->modwhen.store(0, std::memory_order_relaxed);
     __atomic_store_n(&t->p, nullptr, __ATOMIC_RELEASE);
-    unlock_word(&th->lock);
+    th->lock.unlock();
     if (t->ref) t->ref(t, -1);
     return true;
   }
@@ -203,7 +202,7 @@ bool stop_locked(Timer* t) {
 
 // The lock-free path of reset_locked: a queued one-shot timer moved no
 // earlier. False if it does not apply (the caller takes the locked path).
-bool reset_later(Timer* t, int64_t when) {
+bool reset_later(Timer* t, int64_t when) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu) {
   if (__atomic_load_n(&t->p, __ATOMIC_SEQ_CST) == nullptr) return false;
   int64_t m = t->modwhen.load(std::memory_order_seq_cst);
   do {
@@ -217,7 +216,7 @@ bool reset_later(Timer* t, int64_t when) {
   return true;
 }
 
-bool reset_locked(Timer* t, int64_t when, int64_t period) {
+bool reset_locked(Timer* t, int64_t when, int64_t period) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu) {
   if (when <= 0) when = 1;
   if (period == 0 && t->period == 0 && when >= t->target && reset_later(t, when)) return true;
   for (;;) {
@@ -227,9 +226,9 @@ bool reset_locked(Timer* t, int64_t when, int64_t period) {
       return false;
     }
     TimerHeap* th = heap_of(p);
-    lock_word(&th->lock);
+    th->lock.lock();
     if (t->p != p) {
-      unlock_word(&th->lock);
+      th->lock.unlock();
       continue;
     }
     t->seq.fetch_add(1, std::memory_order_release);
@@ -240,7 +239,7 @@ bool reset_locked(Timer* t, int64_t when, int64_t period) {
     heap_remove(th, t);
     heap_push(th, t);
     bool first = th->heap[0] == t;
-    unlock_word(&th->lock);
+    th->lock.unlock();
     if (first) wake_poller(when);
     return true;
   }
@@ -249,24 +248,27 @@ bool reset_locked(Timer* t, int64_t when, int64_t period) {
 }  // namespace
 
 void timer_add(Timer* t, int64_t when, int64_t period) {
-  lock_word(&t->mu);
+  t->mu.lock();
   add_locked(t, when, period);
-  unlock_word(&t->mu);
+  t->mu.unlock();
 }
 
-void timer_add_unshared(Timer* t, int64_t when) { add_locked(t, when, 0); }
+// Nobody else may touch t (see timer.hpp): t->mu has nothing to exclude.
+void timer_add_unshared(Timer* t, int64_t when) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  add_locked(t, when, 0);
+}
 
 bool timer_stop(Timer* t) {
-  lock_word(&t->mu);
+  t->mu.lock();
   bool r = stop_locked(t);
-  unlock_word(&t->mu);
+  t->mu.unlock();
   return r;
 }
 
 bool timer_reset(Timer* t, int64_t when, int64_t period) {
-  lock_word(&t->mu);
+  t->mu.lock();
   bool r = reset_locked(t, when, period);
-  unlock_word(&t->mu);
+  t->mu.unlock();
   return r;
 }
 
@@ -278,7 +280,7 @@ int64_t timers_run(P* p, int64_t now) {
   int64_t first = th->timer0.load(std::memory_order_acquire);
   if (first == 0) return -1;
   if (first > now) return first;
-  lock_word(&th->lock);
+  th->lock.lock();
   while (!th->heap.empty() && th->heap[0]->when <= now) {
     Timer* t = th->heap[0];
     if (t->period == 0) {
@@ -328,14 +330,14 @@ int64_t timers_run(P* p, int64_t now) {
       t->modwhen.store(0, std::memory_order_seq_cst);  // after p: see reset_later
     }
     int64_t next_when = t->when;
-    unlock_word(&th->lock);
+    th->lock.unlock();
     if (wake) wake_poller(next_when);
     f(t, now, seq);  // from here on t may be freed, re-armed or running elsewhere
     if (ref) ref(t, -1);
-    lock_word(&th->lock);
+    th->lock.lock();
   }
   int64_t next = th->heap.empty() ? -1 : th->heap[0]->when;
-  unlock_word(&th->lock);
+  th->lock.unlock();
   return next;
 }
 
@@ -344,8 +346,8 @@ int64_t timers_run(P* p, int64_t now) {
 void timers_move(P* from, P* to) {
   TimerHeap* src = heap_of(from);
   TimerHeap* dst = heap_of(to);
-  lock_word(&src->lock);
-  lock_word(&dst->lock);
+  src->lock.lock();
+  dst->lock.lock();
   for (Timer* t : src->heap) {
     // stop and reset find it through t->p and retry when it changed
     // while they waited for the lock.
@@ -354,8 +356,8 @@ void timers_move(P* from, P* to) {
   }
   src->heap.clear();
   update_timer0(src);
-  unlock_word(&dst->lock);
-  unlock_word(&src->lock);
+  dst->lock.unlock();
+  src->lock.unlock();
 }
 
 int64_t timers_next() {

@@ -67,6 +67,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "gmp/lock.hpp"
+
 namespace gort::internal {
 
 struct P;
@@ -86,11 +88,11 @@ struct Timer {
 
   // Serialises timer_add/stop/reset on this timer (Go allows them
   // concurrently); taken before a heap lock, never by the runner.
-  std::atomic<uint32_t> mu{0};
+  WordLock mu;
   // A later firing time set without the heap lock (see the table above).
   std::atomic<int64_t> modwhen{0};
   // Under mu: the firing time last asked for (modwhen if set, else when).
-  int64_t target = 0;
+  int64_t target ABSL_GUARDED_BY(mu) = 0;
   // Owned by the timer lock of `p`.
   P* p = nullptr;
   int32_t index = -1;

@@ -368,7 +368,8 @@ bool plausible(const G* g) {
 
 }  // namespace
 
-void print_all(TraceWriter& w, G* skip, int level, bool frozen) {
+// Sched::lock is held, or not takable (frozen): the analysis cannot tell.
+void print_all(TraceWriter& w, G* skip, int level, bool frozen) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   std::vector<char> buf;
   if (!frozen) {
     size_t cap = sched.stacks.stack_size();
@@ -396,12 +397,13 @@ void print_all(TraceWriter& w, G* skip, int level, bool frozen) {
   }
 }
 
-void freeze_world(int64_t timeout_ns, bool sched_locked) {
+// Reads allm without Sched::lock when a stopped thread holds it.
+void freeze_world(int64_t timeout_ns, bool sched_locked) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   sched.frozen.store(true, std::memory_order_seq_cst);
   M* self = getm();
   // Stopped threads may hold Sched::lock: read allm without it if need be
   // (it only grows while the runtime runs).
-  std::unique_lock<std::mutex> lock(sched.lock, std::defer_lock);
+  std::unique_lock<RuntimeMutex> lock(sched.lock, std::defer_lock);
   for (int i = 0; !sched_locked && i < 100 && !lock.try_lock(); i++) {
     timespec ts{0, 1000 * 1000};
     nanosleep(&ts, nullptr);
@@ -448,7 +450,7 @@ void stack_body(void* arg) {
     print_goroutine(w, c->g, "running", f, level);
   }
   if (c->all) {
-    std::lock_guard<std::mutex> lock(sched.lock);
+    MutexLock lock(sched.lock);
     if (c->g == nullptr) {
       // print_all separates goroutines with a blank line before each.
       std::string rest;

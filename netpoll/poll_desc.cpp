@@ -33,7 +33,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <mutex>
 #include <vector>
 
 #include "gmp/fatal.hpp"
@@ -54,7 +53,7 @@ constexpr int kTagShift = 48;
 struct PollDesc {
   PollDesc* link = nullptr;  // free list
   int fd = -1;
-  std::atomic<uint32_t> lock{0};
+  WordLock lock;
   std::atomic<uintptr_t> rg{0};
   std::atomic<uintptr_t> wg{0};
   std::atomic<bool> closing{false};
@@ -69,10 +68,10 @@ struct PollDesc {
   std::atomic<int64_t> rd{0};
   std::atomic<int64_t> wd{0};
   // Deadline generations; a timer only acts if its generation is current.
-  uint32_t rseq = 0;
-  uint32_t wseq = 0;
-  uint32_t rt_seq = 0;
-  uint32_t wt_seq = 0;
+  uint32_t rseq ABSL_GUARDED_BY(lock) = 0;
+  uint32_t wseq ABSL_GUARDED_BY(lock) = 0;
+  uint32_t rt_seq ABSL_GUARDED_BY(lock) = 0;
+  uint32_t wt_seq ABSL_GUARDED_BY(lock) = 0;
   Timer rt;
   Timer wt;
 };
@@ -81,15 +80,15 @@ namespace {
 
 constexpr int kBlock = 64;
 
-std::mutex g_cache_mu;
-PollDesc* g_free = nullptr;
-std::vector<PollDesc*> g_blocks;  // keeps every block reachable
+RuntimeMutex g_cache_mu;
+PollDesc* g_free ABSL_GUARDED_BY(g_cache_mu) = nullptr;
+std::vector<PollDesc*> g_blocks ABSL_GUARDED_BY(g_cache_mu);  // keeps every block reachable
 std::atomic<int64_t> g_waiters{0};
 
 std::atomic<uintptr_t>* slot(PollDesc* pd, int mode) { return mode == 'r' ? &pd->rg : &pd->wg; }
 
 PollDesc* alloc_pd() {
-  std::lock_guard<std::mutex> lock(g_cache_mu);
+  MutexLock lock(g_cache_mu);
   if (g_free == nullptr) {
     auto* block = new PollDesc[kBlock];
     g_blocks.push_back(block);
@@ -105,7 +104,7 @@ PollDesc* alloc_pd() {
 }
 
 void free_pd(PollDesc* pd) {
-  std::lock_guard<std::mutex> lock(g_cache_mu);
+  MutexLock lock(g_cache_mu);
   pd->link = g_free;
   g_free = pd;
 }
@@ -152,16 +151,16 @@ bool commit_wait(G* g, void* arg) {
 void deadline_fired(Timer* t, int64_t, uint32_t) {
   auto* pd = static_cast<PollDesc*>(t->arg);
   int mode = t == &pd->rt ? 'r' : 'w';
-  lock_word(&pd->lock);
+  pd->lock.lock();
   uint32_t cur = mode == 'r' ? pd->rseq : pd->wseq;
   uint32_t armed = mode == 'r' ? pd->rt_seq : pd->wt_seq;
   if (cur != armed || pd->closing.load()) {
-    unlock_word(&pd->lock);
+    pd->lock.unlock();
     return;  // stale: the deadline was changed or the fd closed
   }
   // Dekker with poll_wait: this store, then unblock's slot load.
   (mode == 'r' ? pd->rd : pd->wd).store(-1, std::memory_order_seq_cst);
-  unlock_word(&pd->lock);
+  pd->lock.unlock();
   if (G* g = unblock(pd, mode, false)) ready(g);
 }
 
@@ -202,8 +201,12 @@ PollDesc* poll_open(int fd) {
   pd->hangup.store(false);
   pd->rd.store(0);
   pd->wd.store(0);
-  pd->rseq++;
-  pd->wseq++;
+  {
+    // A deadline timer of the descriptor's last use may still be firing.
+    MutexLock lock(pd->lock);
+    pd->rseq++;
+    pd->wseq++;
+  }
   pd->rt.f = pd->wt.f = &deadline_fired;
   pd->rt.arg = pd->wt.arg = pd;
   int err = netpoll_open(fd, pd, tag_of(pd));
@@ -217,9 +220,9 @@ PollDesc* poll_open(int fd) {
 }
 
 void poll_evict(PollDesc* pd) {
-  lock_word(&pd->lock);
+  pd->lock.lock();
   if (pd->closing.load()) {
-    unlock_word(&pd->lock);
+    pd->lock.unlock();
     return;
   }
   // Dekker with poll_wait: this store, then unblock's slot load below.
@@ -228,7 +231,7 @@ void poll_evict(PollDesc* pd) {
   pd->wseq++;
   timer_stop(&pd->rt);
   timer_stop(&pd->wt);
-  unlock_word(&pd->lock);
+  pd->lock.unlock();
   if (G* g = unblock(pd, 'r', false)) ready(g);
   if (G* g = unblock(pd, 'w', false)) ready(g);
 }
@@ -245,8 +248,9 @@ bool poll_close(PollDesc* pd) {
   return true;
 }
 
-void poll_abandon_all() {
-  std::lock_guard<std::mutex> lock(g_cache_mu);
+// The run is over (no M runs, no timer fires): pd->lock guards nothing.
+void poll_abandon_all() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  MutexLock lock(g_cache_mu);
   for (PollDesc* block : g_blocks) {
     for (int i = 0; i < kBlock; i++) {
       PollDesc* pd = &block[i];
@@ -327,9 +331,9 @@ bool poll_hangup_seen(PollDesc* pd) { return pd->hangup.load(std::memory_order_a
 void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now) {
   if (now == 0) now = nanotime();
   bool expire_r = false, expire_w = false;
-  lock_word(&pd->lock);
+  pd->lock.lock();
   if (pd->closing.load()) {
-    unlock_word(&pd->lock);
+    pd->lock.unlock();
     return;
   }
   auto apply = [&](std::atomic<int64_t>& d, uint32_t& seq, uint32_t& armed, Timer& t) -> bool {
@@ -353,7 +357,7 @@ void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now) {
   };
   if (mode == 'r' || mode == 'r' + 'w') expire_r = apply(pd->rd, pd->rseq, pd->rt_seq, pd->rt);
   if (mode == 'w' || mode == 'r' + 'w') expire_w = apply(pd->wd, pd->wseq, pd->wt_seq, pd->wt);
-  unlock_word(&pd->lock);
+  pd->lock.unlock();
   if (expire_r) {
     if (G* g = unblock(pd, 'r', false)) ready(g);
   }

@@ -46,7 +46,8 @@ gort_async_preempt:
         .cfi_offset %rip, -136
         pushfq
         .cfi_adjust_cfa_offset 8
-        .cfi_rel_offset %rflags, 0
+        // 49 is rflags' DWARF number: clang's assembler has no name for it.
+        .cfi_rel_offset 49, 0
         PUSH    %rax
         PUSH    %rbx
         PUSH    %rcx
@@ -115,7 +116,7 @@ gort_async_preempt:
         POP     %rax
         popfq
         .cfi_adjust_cfa_offset -8
-        .cfi_restore %rflags
+        .cfi_restore 49
         ret     $128
         .cfi_endproc
         .size   gort_async_preempt, .-gort_async_preempt

@@ -24,6 +24,7 @@
 // Otherwise nothing happens and sysmon asks again a little later.
 #pragma once
 
+#include <link.h>
 #include <sys/ucontext.h>
 
 #include <atomic>
@@ -146,5 +147,11 @@ extern std::atomic<void (*)()> async_preempt_hook;
 bool pc_preemptible(uintptr_t pc);
 void preempt_ranges_init();
 bool add_preemptible_range(uintptr_t lo, uintptr_t hi);
+// For dl_iterate_phdr callbacks. Whether addr lies in one of the loaded
+// (PT_LOAD) segments of the object `info` describes, executable ones only
+// when `exec`:
+bool object_contains(const dl_phdr_info* info, uintptr_t addr, bool exec);
+// Adds the object's executable segments to the preemptible ranges.
+void add_object_segments(const dl_phdr_info* info);
 
 }  // namespace gort::internal

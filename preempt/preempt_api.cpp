@@ -97,20 +97,8 @@ struct FindObject {
 
 int register_object_segments(dl_phdr_info* info, size_t, void* arg) {
   auto* f = static_cast<FindObject*>(arg);
-  bool contains = false;
-  for (int i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_LOAD) continue;
-    uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
-    if (f->addr >= lo && f->addr < lo + ph.p_memsz) contains = true;
-  }
-  if (!contains) return 0;
-  for (int i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_X) == 0) continue;
-    uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
-    add_preemptible_range(lo, lo + ph.p_memsz);
-  }
+  if (!object_contains(info, f->addr, false)) return 0;
+  add_object_segments(info);
   f->found = true;
   return 1;
 }

@@ -49,14 +49,8 @@ int add_main_segments(dl_phdr_info* info, size_t, void* arg) {
   auto* f = static_cast<FindMain*>(arg);
   bool is_main = info->dlpi_name == nullptr || info->dlpi_name[0] == '\0';
   if (!is_main) return 0;
-  for (int i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_X) == 0) continue;
-    uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
-    uintptr_t hi = lo + ph.p_memsz;
-    if (f->self >= lo && f->self < hi) f->gort_in_main = true;
-    add_preemptible_range(lo, hi);
-  }
+  if (object_contains(info, f->self, true)) f->gort_in_main = true;
+  add_object_segments(info);
   return 1;  // the main program comes first; stop
 }
 
@@ -68,12 +62,7 @@ int add_vdso_segments(dl_phdr_info* info, size_t, void* arg) {
   auto ehdr = *static_cast<uintptr_t*>(arg);
   auto phdr = reinterpret_cast<uintptr_t>(info->dlpi_phdr);
   if (phdr - ehdr >= 4096) return 0;  // its program headers follow its ELF header
-  for (int i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_X) == 0) continue;
-    uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
-    add_preemptible_range(lo, lo + ph.p_memsz);
-  }
+  add_object_segments(info);
   return 1;
 }
 
@@ -199,6 +188,25 @@ bool add_preemptible_range(uintptr_t lo, uintptr_t hi) {
   g_ranges[n] = Range{lo, hi};
   g_nranges.store(n + 1, std::memory_order_release);
   return true;
+}
+
+bool object_contains(const dl_phdr_info* info, uintptr_t addr, bool exec) {
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || (exec && (ph.p_flags & PF_X) == 0)) continue;
+    uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    if (addr >= lo && addr < lo + ph.p_memsz) return true;
+  }
+  return false;
+}
+
+void add_object_segments(const dl_phdr_info* info) {
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_X) == 0) continue;
+    uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    add_preemptible_range(lo, lo + ph.p_memsz);
+  }
 }
 
 void preempt_ranges_init() {

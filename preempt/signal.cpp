@@ -325,7 +325,7 @@ bool arm_slice_timer(P* p, uint32_t tick, int64_t deadline) {
 }
 
 void delete_slice_timers() {
-  std::lock_guard<std::mutex> lock(sched.lock);
+  MutexLock lock(sched.lock);
   for (M* m : sched.allm) {
     if (m->slice_timer_state.load(std::memory_order_acquire) != 2) continue;
     timer_delete(static_cast<timer_t>(m->slice_timer));

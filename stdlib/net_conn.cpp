@@ -41,55 +41,64 @@ Conn::~Conn() {
 }
 
 absl::StatusOr<size_t> Conn::read(absl::Span<char> buf) {
-  if (fd_ == nullptr) return detail::invalid_error();
-  detail::IoResult r = fd_->read(buf.data(), buf.size());
-  if (r.err != 0) return detail::io_error(r.err, prefix(fd_, "read"), "read");
-  return r.n;
+  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::StatusOr<size_t> {
+    detail::IoResult r = fd->read(buf.data(), buf.size());
+    if (r.err != 0) return detail::io_error(r.err, prefix(fd, "read"), "read");
+    return r.n;
+  });
 }
 
 absl::Status Conn::wait_readable() {
-  if (fd_ == nullptr) return detail::invalid_error();
-  if (int err = fd_->wait_readable(); err != 0) return detail::io_error(err, prefix(fd_, "read"), "read");
-  return absl::OkStatus();
+  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    int err = fd->wait_readable();
+    return err == 0 ? absl::OkStatus() : detail::io_error(err, prefix(fd, "read"), "read");
+  });
 }
 
 absl::StatusOr<size_t> Conn::write(absl::Span<const char> buf) {
-  if (fd_ == nullptr) return detail::invalid_error();
-  detail::IoResult r = fd_->write(buf.data(), buf.size());
-  if (r.err != 0) return detail::io_error(r.err, prefix(fd_, "write"), "write");
-  return r.n;
+  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::StatusOr<size_t> {
+    detail::IoResult r = fd->write(buf.data(), buf.size());
+    if (r.err != 0) return detail::io_error(r.err, prefix(fd, "write"), "write");
+    return r.n;
+  });
 }
 
 absl::Status Conn::set_deadline(absl::Time t) {
-  if (fd_ == nullptr) return detail::invalid_error();
-  return deadline_result(fd_->set_deadline(t, 'r' + 'w'));
+  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    return deadline_result(fd->set_deadline(t, 'r' + 'w'));
+  });
 }
 
 absl::Status Conn::set_read_deadline(absl::Time t) {
-  if (fd_ == nullptr) return detail::invalid_error();
-  return deadline_result(fd_->set_deadline(t, 'r'));
+  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    return deadline_result(fd->set_deadline(t, 'r'));
+  });
 }
 
 absl::Status Conn::set_write_deadline(absl::Time t) {
-  if (fd_ == nullptr) return detail::invalid_error();
-  return deadline_result(fd_->set_deadline(t, 'w'));
+  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    return deadline_result(fd->set_deadline(t, 'w'));
+  });
 }
 
 absl::Status Conn::close() {
-  if (fd_ == nullptr) return detail::invalid_error();
-  return fd_->close() == 0 ? absl::OkStatus() : detail::closed_error();
+  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    return fd->close() == 0 ? absl::OkStatus() : detail::closed_error();
+  });
 }
 
 absl::Status Conn::close_write() {
-  if (fd_ == nullptr) return detail::invalid_error();
-  int err = fd_->shutdown(SHUT_WR);
-  return err == 0 ? absl::OkStatus() : detail::io_error(err, prefix(fd_, "close"), "shutdown");
+  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    int err = fd->shutdown(SHUT_WR);
+    return err == 0 ? absl::OkStatus() : detail::io_error(err, prefix(fd, "close"), "shutdown");
+  });
 }
 
 absl::Status Conn::close_read() {
-  if (fd_ == nullptr) return detail::invalid_error();
-  int err = fd_->shutdown(SHUT_RD);
-  return err == 0 ? absl::OkStatus() : detail::io_error(err, prefix(fd_, "close"), "shutdown");
+  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    int err = fd->shutdown(SHUT_RD);
+    return err == 0 ? absl::OkStatus() : detail::io_error(err, prefix(fd, "close"), "shutdown");
+  });
 }
 
 std::string Conn::local_addr() const { return fd_ != nullptr ? fd_->laddr() : std::string(); }
@@ -99,40 +108,47 @@ std::string Conn::remote_addr() const { return fd_ != nullptr ? fd_->raddr() : s
 std::string Conn::network() const { return fd_ != nullptr ? fd_->net() : std::string(); }
 
 absl::Status Conn::set_no_delay(bool on) {
-  if (fd_ == nullptr) return detail::invalid_error();
-  return opt_result(fd_, fd_->setsockopt_int(IPPROTO_TCP, TCP_NODELAY, on ? 1 : 0));
+  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    return opt_result(fd, fd->setsockopt_int(IPPROTO_TCP, TCP_NODELAY, on ? 1 : 0));
+  });
 }
 
 absl::Status Conn::set_linger(int sec) {
-  if (fd_ == nullptr) return detail::invalid_error();
-  linger l{};
-  l.l_onoff = sec >= 0 ? 1 : 0;
-  l.l_linger = sec >= 0 ? sec : 0;
-  return opt_result(fd_, fd_->setsockopt(SOL_SOCKET, SO_LINGER, &l, sizeof l));
+  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    linger l{};
+    l.l_onoff = sec >= 0 ? 1 : 0;
+    l.l_linger = sec >= 0 ? sec : 0;
+    return opt_result(fd, fd->setsockopt(SOL_SOCKET, SO_LINGER, &l, sizeof l));
+  });
 }
 
 absl::Status Conn::set_keep_alive(bool on) {
-  if (fd_ == nullptr) return detail::invalid_error();
-  return opt_result(fd_, fd_->setsockopt_int(SOL_SOCKET, SO_KEEPALIVE, on ? 1 : 0));
+  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    return opt_result(fd, fd->setsockopt_int(SOL_SOCKET, SO_KEEPALIVE, on ? 1 : 0));
+  });
 }
 
 absl::Status Conn::set_keep_alive_period(absl::Duration d) {
-  if (fd_ == nullptr) return detail::invalid_error();
-  // Go: rounded up to whole seconds.
-  int secs = static_cast<int>(absl::ToInt64Seconds(absl::Ceil(d, absl::Seconds(1))));
-  if (secs < 1) secs = 1;
-  if (int err = fd_->setsockopt_int(IPPROTO_TCP, TCP_KEEPIDLE, secs); err != 0) return opt_result(fd_, err);
-  return opt_result(fd_, fd_->setsockopt_int(IPPROTO_TCP, TCP_KEEPINTVL, secs));
+  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    // Go: rounded up to whole seconds.
+    int secs = static_cast<int>(absl::ToInt64Seconds(absl::Ceil(d, absl::Seconds(1))));
+    if (secs < 1) secs = 1;
+    int err = fd->setsockopt_int(IPPROTO_TCP, TCP_KEEPIDLE, secs);
+    if (err != 0) return opt_result(fd, err);
+    return opt_result(fd, fd->setsockopt_int(IPPROTO_TCP, TCP_KEEPINTVL, secs));
+  });
 }
 
 absl::Status Conn::set_read_buffer(int bytes) {
-  if (fd_ == nullptr) return detail::invalid_error();
-  return opt_result(fd_, fd_->setsockopt_int(SOL_SOCKET, SO_RCVBUF, bytes));
+  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    return opt_result(fd, fd->setsockopt_int(SOL_SOCKET, SO_RCVBUF, bytes));
+  });
 }
 
 absl::Status Conn::set_write_buffer(int bytes) {
-  if (fd_ == nullptr) return detail::invalid_error();
-  return opt_result(fd_, fd_->setsockopt_int(SOL_SOCKET, SO_SNDBUF, bytes));
+  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    return opt_result(fd, fd->setsockopt_int(SOL_SOCKET, SO_SNDBUF, bytes));
+  });
 }
 
 int Conn::native_handle() const { return fd_ != nullptr ? fd_->sysfd() : -1; }

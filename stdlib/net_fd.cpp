@@ -175,175 +175,149 @@ void NetFD::release(NetFD* fd) {
 
 int NetFD::wait(int mode) { return from_poll(internal::poll_wait(pd_, mode)); }
 
-IoResult NetFD::read(char* p, size_t len) {
-  if (!incref()) return {0, kErrClosing};
-  IoResult r;
-  rmu_.lock();
-  if (state_.load(std::memory_order_acquire) & kClosed) {
-    r.err = kErrClosing;
-  } else if (len == 0) {
-    // Go: a zero-byte read returns at once (after taking the lock).
-  } else if ((r.err = from_poll(internal::poll_check(pd_, 'r'))) == 0) {
-    if (is_stream()) len = std::min(len, kMaxRW);
-    if (rdrained_) {
-      // The last read drained the socket: unless readiness arrived since,
-      // a read now would only say EAGAIN, so wait first.
-      rdrained_ = false;
-      if ((r.err = wait('r')) != 0) len = 0;
+// Go's fd.readLock / fd.writeLock with the deferred unlock: a ref on the
+// NetFD, then its read or write lock, for the guard's scope. err() is
+// kErrClosing when the NetFD is closed, found before the ref (then nothing
+// is held) or once the lock is taken; the caller then returns at once.
+class ABSL_SCOPED_LOCKABLE NetFD::IoLock {
+ public:
+  IoLock(NetFD* fd, Mutex& mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : fd_(fd), mu_(&mu) {
+    if (!fd->incref()) {
+      mu_ = nullptr;
+      err_ = kErrClosing;
+      return;
     }
-    while (len != 0) {
-      if (is_stream()) internal::poll_reset_ready(pd_, 'r');
-      // recvmsg costs a little more than read, and a short read needs no
-      // TCP_INQ to know it emptied the socket: ask only while reads come
-      // back full.
-      int inq = -1;
-      ssize_t n = inq_ && rfull_ ? read_inq(sysfd_, p, len, &inq) : sys_read(sysfd_, p, len);
-      if (n >= 0) {
-        r.n = static_cast<size_t>(n);
-        rfull_ = r.n == len;
-        // A short read of a stream socket (TCP, Unix) took everything that
-        // was queued, and so did one after which TCP reports nothing left
-        // (a read that exactly fills a message-sized buffer, the usual
-        // request/response pattern); data arriving later brings a new
-        // edge, hence readiness, because the reset above came before the
-        // read. EOF (0), a pending shutdown or error, and datagrams do not
-        // qualify: no further event need come for them.
-        rdrained_ = is_stream() && n > 0 && (r.n < len || inq == 0) &&
-                    !internal::poll_hangup_seen(pd_);
-        break;
-      }
-      int e = errno;
-      if (e == EINTR) continue;
-      if (e == EAGAIN) {
-        if ((r.err = wait('r')) != 0) break;
-        continue;
-      }
-      r.err = e;
-      break;
-    }
+    mu.lock();
+    if (fd->state_.load(std::memory_order_acquire) & kClosed) err_ = kErrClosing;
   }
-  rmu_.unlock();
-  decref();
+  ~IoLock() ABSL_UNLOCK_FUNCTION() {
+    if (mu_ == nullptr) return;
+    mu_->unlock();
+    fd_->decref();
+  }
+  IoLock(const IoLock&) = delete;
+  IoLock& operator=(const IoLock&) = delete;
+  int err() const { return err_; }
+
+ private:
+  NetFD* const fd_;
+  Mutex* mu_;
+  int err_ = 0;
+};
+
+// Inline, as the check it replaces was: it is on every read and write.
+__attribute__((always_inline)) inline int NetFD::prepare(int mode) {
+  return from_poll(internal::poll_check(pd_, mode));
+}
+
+template <class F>
+ssize_t NetFD::io_loop(int mode, int* err, F&& call) {
+  for (;;) {
+    ssize_t n = call();
+    if (n >= 0) return n;
+    int e = errno;
+    if (e == EINTR) continue;
+    if (e == EAGAIN && (e = wait(mode)) == 0) continue;
+    *err = e;
+    return -1;
+  }
+}
+
+IoResult NetFD::read(char* p, size_t len) {
+  IoLock io(this, rmu_);
+  IoResult r;
+  // Go: a zero-byte read returns at once (after taking the lock).
+  if ((r.err = io.err()) != 0 || len == 0 || (r.err = prepare('r')) != 0) return r;
+  if (is_stream()) len = std::min(len, kMaxRW);
+  if (rdrained_) {
+    // The last read drained the socket: unless readiness arrived since,
+    // a read now would only say EAGAIN, so wait first.
+    rdrained_ = false;
+    if ((r.err = wait('r')) != 0) return r;
+  }
+  // recvmsg costs a little more than read, and a short read needs no
+  // TCP_INQ to know it emptied the socket: ask only while reads come back
+  // full.
+  bool ask_inq = inq_ && rfull_;
+  int inq = -1;
+  ssize_t n = io_loop('r', &r.err, [&] {
+    if (is_stream()) internal::poll_reset_ready(pd_, 'r');
+    return ask_inq ? read_inq(sysfd_, p, len, &inq) : sys_read(sysfd_, p, len);
+  });
+  if (n < 0) return r;
+  r.n = static_cast<size_t>(n);
+  rfull_ = r.n == len;
+  // A short read of a stream socket (TCP, Unix) took everything that was
+  // queued, and so did one after which TCP reports nothing left (a read
+  // that exactly fills a message-sized buffer, the usual request/response
+  // pattern); data arriving later brings a new edge, hence readiness,
+  // because the reset above came before the read. EOF (0), a pending
+  // shutdown or error, and datagrams do not qualify: no further event need
+  // come for them.
+  rdrained_ = is_stream() && n > 0 && (r.n < len || inq == 0) && !internal::poll_hangup_seen(pd_);
   return r;
 }
 
 int NetFD::wait_readable() {
-  if (!incref()) return kErrClosing;
-  int err = 0;
-  rmu_.lock();
-  if (state_.load(std::memory_order_acquire) & kClosed) {
-    err = kErrClosing;
-  } else if ((err = from_poll(internal::poll_check(pd_, 'r'))) == 0) {
-    for (;;) {
-      if (!rdrained_) {
-        // The same order as read's: readiness left after the peek came
-        // from an event harvested after it.
-        internal::poll_reset_ready(pd_, 'r');
-        // poll, not recv(MSG_PEEK): a peek would consume a pending error
-        // (the kernel clears it once reported), which belongs to the read.
-        pollfd pfd{sysfd_, POLLIN | POLLRDHUP, 0};
-        int n = ::poll(&pfd, 1, 0);
-        if (n < 0 && errno == EINTR) continue;
-        if (n != 0) break;  // data, end of stream or an error (poll's own failure: let read report)
-      }
-      rdrained_ = false;  // the wait consumes what read would have trusted
-      if ((err = wait('r')) != 0) break;
+  IoLock io(this, rmu_);
+  int err;
+  if ((err = io.err()) != 0 || (err = prepare('r')) != 0) return err;
+  for (;;) {
+    if (!rdrained_) {
+      // The same order as read's: readiness left after the peek came
+      // from an event harvested after it.
+      internal::poll_reset_ready(pd_, 'r');
+      // poll, not recv(MSG_PEEK): a peek would consume a pending error
+      // (the kernel clears it once reported), which belongs to the read.
+      pollfd pfd{sysfd_, POLLIN | POLLRDHUP, 0};
+      int n = ::poll(&pfd, 1, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n != 0) break;  // data, end of stream or an error (poll's own failure: let read report)
     }
+    rdrained_ = false;  // the wait consumes what read would have trusted
+    if ((err = wait('r')) != 0) break;
   }
-  rmu_.unlock();
-  decref();
   return err;
 }
 
 IoResult NetFD::write(const char* p, size_t len) {
-  if (!incref()) return {0, kErrClosing};
+  IoLock io(this, wmu_);
   IoResult r;
-  wmu_.lock();
-  if (state_.load(std::memory_order_acquire) & kClosed) {
-    r.err = kErrClosing;
-  } else if ((r.err = from_poll(internal::poll_check(pd_, 'w'))) == 0) {
-    for (;;) {
-      size_t chunk = len - r.n;
-      if (is_stream()) chunk = std::min(chunk, kMaxRW);
-      // send, not write: MSG_NOSIGNAL turns SIGPIPE into EPIPE.
-      ssize_t n = sys_send(sysfd_, p + r.n, chunk, MSG_NOSIGNAL);
-      if (n > 0) r.n += static_cast<size_t>(n);
-      if (r.n == len && n >= 0) break;
-      if (n < 0) {
-        int e = errno;
-        if (e == EINTR) continue;
-        if (e == EAGAIN) {
-          if ((r.err = wait('w')) != 0) break;
-          continue;
-        }
-        r.err = e;
-        break;
-      }
-      if (n == 0) {
-        r.err = EIO;  // Go: io.ErrUnexpectedEOF; a socket never does this
-        break;
-      }
+  if ((r.err = io.err()) != 0 || (r.err = prepare('w')) != 0) return r;
+  for (;;) {
+    size_t chunk = len - r.n;
+    if (is_stream()) chunk = std::min(chunk, kMaxRW);
+    // send, not write: MSG_NOSIGNAL turns SIGPIPE into EPIPE.
+    ssize_t n = io_loop('w', &r.err, [&] { return sys_send(sysfd_, p + r.n, chunk, MSG_NOSIGNAL); });
+    if (n < 0) break;
+    r.n += static_cast<size_t>(n);
+    if (r.n == len) break;
+    if (n == 0) {
+      r.err = EIO;  // Go: io.ErrUnexpectedEOF; a socket never does this
+      break;
     }
   }
-  wmu_.unlock();
-  decref();
   return r;
 }
 
 IoResult NetFD::recvfrom(char* p, size_t len, SockAddr* from) {
-  if (!incref()) return {0, kErrClosing};
+  IoLock io(this, rmu_);
   IoResult r;
-  rmu_.lock();
-  if (state_.load(std::memory_order_acquire) & kClosed) {
-    r.err = kErrClosing;
-  } else if ((r.err = from_poll(internal::poll_check(pd_, 'r'))) == 0) {
-    for (;;) {
-      from->len = sizeof from->ss;
-      ssize_t n = sys_recvfrom(sysfd_, p, len, 0, from->sa(), &from->len);
-      if (n >= 0) {
-        r.n = static_cast<size_t>(n);
-        break;
-      }
-      int e = errno;
-      if (e == EINTR) continue;
-      if (e == EAGAIN) {
-        if ((r.err = wait('r')) != 0) break;
-        continue;
-      }
-      r.err = e;
-      break;
-    }
-  }
-  rmu_.unlock();
-  decref();
+  if ((r.err = io.err()) != 0 || (r.err = prepare('r')) != 0) return r;
+  ssize_t n = io_loop('r', &r.err, [&] {
+    from->len = sizeof from->ss;
+    return sys_recvfrom(sysfd_, p, len, 0, from->sa(), &from->len);
+  });
+  if (n >= 0) r.n = static_cast<size_t>(n);
   return r;
 }
 
 IoResult NetFD::sendto(const char* p, size_t len, const SockAddr& to) {
-  if (!incref()) return {0, kErrClosing};
+  IoLock io(this, wmu_);
   IoResult r;
-  wmu_.lock();
-  if (state_.load(std::memory_order_acquire) & kClosed) {
-    r.err = kErrClosing;
-  } else if ((r.err = from_poll(internal::poll_check(pd_, 'w'))) == 0) {
-    for (;;) {
-      ssize_t n = sys_sendto(sysfd_, p, len, MSG_NOSIGNAL, to.sa(), to.len);
-      if (n >= 0) {
-        r.n = static_cast<size_t>(n);
-        break;
-      }
-      int e = errno;
-      if (e == EINTR) continue;
-      if (e == EAGAIN) {
-        if ((r.err = wait('w')) != 0) break;
-        continue;
-      }
-      r.err = e;
-      break;
-    }
-  }
-  wmu_.unlock();
-  decref();
+  if ((r.err = io.err()) != 0 || (r.err = prepare('w')) != 0) return r;
+  ssize_t n = io_loop('w', &r.err, [&] { return sys_sendto(sysfd_, p, len, MSG_NOSIGNAL, to.sa(), to.len); });
+  if (n >= 0) r.n = static_cast<size_t>(n);
   return r;
 }
 
@@ -359,77 +333,60 @@ void NetFD::backoff_sleep(absl::Duration d) {
 }
 
 int NetFD::accept(int* s, SockAddr* sa, const char** syscall) {
-  if (!incref()) return kErrClosing;
-  int err = 0;
-  rmu_.lock();
-  if (state_.load(std::memory_order_acquire) & kClosed) {
-    err = kErrClosing;
-  } else if ((err = from_poll(internal::poll_check(pd_, 'r'))) == 0) {
-    absl::Duration backoff = absl::ZeroDuration();
-    for (;;) {
-      sa->len = sizeof sa->ss;
-      int fd = ::accept4(sysfd_, sa->sa(), &sa->len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd >= 0) {
-        *s = fd;
-        break;
-      }
-      int e = errno;
-      if (e == EINTR || e == ECONNABORTED) continue;  // Go retries both
-      if (e == EAGAIN) {
-        if ((err = wait('r')) != 0) break;
-        continue;
-      }
-      if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
-        // Out of descriptors (or memory): the connection stays queued. Wait
-        // for some to be freed, as Go's http.Server does: 5 ms doubling up
-        // to 1 s; close() cuts the sleep short.
-        backoff = backoff == absl::ZeroDuration() ? absl::Milliseconds(5)
-                                                  : std::min(backoff * 2, absl::Seconds(1));
-        backoff_sleep(backoff);
-        if (state_.load(std::memory_order_acquire) & kClosed) {
-          err = kErrClosing;
-          break;
-        }
-        if ((err = from_poll(internal::poll_check(pd_, 'r'))) != 0) break;
-        continue;
-      }
-      *syscall = "accept4";
-      err = e;
-      break;
+  IoLock io(this, rmu_);
+  int err;
+  if ((err = io.err()) != 0 || (err = prepare('r')) != 0) return err;
+  absl::Duration backoff = absl::ZeroDuration();
+  for (;;) {
+    sa->len = sizeof sa->ss;
+    int fd = ::accept4(sysfd_, sa->sa(), &sa->len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      *s = fd;
+      return 0;
     }
+    int e = errno;
+    if (e == EINTR || e == ECONNABORTED) continue;  // Go retries both
+    if (e == EAGAIN) {
+      if ((err = wait('r')) != 0) return err;
+      continue;
+    }
+    if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+      // Out of descriptors (or memory): the connection stays queued. Wait
+      // for some to be freed, as Go's http.Server does: 5 ms doubling up
+      // to 1 s; close() cuts the sleep short.
+      backoff = backoff == absl::ZeroDuration() ? absl::Milliseconds(5)
+                                                : std::min(backoff * 2, absl::Seconds(1));
+      backoff_sleep(backoff);
+      if (state_.load(std::memory_order_acquire) & kClosed) return kErrClosing;
+      if ((err = prepare('r')) != 0) return err;
+      continue;
+    }
+    *syscall = "accept4";
+    return e;
   }
-  rmu_.unlock();
-  decref();
-  return err;
 }
 
 int NetFD::wait_connect() {
-  if (!incref()) return kErrClosing;
-  int err = 0;
-  wmu_.lock();
+  // A closed NetFD fails here as wait() would have: kErrClosing.
+  IoLock io(this, wmu_);
+  int err;
+  if ((err = io.err()) != 0) return err;
   for (;;) {
-    if ((err = wait('w')) != 0) break;
+    if ((err = wait('w')) != 0) return err;
     int soerr = 0;
     socklen_t l = sizeof soerr;
-    if (::getsockopt(sysfd_, SOL_SOCKET, SO_ERROR, &soerr, &l) != 0) {
-      err = errno;
-      break;
-    }
+    if (::getsockopt(sysfd_, SOL_SOCKET, SO_ERROR, &soerr, &l) != 0) return errno;
     if (soerr == EINPROGRESS || soerr == EALREADY || soerr == EINTR) continue;
-    if (soerr == EISCONN) break;
+    if (soerr == EISCONN) return 0;
     if (soerr == 0) {
       // Writable and no error: connected, unless the wake-up was spurious.
       sockaddr_storage ss;
       socklen_t sl = sizeof ss;
-      if (::getpeername(sysfd_, reinterpret_cast<sockaddr*>(&ss), &sl) == 0) break;
+      if (::getpeername(sysfd_, reinterpret_cast<sockaddr*>(&ss), &sl) == 0) return 0;
       continue;
     }
-    err = soerr;
-    break;
+    return soerr;
   }
-  wmu_.unlock();
-  decref();
-  return err;
 }
 
 int NetFD::set_deadline(absl::Time t, int mode) {

@@ -30,6 +30,7 @@
 #include <string>
 #include <variant>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
 #include "gort/chan.hpp"
 #include "gort/sync.hpp"
@@ -120,11 +121,22 @@ class NetFD {
   static constexpr uint64_t kClosed = 1;
   static constexpr uint64_t kRef = 2;
 
+  class IoLock;
+
   bool incref();
   void decref();
   void destroy();
   // Waits for readiness in mode; 0 or kErr*.
   int wait(int mode);
+  // Go's pd.prepareRead / prepareWrite: 0, or kErr* if the NetFD is
+  // closing or mode's deadline has passed (even when data is ready).
+  int prepare(int mode);
+  // Go's ignoringEINTRIO and the EAGAIN wait around it: calls `call` (a
+  // system call returning -1 and errno on failure) until it succeeds,
+  // retrying on EINTR and, after waiting for readiness in mode, on EAGAIN.
+  // Returns its result, or -1 with *err the errno value or wait's kErr*.
+  template <class F>
+  ssize_t io_loop(int mode, int* err, F&& call);
   // Sleeps `d` during accept's backoff; returns early when closed.
   void backoff_sleep(absl::Duration d);
 
@@ -141,15 +153,25 @@ class NetFD {
   std::atomic<bool> destroyed_{false};
   Mutex rmu_;
   Mutex wmu_;
-  // Under rmu_: the last stream read was short, so the socket was empty
-  // when it returned (see read()).
-  bool rdrained_ = false;
+  // The last stream read was short, so the socket was empty when it
+  // returned (see read()).
+  bool rdrained_ ABSL_GUARDED_BY(rmu_) = false;
   // Set once by enable_inq(): stream reads may use recvmsg with TCP_CM_INQ.
   bool inq_ = false;
-  // Under rmu_: the last read filled its buffer (so the next one asks for
-  // TCP_CM_INQ when inq_ is set).
-  bool rfull_ = false;
+  // The last read filled its buffer (so the next one asks for TCP_CM_INQ
+  // when inq_ is set).
+  bool rfull_ ABSL_GUARDED_BY(rmu_) = false;
 };
+
+// Go's `if !c.ok() { return syscall.EINVAL }`, for every call of Conn,
+// Listener and PacketConn that reports an error: a default-constructed or
+// moved-from one has no NetFD, and fails with "invalid argument".
+// Otherwise returns call(fd).
+template <class F>
+auto with_fd(NetFD* fd, F&& call) -> decltype(call(fd)) {
+  if (fd == nullptr) return invalid_error();
+  return call(fd);
+}
 
 // Deadline `t` as a poll deadline (a nanotime): 0 none, else > 0. `now`
 // is the current nanotime.

@@ -47,19 +47,20 @@ Listener::~Listener() {
 }
 
 absl::StatusOr<Conn> Listener::accept() {
-  if (fd_ == nullptr) return detail::invalid_error();
-  int s = -1;
-  SockAddr rsa;
-  const char* syscall = "";
-  int err = fd_->accept(&s, &rsa, &syscall);
-  std::string prefix = detail::op_prefix("accept", fd_->net(), "", fd_->laddr());
-  if (err != 0) return detail::io_error(err, prefix, syscall);
-  NetFD* c = NetFD::open(s, fd_->family(), fd_->sotype(), fd_->net(), &err);
-  if (c == nullptr) return detail::io_error(err, prefix, "epoll_ctl");
-  c->set_addrs(detail::sock_name(s), detail::format_sockaddr(rsa));
-  auto n = detail::parse_network(fd_->net());
-  if (n.ok()) detail::set_conn_defaults(c, *n);
-  return Conn(c);
+  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::StatusOr<Conn> {
+    int s = -1;
+    SockAddr rsa;
+    const char* syscall = "";
+    int err = fd->accept(&s, &rsa, &syscall);
+    std::string prefix = detail::op_prefix("accept", fd->net(), "", fd->laddr());
+    if (err != 0) return detail::io_error(err, prefix, syscall);
+    NetFD* c = NetFD::open(s, fd->family(), fd->sotype(), fd->net(), &err);
+    if (c == nullptr) return detail::io_error(err, prefix, "epoll_ctl");
+    c->set_addrs(detail::sock_name(s), detail::format_sockaddr(rsa));
+    auto n = detail::parse_network(fd->net());
+    if (n.ok()) detail::set_conn_defaults(c, *n);
+    return Conn(c);
+  });
 }
 
 std::string Listener::addr() const { return fd_ != nullptr ? fd_->laddr() : std::string(); }
@@ -67,13 +68,15 @@ std::string Listener::addr() const { return fd_ != nullptr ? fd_->laddr() : std:
 std::string Listener::network() const { return fd_ != nullptr ? fd_->net() : std::string(); }
 
 absl::Status Listener::close() {
-  if (fd_ == nullptr) return detail::invalid_error();
-  return fd_->close() == 0 ? absl::OkStatus() : detail::closed_error();
+  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    return fd->close() == 0 ? absl::OkStatus() : detail::closed_error();
+  });
 }
 
 absl::Status Listener::set_deadline(absl::Time t) {
-  if (fd_ == nullptr) return detail::invalid_error();
-  return fd_->set_deadline(t, 'r' + 'w') == 0 ? absl::OkStatus() : detail::closed_error();
+  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    return fd->set_deadline(t, 'r' + 'w') == 0 ? absl::OkStatus() : detail::closed_error();
+  });
 }
 
 int Listener::native_handle() const { return fd_ != nullptr ? fd_->sysfd() : -1; }

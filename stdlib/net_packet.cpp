@@ -44,84 +44,97 @@ PacketConn::~PacketConn() {
 }
 
 absl::StatusOr<std::pair<size_t, std::string>> PacketConn::read_from(absl::Span<char> buf) {
-  if (fd_ == nullptr) return detail::invalid_error();
-  SockAddr from;
-  detail::IoResult r = fd_->recvfrom(buf.data(), buf.size(), &from);
-  if (r.err != 0) {
-    return detail::io_error(r.err, detail::op_prefix("read", fd_->net(), fd_->laddr(), ""), "recvfrom");
-  }
-  return std::pair<size_t, std::string>(r.n, detail::format_sockaddr(from));
+  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::StatusOr<std::pair<size_t, std::string>> {
+    SockAddr from;
+    detail::IoResult r = fd->recvfrom(buf.data(), buf.size(), &from);
+    if (r.err != 0) {
+      std::string prefix = detail::op_prefix("read", fd->net(), fd->laddr(), "");
+      return detail::io_error(r.err, prefix, "recvfrom");
+    }
+    return std::pair<size_t, std::string>(r.n, detail::format_sockaddr(from));
+  });
 }
 
 absl::StatusOr<size_t> PacketConn::write_to(absl::Span<const char> buf, std::string_view addr) {
-  if (fd_ == nullptr) return detail::invalid_error();
-  auto n = detail::parse_network(fd_->net());
-  if (!n.ok()) return n.status();
-  auto addrs = detail::resolve_addr_list(background(), absl::InfiniteFuture(), *n, addr, false);
-  if (!addrs.ok()) {
-    return detail::wrap_error(detail::op_prefix("write", fd_->net(), fd_->laddr(), ""), addrs.status());
-  }
-  // The first address this socket can reach: an AF_INET6 socket that is
-  // not IPv6-only reaches IPv4 addresses as ::ffff:a.b.c.d.
-  const SockAddr* to = nullptr;
-  SockAddr mapped;
-  for (const SockAddr& a : *addrs) {
-    if (a.family() == fd_->family()) {
-      to = &a;
-      break;
+  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::StatusOr<size_t> {
+    auto n = detail::parse_network(fd->net());
+    if (!n.ok()) return n.status();
+    auto addrs = detail::resolve_addr_list(background(), absl::InfiniteFuture(), *n, addr, false);
+    if (!addrs.ok()) {
+      std::string prefix = detail::op_prefix("write", fd->net(), fd->laddr(), "");
+      return detail::wrap_error(prefix, addrs.status());
     }
-    if (fd_->family() == AF_INET6 && !n->ipv6only() && a.family() == AF_INET) {
-      mapped = detail::to_inet6(a);
-      to = &mapped;
-      break;
+    // The first address this socket can reach: an AF_INET6 socket that is
+    // not IPv6-only reaches IPv4 addresses as ::ffff:a.b.c.d.
+    const SockAddr* to = nullptr;
+    SockAddr mapped;
+    for (const SockAddr& a : *addrs) {
+      if (a.family() == fd->family()) {
+        to = &a;
+        break;
+      }
+      if (fd->family() == AF_INET6 && !n->ipv6only() && a.family() == AF_INET) {
+        mapped = detail::to_inet6(a);
+        to = &mapped;
+        break;
+      }
     }
-  }
-  std::string prefix = detail::op_prefix("write", fd_->net(), fd_->laddr(), addr);
-  if (to == nullptr) {
-    return absl::InvalidArgumentError(cat(prefix, ": address ", addr, ": no suitable address found"));
-  }
-  detail::IoResult r = fd_->sendto(buf.data(), buf.size(), *to);
-  if (r.err != 0) return detail::io_error(r.err, prefix, "sendto");
-  return r.n;
+    std::string prefix = detail::op_prefix("write", fd->net(), fd->laddr(), addr);
+    if (to == nullptr) {
+      return absl::InvalidArgumentError(
+          cat(prefix, ": address ", addr, ": no suitable address found"));
+    }
+    detail::IoResult r = fd->sendto(buf.data(), buf.size(), *to);
+    if (r.err != 0) return detail::io_error(r.err, prefix, "sendto");
+    return r.n;
+  });
 }
 
 absl::Status PacketConn::set_deadline(absl::Time t) {
-  if (fd_ == nullptr) return detail::invalid_error();
-  return fd_->set_deadline(t, 'r' + 'w') == 0 ? absl::OkStatus() : detail::closed_error();
+  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    return fd->set_deadline(t, 'r' + 'w') == 0 ? absl::OkStatus() : detail::closed_error();
+  });
 }
 
 absl::Status PacketConn::set_read_deadline(absl::Time t) {
-  if (fd_ == nullptr) return detail::invalid_error();
-  return fd_->set_deadline(t, 'r') == 0 ? absl::OkStatus() : detail::closed_error();
+  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    return fd->set_deadline(t, 'r') == 0 ? absl::OkStatus() : detail::closed_error();
+  });
 }
 
 absl::Status PacketConn::set_write_deadline(absl::Time t) {
-  if (fd_ == nullptr) return detail::invalid_error();
-  return fd_->set_deadline(t, 'w') == 0 ? absl::OkStatus() : detail::closed_error();
+  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    return fd->set_deadline(t, 'w') == 0 ? absl::OkStatus() : detail::closed_error();
+  });
 }
 
 absl::Status PacketConn::close() {
-  if (fd_ == nullptr) return detail::invalid_error();
-  return fd_->close() == 0 ? absl::OkStatus() : detail::closed_error();
+  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    return fd->close() == 0 ? absl::OkStatus() : detail::closed_error();
+  });
 }
 
 std::string PacketConn::local_addr() const { return fd_ != nullptr ? fd_->laddr() : std::string(); }
 
 std::string PacketConn::network() const { return fd_ != nullptr ? fd_->net() : std::string(); }
 
-absl::Status PacketConn::set_read_buffer(int bytes) {
-  if (fd_ == nullptr) return detail::invalid_error();
-  int err = fd_->setsockopt_int(SOL_SOCKET, SO_RCVBUF, bytes);
-  return err == 0 ? absl::OkStatus()
-                  : detail::io_error(err, detail::op_prefix("set", fd_->net(), fd_->laddr(), ""), "setsockopt");
+namespace {
+
+// SO_RCVBUF or SO_SNDBUF.
+absl::Status set_buffer(NetFD* owned, int name, int bytes) {
+  return detail::with_fd(owned, [&](NetFD* fd) -> absl::Status {
+    int err = fd->setsockopt_int(SOL_SOCKET, name, bytes);
+    if (err == 0) return absl::OkStatus();
+    std::string prefix = detail::op_prefix("set", fd->net(), fd->laddr(), "");
+    return detail::io_error(err, prefix, "setsockopt");
+  });
 }
 
-absl::Status PacketConn::set_write_buffer(int bytes) {
-  if (fd_ == nullptr) return detail::invalid_error();
-  int err = fd_->setsockopt_int(SOL_SOCKET, SO_SNDBUF, bytes);
-  return err == 0 ? absl::OkStatus()
-                  : detail::io_error(err, detail::op_prefix("set", fd_->net(), fd_->laddr(), ""), "setsockopt");
-}
+}  // namespace
+
+absl::Status PacketConn::set_read_buffer(int bytes) { return set_buffer(fd_, SO_RCVBUF, bytes); }
+
+absl::Status PacketConn::set_write_buffer(int bytes) { return set_buffer(fd_, SO_SNDBUF, bytes); }
 
 int PacketConn::native_handle() const { return fd_ != nullptr ? fd_->sysfd() : -1; }
 

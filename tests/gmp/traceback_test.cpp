@@ -262,7 +262,7 @@ TEST(TracebackRunning, GoroutineRunningOnAnotherThreadIsWalked) {
     ASSERT_TRUE(eventually([&] {
       G* g = nullptr;
       {
-        std::lock_guard<std::mutex> lock(internal::sched.lock);
+        internal::MutexLock lock(internal::sched.lock);
         for (G* x = internal::sched.allg; x != nullptr; x = x->allg_next) {
           if (x->id == id) g = x;
         }

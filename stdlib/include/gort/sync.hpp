@@ -28,12 +28,17 @@
 //
 // Called from a plain OS thread (outside any goroutine) these still work;
 // the thread then waits by yielding and sleeping, not by parking.
+//
+// Mutex and RWMutex carry abseil's thread-safety annotations, so clang's
+// -Wthread-safety checks code that marks its fields ABSL_GUARDED_BY(mu), as
+// it does for absl::Mutex (RWMutex's read side is a shared hold).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "gort/detail/sema.hpp"
 #include "gort/runtime.hpp"
@@ -50,19 +55,19 @@ class Context;
 // queue at the tail; it ends when the last waiter has waited less than 1 ms
 // or no waiter is left. lock() may park the caller; unlock() and try_lock()
 // never do. Any goroutine may unlock a Mutex locked by another, as in Go.
-class Mutex {
+class ABSL_LOCKABLE Mutex {
  public:
   Mutex() = default;
   Mutex(const Mutex&) = delete;
   Mutex& operator=(const Mutex&) = delete;
 
-  void lock() {
+  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
     int32_t old = 0;
     if (state_.compare_exchange_strong(old, kLocked, std::memory_order_acquire)) return;
     lock_slow(old);  // the state the CAS saw
   }
-  bool try_lock();
-  void unlock() {
+  bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true);
+  void unlock() ABSL_UNLOCK_FUNCTION() {
     int32_t now = state_.fetch_sub(kLocked, std::memory_order_release) - kLocked;
     // Uncontended: nothing else to do. Otherwise there may be someone to
     // wake, and a pending preemption request is honoured (a cooperative
@@ -86,18 +91,18 @@ class Mutex {
 // Go's sync.RWMutex: any number of readers or one writer. A writer that
 // calls lock() blocks new readers until it has had its turn, so a stream of
 // readers cannot starve writers. lock() and lock_shared() may park.
-class RWMutex {
+class ABSL_LOCKABLE RWMutex {
  public:
   RWMutex() = default;
   RWMutex(const RWMutex&) = delete;
   RWMutex& operator=(const RWMutex&) = delete;
 
-  void lock();
-  void unlock();
-  bool try_lock();
-  void lock_shared();
-  void unlock_shared();
-  bool try_lock_shared();
+  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION();
+  void unlock() ABSL_UNLOCK_FUNCTION();
+  bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true);
+  void lock_shared() ABSL_SHARED_LOCK_FUNCTION();
+  void unlock_shared() ABSL_UNLOCK_FUNCTION();
+  bool try_lock_shared() ABSL_SHARED_TRYLOCK_FUNCTION(true);
 
   // Go's RWMutex.RLocker: the read side as a lock of its own, for code
   // written against a plain lock (Go's sync.Locker; in C++ a Lockable):
@@ -113,9 +118,9 @@ class RWMutex {
   class RLocker {
    public:
     explicit RLocker(RWMutex& rw) : rw_(&rw) {}
-    void lock() { rw_->lock_shared(); }
-    void unlock() { rw_->unlock_shared(); }
-    bool try_lock() { return rw_->try_lock_shared(); }
+    void lock() ABSL_SHARED_LOCK_FUNCTION(rw_) { rw_->lock_shared(); }
+    void unlock() ABSL_UNLOCK_FUNCTION(rw_) { rw_->unlock_shared(); }
+    bool try_lock() ABSL_SHARED_TRYLOCK_FUNCTION(true, rw_) { return rw_->try_lock_shared(); }
     RWMutex& rwmutex() const { return *rw_; }
 
    private:
@@ -192,7 +197,9 @@ class Cond {
   Cond(const Cond&) = delete;
   Cond& operator=(const Cond&) = delete;
 
-  void wait() {
+  // The caller holds mutex(); the analysis cannot tie l_ to the caller's
+  // name for it, so this is not ABSL_EXCLUSIVE_LOCKS_REQUIRED(l_).
+  void wait() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     uint32_t t = notify_.add();
     l_.unlock();
     notify_.wait(t);

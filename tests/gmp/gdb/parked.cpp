@@ -59,7 +59,7 @@ bool all_parked() {
   using gort::internal::GStatus;
   using gort::internal::WaitReason;
   int chan = 0, mutex = 0, sleep = 0;
-  std::lock_guard<std::mutex> lock(gort::internal::sched.lock);
+  gort::internal::MutexLock lock(gort::internal::sched.lock);
   for (gort::internal::G* g = gort::internal::sched.allg; g != nullptr; g = g->allg_next) {
     if (g->status.load() != GStatus::kWaiting) continue;
     switch (gort::internal::relaxed_load(g->waitreason)) {
