@@ -7,6 +7,10 @@
 // on, Ps, Ms) is freed.
 // Goroutines still runnable or parked are abandoned, as in Go; closures of
 // goroutines that never started are destroyed.
+//
+// gort::run enters through run_main (stdlib/run_main.cpp), which installs the
+// hooks of the areas above gmp (the poller, sysmon, the slice timer) and
+// calls run_scheduler here: gmp never names them.
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -169,10 +173,13 @@ void teardown() {
 
 }  // namespace
 
-int run_main(void (*body)(void*, int*), void* arg, const Config& cfg_in) {
+int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, const SchedHooks& hooks) {
   if (g_active.exchange(true)) {
     throw panic_error("gort::run: the runtime is already running");
   }
+  // Before anything starts; the hooks stay installed after the run (a
+  // straggling plain thread may still look at them).
+  sched.hooks = hooks;
   Config cfg = cfg_in;
   cfg.procs = resolve_procs(cfg.procs);
   parse_debugvars(std::getenv("GORT_DEBUG"));
@@ -192,6 +199,7 @@ int run_main(void (*body)(void*, int*), void* arg, const Config& cfg_in) {
     sched.allp.set(i, p);
   }
   sched.allp.set_size(cfg.procs, cfg.procs);
+  sched.steal_order.reset(static_cast<uint32_t>(cfg.procs));
   M* m0 = new M;
   m0->id = sched.mnext.fetch_add(1);
   m0->is_main = true;
