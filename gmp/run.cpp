@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "gmp/debugvars.hpp"
@@ -177,9 +178,10 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
   if (g_active.exchange(true)) {
     throw panic_error("gort::run: the runtime is already running");
   }
-  // Before anything starts; the hooks stay installed after the run (a
-  // straggling plain thread may still look at them).
-  sched.hooks = hooks;
+  // Before anything starts. The hooks stay installed after the run, and are
+  // written only when they change (the first run): a plain thread that
+  // outlived the last run may still read them.
+  if (std::memcmp(&sched.hooks, &hooks, sizeof hooks) != 0) sched.hooks = hooks;
   Config cfg = cfg_in;
   cfg.procs = resolve_procs(cfg.procs);
   parse_debugvars(std::getenv("GORT_DEBUG"));

@@ -283,7 +283,6 @@ bool traceback_signal(M* m) {
   return pthread_sigqueue(m->tid, g_sig, v) == 0;
 }
 
-
 }  // namespace
 
 void install_slice_timer_hooks(SchedHooks* hooks) {
