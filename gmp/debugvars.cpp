@@ -17,9 +17,11 @@ struct DebugVar {
 
 // Go's dbgvars: one entry per key.
 constexpr DebugVar kDebugVars[] = {
+    {"containermaxprocs", &DebugVars::containermaxprocs},
     {"scheddetail", &DebugVars::scheddetail},
     {"schedtrace", &DebugVars::schedtrace},
     {"stallreport", &DebugVars::stallreport},
+    {"updatemaxprocs", &DebugVars::updatemaxprocs},
 };
 
 // Go's atoi32: an optional '-', then decimal digits only, within int32.

@@ -23,6 +23,12 @@ struct DebugVars {
   // blocked outside blocking(), for this many milliseconds (0: never;
   // preempt/stall.cpp, docs/debugging.md).
   int32_t stallreport = 1000;
+  // 0: the default number of Ps ignores the cgroup's CPU limit (Go's
+  // containermaxprocs).
+  int32_t containermaxprocs = 1;
+  // 0: sysmon does not follow changes of the default number of Ps (Go's
+  // updatemaxprocs).
+  int32_t updatemaxprocs = 1;
 };
 
 // Written by run() before any other runtime thread exists; read-only while

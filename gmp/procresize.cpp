@@ -33,6 +33,8 @@
 #include <future>
 #include <mutex>
 
+#include "gmp/cgroup_cpu.hpp"
+#include "gmp/debugvars.hpp"
 #include "gmp/fatal.hpp"
 #include "gmp/proc.hpp"
 #include "gmp/sched.hpp"
@@ -222,6 +224,77 @@ void start_the_world(int32_t procs) {
   releasem(m);
 }
 
+namespace {
+
+CgroupCpu g_cgroup;
+std::string g_cgroup_proc_self;  // empty: /proc/self
+std::string g_cgroup_prefix;
+int64_t g_procs_checked = 0;  // sysmon's last look
+
+constexpr int64_t kProcsUpdateEveryNs = 1000 * 1000 * 1000;  // Go's sysmon: once a second
+
+// Called by a goroutine: the world stopped, `n` Ps (or, with n == 0, the
+// default unless the program chose a number meanwhile), restarted.
+// Returns the previous number.
+int resize(int n) {
+  stop_the_world();
+  int prev = sched.procs();
+  int want = n;
+  if (want == 0) want = sched.custom_procs.load(std::memory_order_acquire) ? prev : default_procs();
+  start_the_world(std::min(want, kMaxProcs));
+  return prev;
+}
+
+// resize from anywhere: a plain thread (or one inside blocking()) has no P
+// to stop the world from, so a goroutine does it while the thread waits.
+int resize_from_anywhere(int n) {
+  M* m = getm();
+  if (m == nullptr || m->curg == nullptr || m->in_blocking.load(std::memory_order_relaxed)) {
+    std::promise<int> done;
+    auto result = done.get_future();
+    go([&] { done.set_value(resize(n)); });
+    return result.get();
+  }
+  return resize(n);
+}
+
+}  // namespace
+
+void procs_cgroup_root_for_test(const std::string& proc_self, const std::string& fs_prefix) {
+  g_cgroup_proc_self = proc_self;
+  g_cgroup_prefix = fs_prefix;
+}
+
+void procs_default_init() {
+  // Before sysmon starts, and no goroutine runs yet: nothing reads g_cgroup.
+  if (debug.containermaxprocs > 0) {
+    cgroup_cpu_open(&g_cgroup, g_cgroup_proc_self.empty() ? "/proc/self" : g_cgroup_proc_self, g_cgroup_prefix);
+  } else {
+    cgroup_cpu_close(&g_cgroup);
+  }
+  g_procs_checked = 0;
+}
+
+void procs_default_fini() { cgroup_cpu_close(&g_cgroup); }
+
+int default_procs() {
+  return std::min(cgroup_adjust_procs(affinity_cpus(), cgroup_cpu_limit(g_cgroup)), kMaxProcs);
+}
+
+void procs_update_check(int64_t now) {
+  if (debug.updatemaxprocs == 0 || sched.custom_procs.load(std::memory_order_relaxed)) return;
+  if (g_procs_checked != 0 && now - g_procs_checked < kProcsUpdateEveryNs) return;
+  g_procs_checked = now;
+  if (default_procs() == sched.procs()) return;
+  if (sched.procs_update_pending.exchange(true, std::memory_order_acq_rel)) return;
+  // Go's updateMaxProcsG: a goroutine stops the world (sysmon cannot), and
+  // looks at the default again with the world stopped.
+  go([] {
+    resize(0);
+    sched.procs_update_pending.store(false, std::memory_order_release);
+  });
+}
+
 }  // namespace gort::internal
 
 namespace gort {
@@ -231,22 +304,23 @@ int set_procs(int n) {
   if (!sched.running.load(std::memory_order_acquire)) {
     throw panic_error("gort::set_procs: the runtime is not running");
   }
-  M* m = getm();
-  if (m == nullptr || m->curg == nullptr || m->in_blocking.load(std::memory_order_relaxed)) {
-    // A plain thread (or one inside blocking()) has no P to stop the world
-    // from: a goroutine does it, and this thread waits.
-    std::promise<int> done;
-    auto result = done.get_future();
-    go([&] { done.set_value(set_procs(n)); });
-    return result.get();
-  }
+  if (n < 1) return sched.procs();  // Go: n < 1 only asks
+  // Before the stop: a default update that stops the world after this call
+  // sees the program's choice and leaves it.
+  sched.custom_procs.store(true, std::memory_order_release);
   int32_t want = std::min(n, kMaxProcs);
   int32_t prev = sched.procs();
-  if (n < 1 || want == prev) return prev;  // Go: n < 1 only asks
-  stop_the_world();
-  prev = sched.procs();
-  start_the_world(want);
-  return prev;
+  if (want == prev) return prev;
+  return resize_from_anywhere(want);
+}
+
+int set_default_procs() {
+  using namespace internal;
+  if (!sched.running.load(std::memory_order_acquire)) {
+    throw panic_error("gort::set_default_procs: the runtime is not running");
+  }
+  sched.custom_procs.store(false, std::memory_order_release);
+  return resize_from_anywhere(0);
 }
 
 }  // namespace gort

@@ -12,7 +12,6 @@
 // hooks of the areas above gmp (the poller, sysmon, the slice timer) and
 // calls run_scheduler here: gmp never names them.
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -61,21 +60,19 @@ void main_invoke(void* storage) {
 
 void main_destroy(void*) {}
 
+// Also records whether the program chose the number (then sysmon never
+// changes it).
 int resolve_procs(int requested) {
   // Go clamps GOMAXPROCS to _MaxGomaxprocs the same way.
+  sched.custom_procs.store(true, std::memory_order_relaxed);
   if (requested > 0) return std::min(requested, kMaxProcs);
   if (const char* env = std::getenv("GORT_MAXPROCS")) {
     char* end = nullptr;
     long v = std::strtol(env, &end, 10);
     if (end != env && *end == '\0' && v > 0) return static_cast<int>(std::min<long>(v, kMaxProcs));
   }
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    int n = CPU_COUNT(&set);
-    if (n > 0) return n;
-  }
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? static_cast<int>(n) : 1;
+  sched.custom_procs.store(false, std::memory_order_relaxed);
+  return default_procs();
 }
 
 void reset_sched(const Config& cfg) {
@@ -93,6 +90,7 @@ void reset_sched(const Config& cfg) {
   sched.gfree_scavenged.store(0);
   sched.gfree_debt.store(0);
   sched.netpoll_blocked.store(false);
+  sched.procs_update_pending.store(false);
   sched.last_poll.store(0);
   sched.poll_until.store(0);
   sched.gcwaiting.store(false);
@@ -183,8 +181,9 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
   // outlived the last run may still read them.
   if (std::memcmp(&sched.hooks, &hooks, sizeof hooks) != 0) sched.hooks = hooks;
   Config cfg = cfg_in;
-  cfg.procs = resolve_procs(cfg.procs);
   parse_debugvars(std::getenv("GORT_DEBUG"));
+  procs_default_init();
+  cfg.procs = resolve_procs(cfg.procs);
   if (cfg.time_slice <= absl::ZeroDuration()) cfg.time_slice = absl::Milliseconds(10);
   reset_sched(cfg);
   pthread_sigmask(SIG_SETMASK, nullptr, &sched.m_sigmask);
@@ -247,6 +246,7 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
     symbolizer_reset();
   }
   if (sched.hooks.netpoll_fini != nullptr) sched.hooks.netpoll_fini();
+  procs_default_fini();
   setm(nullptr);
   sched.running.store(false, std::memory_order_release);
   g_active.store(false);

@@ -29,6 +29,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "gmp/clock_rand.hpp"
@@ -143,6 +144,12 @@ struct Sched {
   Note stopnote;
   // One stop of the world at a time.
   std::atomic<bool> world_owner{false};
+  // The number of Ps was chosen by the program (Config::procs,
+  // GORT_MAXPROCS, set_procs): sysmon leaves it alone. Otherwise it follows
+  // the default (CPUs and cgroup limit), as Go 1.25 does.
+  std::atomic<bool> custom_procs{false};
+  // A goroutine that moves the Ps to the default is on its way.
+  std::atomic<bool> procs_update_pending{false};
   // Goroutines created and exited on Ps that set_procs removed.
   std::atomic<int64_t> retired_created{0};
   std::atomic<int64_t> retired_exited{0};
@@ -228,6 +235,19 @@ void wakep();
 // plain threads (whose readied goroutines wait on the queues).
 void stop_the_world();
 void start_the_world(int32_t procs);
+// The default number of Ps (Go 1.25): the CPUs the process may run on,
+// lowered to its cgroup's CPU limit rounded up (at least 2) unless
+// GORT_DEBUG=containermaxprocs=0. procs_default_init (run, after the
+// debug variables) finds the cgroup; procs_update_check (sysmon, each
+// round) moves the Ps to a changed default about once a second unless the
+// program chose the number or GORT_DEBUG=updatemaxprocs=0.
+void procs_default_init();
+void procs_default_fini();  // closes the cgroup files (a run leaves no fd)
+int default_procs();
+void procs_update_check(int64_t now);
+// Tests: where procs_default_init looks (a fake /proc/self and a prefix
+// for the cgroup directories); empty strings restore the real ones.
+void procs_cgroup_root_for_test(const std::string& proc_self, const std::string& fs_prefix);
 // An M with a P that finds the world stopping: stops its P and sleeps.
 void gcstopm(M* m);
 // Sched::lock held: if the world is stopping, stops p (which its M has

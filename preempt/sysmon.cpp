@@ -16,7 +16,9 @@
 //   - keeps Sched::coarse_now, and prints the goroutines on SIGQUIT
 //     (sigquit.cpp);
 //   - prints Go's SCHED trace every GORT_DEBUG=schedtrace=N ms
-//     (gmp/schedtrace.cpp).
+//     (gmp/schedtrace.cpp);
+//   - moves the Ps to a changed default number once a second
+//     (procs_update_check, gmp/procresize.cpp).
 //
 // Sleep: 20 µs between rounds while something happens (a P retaken,
 // network work injected; a preemption does not count), doubling after 50
@@ -247,6 +249,8 @@ void sysmon_loop(Sysmon* s) {
       lasttrace = now;
       schedtrace(trace_start, now, debug.scheddetail > 0);
     }
+    // Follow the default number of Ps (CPUs, cgroup limit) once a second.
+    if (!sched.stopping.load(std::memory_order_relaxed)) procs_update_check(now);
     // Dead goroutines' stacks the program stopped needing (a round that
     // released some counts as busy, so the rest follow quickly).
     if (gfree_scavenge(now, false) > 0) acted++;

@@ -53,6 +53,16 @@ TEST(DebugVars, StallReportDefaultsToOneSecondAndZeroTurnsItOff) {
   parse_debugvars(nullptr);
 }
 
+TEST(DebugVars, MaxprocsSwitchesDefaultToOn) {
+  parse_debugvars(nullptr);
+  EXPECT_EQ(debug.containermaxprocs, 1);
+  EXPECT_EQ(debug.updatemaxprocs, 1);
+  parse_debugvars("containermaxprocs=0,updatemaxprocs=0");
+  EXPECT_EQ(debug.containermaxprocs, 0);
+  EXPECT_EQ(debug.updatemaxprocs, 0);
+  parse_debugvars(nullptr);
+}
+
 TEST(DebugVars, LastSettingWins) {
   parse_debugvars("schedtrace=5,schedtrace=7");
   EXPECT_EQ(debug.schedtrace, 7);

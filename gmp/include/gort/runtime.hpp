@@ -61,7 +61,10 @@ class panic_error : public std::logic_error {
 
 struct Config {
   // Number of Ps (GOMAXPROCS). 0: the environment variable GORT_MAXPROCS if
-  // set, else the number of online CPUs.
+  // set, else the default: the CPUs the process may run on, lowered to its
+  // cgroup's CPU limit (quota / period, rounded up, at least 2), which the
+  // runtime then follows as CPUs or the limit change (Go 1.25's
+  // container-aware GOMAXPROCS; docs/runtime.md, "How many Ps").
   int procs = 0;
   // Address space reserved for each goroutine stack. Pages are committed only
   // when touched. Rounded up to a whole number of pages; at least 16 KiB.
@@ -247,7 +250,16 @@ int procs();
 // goroutine (which may yield to another set_procs call in progress) or from
 // a plain thread (a goroutine does it while the thread waits). Throws
 // panic_error when the runtime is not running.
+// Setting a number (n >= 1) stops the runtime from following the default
+// (as Config::procs and GORT_MAXPROCS do).
 int set_procs(int n);
+
+// Go's runtime.SetDefaultGOMAXPROCS: sets the number of Ps to the default
+// now (see Config::procs), and follows the default from then on, whatever
+// Config::procs, GORT_MAXPROCS or set_procs chose. Returns the previous
+// number. Callable as set_procs is; throws panic_error when the runtime
+// is not running.
+int set_default_procs();
 
 // The number of goroutines that exist now (runnable, running or parked).
 int64_t num_goroutine();

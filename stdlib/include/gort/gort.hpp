@@ -8,6 +8,7 @@
 
 #include "gort/chan.hpp"
 #include "gort/context.hpp"
+#include "gort/errgroup.hpp"
 #include "gort/net.hpp"
 #include "gort/preempt.hpp"
 #include "gort/runtime.hpp"
