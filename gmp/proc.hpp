@@ -97,7 +97,9 @@ inline G* next_local(M* m) {
       sched.gcwaiting.load(std::memory_order_relaxed)) {
     return nullptr;
   }
-  if (p->schedtick % kGlobalRunqCheckTicks == 0 && sched.runqsize.load(std::memory_order_relaxed) > 0) return nullptr;
+  if (p->schedtick % kGlobalRunqCheckTicks == 0 && sched.runqsize.load(std::memory_order_relaxed) > 0) {
+    return nullptr;
+  }
   // Timers due on this P are run by g0 (it is one load when there are none).
   int64_t first = timers_first(p);
   if (first != 0 && first <= nanotime()) return nullptr;
