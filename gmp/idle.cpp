@@ -152,7 +152,8 @@ P* releasep(M* m) {
   return p;
 }
 
-void startm(P* p, bool spinning) {
+void startm(P* p, Spinning spin) {
+  const bool spinning = spin == Spinning::kYes;
   UniqueLock lock(sched.lock);
   if (p == nullptr) {
     p = pidleget();
@@ -197,27 +198,27 @@ void wakep() {
   if (sched.nmspinning.load(std::memory_order_acquire) != 0) return;
   int32_t zero = 0;
   if (!sched.nmspinning.compare_exchange_strong(zero, 1, std::memory_order_acq_rel)) return;
-  startm(nullptr, true);
+  startm(nullptr, Spinning::kYes);
 }
 
 void handoffp(P* p) {
   // Work to do: start an M for it right away.
   if (!p->runq.empty() || sched.runqsize.load(std::memory_order_acquire) > 0) {
-    startm(p, false);
+    startm(p, Spinning::kNo);
     return;
   }
   // Nobody spinning or idle: this P may be needed to find work soon.
   if (sched.nmspinning.load() + sched.npidle.load() == 0) {
     int32_t zero = 0;
     if (sched.nmspinning.compare_exchange_strong(zero, 1)) {
-      startm(p, true);
+      startm(p, Spinning::kYes);
       return;
     }
   }
   UniqueLock lock(sched.lock);
   if (sched.runqsize.load(std::memory_order_relaxed) > 0) {
     lock.unlock();
-    startm(p, false);
+    startm(p, Spinning::kNo);
     return;
   }
   // Its timers still need someone: the poller or an idle M will serve

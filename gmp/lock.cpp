@@ -17,6 +17,14 @@ constexpr uint32_t kUnlocked = 0;
 constexpr uint32_t kLocked = 1;
 constexpr uint32_t kSleeping = 2;
 
+// Go's lock_futex.go: with several CPUs, try kActiveSpin times, pausing
+// kActiveSpinCount cpu_relax()es between tries (the holder runs on another
+// CPU and may release soon); then kPassiveSpin tries with a sched_yield
+// between; then sleep on the futex.
+constexpr int kActiveSpin = 4;
+constexpr int kActiveSpinCount = 30;
+constexpr int kPassiveSpin = 1;
+
 }  // namespace
 
 void lock_word(std::atomic<uint32_t>* w) {
@@ -29,15 +37,15 @@ void lock_word(std::atomic<uint32_t>* w) {
   static const bool multicore = sysconf(_SC_NPROCESSORS_ONLN) > 1;
   for (;;) {
     if (multicore) {
-      for (int i = 0; i < 4; i++) {
+      for (int i = 0; i < kActiveSpin; i++) {
         while (w->load(std::memory_order_relaxed) == kUnlocked) {
           uint32_t expected = kUnlocked;
           if (w->compare_exchange_weak(expected, wait, std::memory_order_acquire)) return;
         }
-        for (int j = 0; j < 30; j++) cpu_relax();
+        for (int j = 0; j < kActiveSpinCount; j++) cpu_relax();
       }
     }
-    for (int i = 0; i < 1; i++) {
+    for (int i = 0; i < kPassiveSpin; i++) {
       while (w->load(std::memory_order_relaxed) == kUnlocked) {
         uint32_t expected = kUnlocked;
         if (w->compare_exchange_weak(expected, wait, std::memory_order_acquire)) return;

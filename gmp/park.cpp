@@ -27,7 +27,7 @@ void after_switch(G* prev) {
     case AfterSwitch::kRunqTail:
       relaxed_store<M*>(prev->m, nullptr);
       if (m->p != nullptr) {
-        runqput(m->p, prev, false);
+        runqput(m->p, prev, RunqAt::kTail);
         break;
       }
       [[fallthrough]];  // no P (see ensurep)
@@ -44,7 +44,7 @@ void after_switch(G* prev) {
       relaxed_store<M*>(prev->m, nullptr);
       if (!m->park_unlock(prev, m->park_arg)) {
         set_status(prev, GStatus::kWaiting, GStatus::kRunnable);
-        runqput_or_global(m->p, prev, true);
+        runqput_or_global(m->p, prev, RunqAt::kNext);
       }
       break;
     case AfterSwitch::kExit:
@@ -114,7 +114,7 @@ void ready(G* g) {
   // global queue, as a plain thread does.
   bool gated = m != nullptr && !m->in_blocking.load(std::memory_order_relaxed);
   if (gated) acquirem(m);
-  runqput_or_global(gated ? ensurep(m) : nullptr, g, true);
+  runqput_or_global(gated ? ensurep(m) : nullptr, g, RunqAt::kNext);
   if (gated) releasem(m);
   wakep();
 }
@@ -128,7 +128,7 @@ void inject(GQueue* q) {
     sched.runqsize.fetch_add(n, std::memory_order_release);
   }
   for (int32_t i = 0; i < n && sched.npidle.load(std::memory_order_acquire) > 0; i++) {
-    startm(nullptr, false);
+    startm(nullptr, Spinning::kNo);
   }
 }
 

@@ -34,11 +34,19 @@ void stopm(M* m);
 
 // ---- run queues and the direct switch (schedule.cpp, park.cpp) ----
 
-// Puts g on p's local queue (runnext when `next`); half of a full queue moves
-// to the global queue.
-inline void runqput(P* p, G* g, bool next) {
+// Every this many schedules a P looks at the global queue before its own
+// (Go's `schedtick%61 == 0` in findRunnable), so that two goroutines that
+// keep readying each other through runnext cannot starve it.
+inline constexpr uint32_t kGlobalRunqCheckTicks = 61;
+
+// Where runqput puts g: the tail of the local queue, or the runnext slot
+// (it runs next on this P; what was there moves to the tail), Go's `next`.
+enum class RunqAt : bool { kTail = false, kNext = true };
+
+// Puts g on p's local queue; half of a full queue moves to the global queue.
+inline void runqput(P* p, G* g, RunqAt at) {
   GQueue overflow;
-  if (!p->runq.put(g, next, &overflow, sched.procs() == 1)) {
+  if (!p->runq.put(g, at == RunqAt::kNext, &overflow, sched.procs() == 1)) {
     MutexLock lock(sched.lock);
     int32_t n = overflow.size;
     sched.runq.push_back_all(&overflow);
@@ -48,9 +56,9 @@ inline void runqput(P* p, G* g, bool next) {
 
 // The same, or the global queue when the M has no P (sysmon took it while
 // the thread slept in the kernel, see ensurep).
-inline void runqput_or_global(P* p, G* g, bool next) {
+inline void runqput_or_global(P* p, G* g, RunqAt at) {
   if (p != nullptr) {
-    runqput(p, g, next);
+    runqput(p, g, at);
     return;
   }
   MutexLock lock(sched.lock);
@@ -89,7 +97,9 @@ inline G* next_local(M* m) {
       sched.gcwaiting.load(std::memory_order_relaxed)) {
     return nullptr;
   }
-  if (p->schedtick % 61 == 0 && sched.runqsize.load(std::memory_order_relaxed) > 0) return nullptr;
+  if (p->schedtick % kGlobalRunqCheckTicks == 0 && sched.runqsize.load(std::memory_order_relaxed) > 0) {
+    return nullptr;
+  }
   // Timers due on this P are run by g0 (it is one load when there are none).
   int64_t first = timers_first(p);
   if (first != 0 && first <= nanotime()) return nullptr;

@@ -96,6 +96,7 @@ void procresize_locked(M* m, int32_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock
     relaxed_store(p0->m, m);
   }
   sched.allp.set_size(n, nalloc);
+  sched.steal_order.reset(static_cast<uint32_t>(n));
 }
 
 // Sched::lock held. Counts one more P stopped.
@@ -208,7 +209,7 @@ void start_the_world(int32_t procs) {
       }
     }
   }
-  for (int i = 0; i < nwork; i++) startm(with_work[i], false);
+  for (int i = 0; i < nwork; i++) startm(with_work[i], Spinning::kNo);
   if (sched.runqsize.load(std::memory_order_acquire) > 0 || nwork > 0) wakep();
   // The removed Ps' timers are on P 0 now: a poller sleeping with a timeout
   // computed without them recomputes it; with every P idle, an M is woken

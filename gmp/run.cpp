@@ -7,11 +7,16 @@
 // on, Ps, Ms) is freed.
 // Goroutines still runnable or parked are abandoned, as in Go; closures of
 // goroutines that never started are destroyed.
+//
+// gort::run enters through run_main (stdlib/run_main.cpp), which installs the
+// hooks of the areas above gmp (the poller, sysmon, the slice timer) and
+// calls run_scheduler here: gmp never names them.
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -193,10 +198,14 @@ void at_run_end(void (*fn)()) {
   g_run_end.push_back(fn);
 }
 
-int run_main(void (*body)(void*, int*), void* arg, const Config& cfg_in) {
+int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, const SchedHooks& hooks) {
   if (g_active.exchange(true)) {
     throw panic_error("gort::run: the runtime is already running");
   }
+  // Before anything starts. The hooks stay installed after the run, and are
+  // written only when they change (the first run): a plain thread that
+  // outlived the last run may still read them.
+  if (std::memcmp(&sched.hooks, &hooks, sizeof hooks) != 0) sched.hooks = hooks;
   Config cfg = cfg_in;
   parse_debugvars(std::getenv("GORT_DEBUG"));
   procs_default_init();
@@ -217,6 +226,7 @@ int run_main(void (*body)(void*, int*), void* arg, const Config& cfg_in) {
     sched.allp.set(i, p);
   }
   sched.allp.set_size(cfg.procs, cfg.procs);
+  sched.steal_order.reset(static_cast<uint32_t>(cfg.procs));
   M* m0 = new M;
   m0->id = sched.mnext.fetch_add(1);
   m0->is_main = true;

@@ -44,13 +44,17 @@
 #include "gmp/m.hpp"
 #include "gmp/note.hpp"
 #include "gmp/p.hpp"
+#include "gmp/random_order.hpp"
 #include "gmp/stack.hpp"
 #include "gort/runtime.hpp"
 
 namespace gort::internal {
 
-// Subsystems that live outside gmp (timers, the netpoller) plug in here so
-// that gmp knows nothing of sockets or signals. Every hook may be null.
+// Subsystems that live outside gmp (the netpoller, sysmon, the slice
+// timer) plug in here so that gmp knows nothing of sockets or signals. Each
+// area fills its hooks in an install_*_hooks function (netpoll/netpoll.hpp,
+// preempt/preempt.hpp), which run_main (stdlib/run_main.cpp) calls before the
+// runtime starts; nothing installs itself. Every hook may be null.
 struct SchedHooks {
   // Polls the network. timeout_ns < 0 blocks, 0 does not. Appends readied
   // Gs to *out. Returns false if there is nothing to poll.
@@ -79,6 +83,7 @@ struct SchedHooks {
 
 // Go's _MaxGomaxprocs: the most Ps a run may have (set_procs refuses more).
 inline constexpr int32_t kMaxProcs = 1024;
+static_assert(kMaxProcs <= static_cast<int32_t>(RandomOrder::kMaxCount));
 
 // Every P a run has made, by id, in a table that never moves, so that
 // threads without a P (sysmon, an M about to block in the poller, a plain
@@ -132,6 +137,9 @@ struct Sched {
   std::atomic<int64_t> poll_until{0};
 
   AllP allp;
+  // The order thieves visit the Ps in (steal_work); reset with allp's size
+  // (run, procresize), the world stopped.
+  RandomOrder steal_order;
   // Go's gomaxprocs: Ps in use (allp.size()); changed only by procresize,
   // read without a lock.
   int32_t procs() const { return allp.size(); }
@@ -257,8 +265,11 @@ void gcstopm(M* m);
 // Sched::lock held: if the world is stopping, stops p (which its M has
 // released) instead of putting it on the idle list, and returns true.
 bool stop_p_if_waiting_locked(P* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock);
-// Starts an M to run p (or any idle P when null); `spinning` as in Go.
-void startm(P* p, bool spinning);
+// Whether the M that startm starts spins (looks for work to steal; the
+// caller has counted it in nmspinning already), Go's `spinning` argument.
+enum class Spinning : bool { kNo = false, kYes = true };
+// Starts an M to run p (or any idle P when null).
+void startm(P* p, Spinning spinning);
 // Go's handoffp: p (taken from an M stuck in blocking()) gets an M if it
 // has work, else goes idle. p must have no M and be in neither list.
 void handoffp(P* p);
@@ -308,9 +319,14 @@ void gfput_global_locked(G* g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock);
 int gfree_scavenge(int64_t now, bool idle);
 // Body of every goroutine (runs the closure, then exits).
 [[noreturn]] void goroutine_main(G* self);
-// Destroys g's goroutine-local values (preempt/preempt_api.cpp); called by
-// goroutine_main on g's own stack when g's closure returns.
+// Destroys g's goroutine-local values (gls.cpp); called by goroutine_main
+// on g's own stack when g's closure returns.
 void gls_destroy(G* g);
+
+// gort::run (run.cpp): brings the runtime up with `hooks` installed, runs
+// body on the main goroutine, and brings it down. Called by run_main.
+int run_scheduler(void (*body)(void* arg, int* result), void* arg, const Config& cfg,
+                  const SchedHooks& hooks);
 
 // The scheduler loop on an M's g0; returns when the runtime stops.
 void schedule_loop();

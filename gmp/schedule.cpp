@@ -6,10 +6,13 @@
 //     its P's local queue (one jump), and to its M's g0 only when the local
 //     queue is empty or every 61st tick (so the global queue is not starved);
 //     next_local and gschedule (proc.hpp) do that;
-//   - g0 runs find_runnable: runnext, local queue, global queue (a batch),
-//     expired timers, a non-blocking netpoll, stealing half of a random
-//     victim's queue (four rounds over all Ps), then gives up its P and
-//     sleeps (or blocks in netpoll when it is the one M that may).
+//   - g0 runs find_runnable: this P's expired timers; every 61st tick one G
+//     of the global queue; runnext and the local queue; the global queue (a
+//     batch); a non-blocking netpoll; the other Ps' expired timers, then
+//     stealing half of a victim's queue (four rounds over all Ps, each in a
+//     random order); then it gives up its P and sleeps (or blocks in
+//     netpoll when it is the one M that may). docs/runtime.md lists the
+//     same order with the reasons.
 //
 // Rejected: switching to g0 at every park (Go's mcall): it doubles the cost of
 // a channel hand-off, and the after-switch protocol (switch.hpp) gives the
@@ -76,15 +79,15 @@ G* steal_work(M* m) {
     if (first <= now) timers_run(victim, now);
   }
   if (G* g = self->runq.get()) return g;
-  int32_t n = sched.procs();
+  // Go's stealTries: four rounds, only the last of which may take a
+  // victim's runnext.
   constexpr int kStealTries = 4;
   for (int i = 0; i < kStealTries; i++) {
     bool steal_next = i == kStealTries - 1;
-    // Visit every P once, in index order from a random start (a new one each
-    // round), so that no P is always the first victim.
-    uint32_t start = fastrandn(static_cast<uint32_t>(n));
-    for (int32_t k = 0; k < n; k++) {
-      P* victim = sched.allp[(start + static_cast<uint32_t>(k)) % static_cast<uint32_t>(n)];
+    // Visit every P once, in a random order (a new one each round), so
+    // that no P is always the first victim nor always follows another.
+    for (auto e = sched.steal_order.start(fastrand()); !e.done(); e.next()) {
+      P* victim = sched.allp[e.position()];
       if (victim == self) continue;
       if (sched.stopping.load(std::memory_order_relaxed)) return nullptr;
       bool running = victim->status.load(std::memory_order_relaxed) == PStatus::kRunning;
@@ -104,7 +107,7 @@ G* poll_nonblocking(M* m) {
   if (!sched.hooks.netpoll(0, &list) || list.empty()) return nullptr;
   sched.last_poll.store(nanotime(), std::memory_order_relaxed);
   G* g = list.pop();
-  while (G* g2 = list.pop()) runqput(m->p, g2, false);
+  while (G* g2 = list.pop()) runqput(m->p, g2, RunqAt::kTail);
   wakep();
   return g;
 }
@@ -129,12 +132,12 @@ top:
     now = nanotime();
     timers_run(p, now);
   }
-  if (p->schedtick % 61 == 0 && sched.runqsize.load(std::memory_order_relaxed) > 0) {
+  if (p->schedtick % kGlobalRunqCheckTicks == 0 && sched.runqsize.load(std::memory_order_relaxed) > 0) {
     MutexLock lock(sched.lock);
     // The fairness check is for Gs that have waited, not for the one this P
     // has just preempted after a whole slice: taking that one back would
     // make what the P readied meanwhile (a G whose timer fired) wait a
-    // second slice. Pass over it once; 61 ticks later it is taken.
+    // second slice. Pass over it once; at the next check it is taken.
     if (sched.runq.head != nullptr && sched.runq.head == p->preempted && !p->runq.empty()) {
       p->preempted = nullptr;
     } else if (G* g = globrunqget_locked(p, 1)) {
@@ -225,7 +228,7 @@ top:
         if (!list.empty()) inject(&list);
       } else {
         acquirep(m, np);
-        while (G* g = list.pop()) runqput(np, g, false);
+        while (G* g = list.pop()) runqput(np, g, RunqAt::kTail);
         if (!np->runq.empty()) wakep();
         goto top;
       }

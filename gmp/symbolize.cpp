@@ -13,9 +13,7 @@
 #include <memory>
 #include <unordered_map>
 
-namespace gort {
-void yield();
-}
+#include "gort/runtime.hpp"
 
 namespace gort::internal {
 namespace {

@@ -36,6 +36,7 @@
 namespace gort::internal {
 
 struct PollDesc;
+struct SchedHooks;
 
 enum PollResult : int {
   kPollOk = 0,
@@ -82,5 +83,10 @@ void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now = 0
 
 // Goroutines parked in the poller (for the scheduler and checkdead).
 int64_t netpoll_waiters();
+
+// Plugs the poller into the scheduler (gmp knows nothing of sockets): sets
+// the netpoll hooks of SchedHooks (gmp/sched.hpp). Called by run before
+// the runtime starts (stdlib/run_main.cpp), as Go's scheduler calls netpollinit.
+void install_netpoll_hooks(SchedHooks* hooks);
 
 }  // namespace gort::internal

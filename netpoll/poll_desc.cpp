@@ -370,8 +370,6 @@ int64_t netpoll_waiters() { return g_waiters.load(std::memory_order_relaxed); }
 
 namespace {
 
-int64_t hook_waiters() { return netpoll_waiters(); }
-
 void hook_init() {
   g_waiters.store(0);
   netpoll_init();
@@ -383,17 +381,14 @@ void hook_fini() {
   netpoll_shutdown();
 }
 
-// Plugs the poller into the scheduler (gmp knows nothing of sockets).
-struct Register {
-  Register() {
-    sched.hooks.netpoll = &netpoll;
-    sched.hooks.netpoll_break = &netpoll_break;
-    sched.hooks.netpoll_waiters = &hook_waiters;
-    sched.hooks.netpoll_init = &hook_init;
-    sched.hooks.netpoll_fini = &hook_fini;
-  }
-} g_register;
-
 }  // namespace
+
+void install_netpoll_hooks(SchedHooks* hooks) {
+  hooks->netpoll = &netpoll;
+  hooks->netpoll_break = &netpoll_break;
+  hooks->netpoll_waiters = &netpoll_waiters;
+  hooks->netpoll_init = &hook_init;
+  hooks->netpoll_fini = &hook_fini;
+}
 
 }  // namespace gort::internal

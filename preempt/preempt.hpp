@@ -32,11 +32,32 @@
 
 #include "gmp/tls.hpp"
 
+// The trampoline's interface (async_preempt_<arch>.S): the handler points
+// the interrupted context at gort_async_preempt, which saves the state
+// (gort_xsave_mode: 1 xsave, 0 fxsave, into gort_xsave_size bytes; set by
+// preempt_init) and calls gort_async_preempt_yield (signal.cpp).
+extern "C" {
+__attribute__((visibility("hidden"))) extern uint64_t gort_xsave_size;
+__attribute__((visibility("hidden"))) extern uint32_t gort_xsave_mode;
+__attribute__((visibility("hidden"))) void gort_async_preempt();
+__attribute__((visibility("hidden"))) void gort_async_preempt_yield();
+}
+
 namespace gort::internal {
 
 struct G;
 struct M;
 struct P;
+struct SchedHooks;
+
+// Plug preemption into the scheduler (gmp knows nothing of signals or of
+// the monitor thread): called by run before the runtime starts
+// (stdlib/run_main.cpp), as Go's runtime.main starts sysmon.
+// Sets SchedHooks::sysmon_start and sysmon_stop (sysmon.cpp).
+void install_sysmon_hooks(SchedHooks* hooks);
+// Sets the slice timer's hooks (slice_started, slice_timer_stop), the
+// traceback signal and preempt_p (signal.cpp).
+void install_slice_timer_hooks(SchedHooks* hooks);
 
 // Installs the signal handler (once per process) and finds the code ranges
 // and the FP state size. Called by sysmon_start.
@@ -66,6 +87,10 @@ void delete_slice_timers();
 // Whether async preemption is possible in this process (x86-64, not TSan,
 // gort not linked into the main executable).
 bool async_preempt_supported();
+// Whether gort's code lies in the main executable (a static libgort):
+// then it cannot be told apart from the program's, and async preemption
+// stays off (safe_points.cpp).
+bool gort_linked_into_main();
 
 // What sysmon remembers of a P's M between rounds to tell that its thread
 // sleeps in the kernel (retake.cpp).

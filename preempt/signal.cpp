@@ -20,17 +20,11 @@
 #include "gmp/unwind.hpp"
 #include "preempt/preempt.hpp"
 
-extern "C" {
-// Read by the trampoline.
-__attribute__((visibility("hidden"))) uint64_t gort_xsave_size = 512;
-__attribute__((visibility("hidden"))) uint32_t gort_xsave_mode = 0;  // 1: xsave, 0: fxsave
-void gort_async_preempt();
-__attribute__((visibility("hidden"))) void gort_async_preempt_yield();
-}
+// Read by the trampoline (declared in preempt.hpp).
+uint64_t gort_xsave_size = 512;
+uint32_t gort_xsave_mode = 0;
 
 namespace gort::internal {
-
-void preempt_park(G* g);
 
 std::atomic<void (*)()> async_preempt_hook{nullptr};
 
@@ -154,8 +148,6 @@ void on_signal(int sig, siginfo_t* info, void* ucv) {
 }  // namespace
 
 int preempt_signal() { return g_sig; }
-
-bool gort_linked_into_main();
 
 bool async_preempt_supported() { return g_supported; }
 
@@ -291,16 +283,14 @@ bool traceback_signal(M* m) {
   return pthread_sigqueue(m->tid, g_sig, v) == 0;
 }
 
-struct RegisterSliceHooks {
-  RegisterSliceHooks() {
-    sched.hooks.slice_started = &slice_started;
-    sched.hooks.slice_timer_stop = &slice_timer_stop;
-    sched.hooks.traceback_signal = &traceback_signal;
-    sched.hooks.preempt_p = [](P* p) { (void)preempt_one(p); };
-  }
-} g_register_slice_hooks;
-
 }  // namespace
+
+void install_slice_timer_hooks(SchedHooks* hooks) {
+  hooks->slice_started = &slice_started;
+  hooks->slice_timer_stop = &slice_timer_stop;
+  hooks->traceback_signal = &traceback_signal;
+  hooks->preempt_p = [](P* p) { (void)preempt_one(p); };
+}
 
 bool arm_slice_timer(P* p, uint32_t tick, int64_t deadline) {
   if (!sched.cfg.preempt || !g_supported) return false;

@@ -75,6 +75,13 @@ Sysmon* g_sysmon = nullptr;
 constexpr int64_t kMinDelayNs = 20 * 1000;
 constexpr int64_t kMaxDelayNs = 10 * 1000 * 1000;
 constexpr int64_t kPollIntervalNs = 10 * 1000 * 1000;
+// Quiet rounds (nothing retaken or injected) at kMinDelayNs before the
+// delay starts doubling (Go's `idle > 50`); past them, an all-idle sysmon
+// may also sleep deep and release the excess dead Gs.
+constexpr int kIdleRoundsBeforeBackoff = 50;
+// A P in blocking() with nothing queued, while another M can find work, is
+// left to its M for this long (Go's retake: 10 ms).
+constexpr int64_t kSyscallRetakeNs = 10 * 1000 * 1000;
 
 void sleep_ns(Sysmon* s, int64_t ns, bool deep) {
   sigquit_sleeping(true);
@@ -201,7 +208,7 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
       // Leave it if it has nothing to do, someone else can find work, and
       // the call has not gone on for long (saves needless wake-ups).
       if (p->runq.empty() &&
-          sched.nmspinning.load() + sched.npidle.load() > 0 && pd.syscallwhen + 10 * 1000 * 1000 > now) {
+          sched.nmspinning.load() + sched.npidle.load() > 0 && pd.syscallwhen + kSyscallRetakeNs > now) {
         continue;
       }
       PStatus expected = PStatus::kBlocking;
@@ -226,7 +233,7 @@ void sysmon_loop(Sysmon* s) {
   for (;;) {
     if (idle == 0) {
       delay = kMinDelayNs;
-    } else if (idle > 50) {
+    } else if (idle > kIdleRoundsBeforeBackoff) {
       delay = std::min(delay * 2, kMaxDelayNs);
     }
     int64_t now = nanotime();
@@ -283,11 +290,11 @@ void sysmon_loop(Sysmon* s) {
     sigquit_poll();
     // Going to sleep until a P runs again: nothing will come back for the
     // dead Gs beyond the warm limit meanwhile.
-    if (all_idle && idle > 50) gfree_scavenge(now, true);
+    if (all_idle && idle > kIdleRoundsBeforeBackoff) gfree_scavenge(now, true);
     if (trace_every > 0) {
       sleep = std::max(kMinDelayNs, std::min(sleep, lasttrace + trace_every - now));
     }
-    sleep_ns(s, sleep, all_idle && idle > 50 && trace_every == 0);
+    sleep_ns(s, sleep, all_idle && idle > kIdleRoundsBeforeBackoff && trace_every == 0);
     if (s->stop.load(std::memory_order_acquire)) return;
   }
 }
@@ -334,12 +341,11 @@ void sysmon_stop() {
   delete s;
 }
 
-struct Register {
-  Register() {
-    sched.hooks.sysmon_start = &sysmon_start;
-    sched.hooks.sysmon_stop = &sysmon_stop;
-  }
-} g_register;
-
 }  // namespace
+
+void install_sysmon_hooks(SchedHooks* hooks) {
+  hooks->sysmon_start = &sysmon_start;
+  hooks->sysmon_stop = &sysmon_stop;
+}
+
 }  // namespace gort::internal

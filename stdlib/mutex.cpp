@@ -18,13 +18,17 @@ namespace gort {
 namespace {
 
 constexpr int64_t kStarvationThresholdNs = 1000000;  // 1 ms, as Go
+// Go's active_spin and active_spin_cnt: a waiter spins at most kActiveSpin
+// times before parking, each time for kActiveSpinCount cpu_relax()es.
+constexpr int kActiveSpin = 4;
+constexpr int kActiveSpinCount = 30;
 
 // Go's sync_runtime_canSpin: spin only a little, only with several Ps, only
 // when other Ps are running (someone may unlock soon), and only when this P
 // has nothing else to run.
 bool can_spin(int iter) {
   using namespace internal;
-  if (iter >= 4 || sched.procs() <= 1) return false;
+  if (iter >= kActiveSpin || sched.procs() <= 1) return false;
   if (sched.procs() <= sched.npidle.load(std::memory_order_relaxed) +
                           sched.nmspinning.load(std::memory_order_relaxed) + 1) {
     return false;
@@ -35,7 +39,7 @@ bool can_spin(int iter) {
 }
 
 void do_spin() {
-  for (int i = 0; i < 30; i++) internal::cpu_relax();
+  for (int i = 0; i < kActiveSpinCount; i++) internal::cpu_relax();
 }
 
 }  // namespace

@@ -11,8 +11,8 @@
 //   - Event, Gate, Countdown: tiny parking primitives built directly on
 //     internal::park/ready, so that scheduler tests do not depend on stdlib/.
 //   - read_errno/write_errno, current_m(): opaque accessors that the compiler
-//     cannot hoist across a switch (see DESIGN.md, "Stale thread-local
-//     addresses after migration").
+//     cannot hoist across a switch (see docs/runtime.md, "Thread state saved
+//     per goroutine").
 //   - GORT_EXPECT_SUBPROCESS_OK: runs a statement in a death-test child with
 //     a watchdog, for behaviour that could hang or kill the whole suite.
 //   - has_frame, goroutine_block, count_goroutines, announced_block: reading

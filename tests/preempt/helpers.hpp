@@ -134,7 +134,7 @@ class Watchdog {
   std::thread thread_;
 };
 
-// A call-free spin loop (the shape SPEC.md promises to preempt): counts
+// A call-free spin loop (the shape docs/preemption.md promises to preempt): counts
 // until *flag turns false. noinline so its loop is one tight block of the
 // executable's text.
 __attribute__((noinline)) inline uint64_t spin_while(const std::atomic<bool>& flag) {

@@ -201,7 +201,7 @@ TEST_P(Chan, ManySendersManyReceiversBufferOfOne) {
 // A receiver woken by a send runs next on the sender's P (Go's runnext),
 // and in Go it inherits the rest of the sender's time slice, so a pair
 // handing values back and forth still gives the P up to the others once per
-// slice (SPEC, Preemption: with one P, other goroutines keep running with a
+// slice (docs/preemption.md: with one P, other goroutines keep running with a
 // delay of about one time slice). Here main yields a few times while such a
 // pair runs. Bounded: the pair gives up after 5 s (500 slices), which fails
 // the test.

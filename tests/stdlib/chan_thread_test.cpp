@@ -127,9 +127,9 @@ TEST_P(ChanThread, PlainThreadsAndGoroutinesMixed) {
 }
 
 // The deadlock detector must not fire while a plain thread that will send
-// is merely busy (SPEC: a deadlock is reported only when nothing, including
-// an outside thread, can wake a goroutine). Run in a child: if it fires, it
-// kills the process.
+// is merely busy (docs/runtime.md, Panics and fatal errors: a deadlock is
+// reported only when nothing, including an outside thread, can wake a
+// goroutine). Run in a child: if it fires, it kills the process.
 TEST_P(ChanThread, PlainThreadProducerDoesNotTripDeadlockDetector) {
   auto child = [this] {
     run_test([] {

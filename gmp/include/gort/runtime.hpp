@@ -98,12 +98,21 @@ void newproc_start(G* g);
 // Gives back a G from newproc_alloc whose closure was never constructed.
 void newproc_abort(G* g);
 
+// gort::run's entry (stdlib/run_main.cpp): wires the poller and sysmon into the
+// scheduler, then runs it.
 int run_main(void (*body)(void* arg, int* result), void* arg,
              const Config& cfg);
 
 // gort::blocking's halves (Go's entersyscall / exitsyscall).
 void entersyscall();
 void exitsyscall();
+
+// Goroutine-local storage, behind GoroutineLocal<T> (<gort/preempt.hpp>;
+// gmp/gls.cpp): a key per GoroutineLocal, and per goroutine (or plain
+// thread) a value for each key, destroyed with `destroy` when it exits.
+uint64_t gls_new_key();
+void* gls_get(uint64_t key);
+void gls_set(uint64_t key, void* value, void (*destroy)(void*));
 
 template <class Tuple>
 void invoke_inline(void* storage) {

@@ -47,13 +47,12 @@
 #include <cstdint>
 #include <utility>
 
+#include "gort/runtime.hpp"
+
 namespace gort {
 
 namespace internal {
 void nopreempt_add(int delta);
-uint64_t gls_new_key();
-void* gls_get(uint64_t key);
-void gls_set(uint64_t key, void* value, void (*destroy)(void*));
 }  // namespace internal
 
 // Disables asynchronous preemption of the current goroutine for its scope

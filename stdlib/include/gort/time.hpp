@@ -5,7 +5,7 @@
 //   gort::select(gort::on_recv(t.chan(), [](auto) { /* fired */ }),
 //                gort::on_recv(done, [&](auto) { t.stop(); }));
 //   auto tick = gort::new_ticker(absl::Milliseconds(100));
-//   for (absl::Time when : tick.chan()) { ... }     // until stopped? no: a
+//   for (absl::Time when : tick.chan()) { ... }     // never ends by itself: a
 //                                                  // ticker's channel is never closed
 //   gort::after_func(absl::Seconds(2), [] { ... }); // runs in its own goroutine
 //
@@ -13,8 +13,8 @@
 // parked, not a thread. Firing is O(log n) in the number of timers of that
 // P; stop and reset are O(log n) and safe against a concurrent firing.
 //
-// Timer and Ticker channels behave as Go 1.23's (its default since then,
-// and the only behaviour since Go 1.27): once stop() or reset() returns, no
+// Timer and Ticker channels behave as Go's since Go 1.23 (without
+// GODEBUG=asynctimerchan=1): once stop() or reset() returns, no
 // value from before the call is received, so the old `if (!t.stop())
 // drain(t.chan())` dance is unnecessary (and would block). A value that was
 // delivered but not received counts as pending: stop() and reset() return

@@ -1,0 +1,26 @@
+// stdlib/run_main.cpp — gort::run's entry: the one place that wires the areas
+// together.
+//
+// gmp (the scheduler) sits at the bottom and names nothing above it; the
+// poller (netpoll/) and preemption (preempt/) plug into it through
+// SchedHooks (gmp/sched.hpp). Each area installs its hooks when run_main
+// asks, before anything starts, as Go's runtime calls netpollinit and
+// starts sysmon. The calls are what link the areas in: a program built
+// against a static libgort gets sysmon and the poller because this file
+// names them (tests/static checks it).
+#include "gmp/sched.hpp"
+#include "gort/runtime.hpp"
+#include "netpoll/netpoll.hpp"
+#include "preempt/preempt.hpp"
+
+namespace gort::internal {
+
+int run_main(void (*body)(void* arg, int* result), void* arg, const Config& cfg) {
+  SchedHooks hooks;
+  install_netpoll_hooks(&hooks);
+  install_sysmon_hooks(&hooks);
+  install_slice_timer_hooks(&hooks);
+  return run_scheduler(body, arg, cfg, hooks);
+}
+
+}  // namespace gort::internal
