@@ -165,11 +165,17 @@ TEST(TimeSleepers, HundredThousandSleepersCostNoThreadAndWakeInDeadlineOrder) {
     Countdown cd(kSleepers);
     std::atomic<int> asleep{0};
     std::atomic<int64_t> base{0};
+    // The first deadline must fall after every sleeper is asleep, and
+    // releasing 100,000 parked goroutines costs about what spawning them
+    // did (each is a page of its own; on some VMs its first access after a
+    // while costs ~10 µs): lead = 700 ms + twice the spawn loop's time.
+    std::atomic<int64_t> lead{0};
     gort::test::Gate gate;
+    int64_t spawn_start = gort::internal::nanotime();
     for (int i = 0; i < kSleepers; i++) {
       gort::go([&, i] {
         gate.wait();
-        int64_t target = base.load() + 700'000'000 + int64_t{i % 10} * 300'000'000;
+        int64_t target = base.load() + lead.load() + int64_t{i % 10} * 300'000'000;
         int64_t now = gort::internal::nanotime();
         rec[static_cast<size_t>(i)].deadline = std::max(target, now);
         asleep++;
@@ -180,6 +186,7 @@ TEST(TimeSleepers, HundredThousandSleepersCostNoThreadAndWakeInDeadlineOrder) {
       });
     }
     EXPECT_TRUE(eventually([&] { return gate.waiting() == kSleepers; }, 120s));
+    lead = 700'000'000 + 2 * (gort::internal::nanotime() - spawn_start);
     base = gort::internal::nanotime();
     gate.open();
     // While they all sleep.
