@@ -11,6 +11,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -52,6 +54,36 @@ int from_poll(int r) {
 // code is never cancelled with pthread_cancel, so they buy nothing here.
 // Each returns what the call does and sets errno as the wrapper would.
 ssize_t sys_read(int fd, void* p, size_t len) { return ::syscall(SYS_read, fd, p, len); }
+ssize_t sys_write(int fd, const void* p, size_t len) { return ::syscall(SYS_write, fd, p, len); }
+
+// write(2) to a pipe whose reader is gone raises SIGPIPE, which kills the
+// process by default; a socket has MSG_NOSIGNAL, a pipe has no such flag.
+// So the signal is blocked on this thread for the call, and one that the
+// call raised is taken back before it is unblocked (sigtimedwait), unless
+// it was already pending. gort's own code is never preempted
+// asynchronously, so the goroutine cannot change threads in between. Two
+// more system calls per write, on pipes only.
+ssize_t write_nosigpipe(int fd, const void* p, size_t len) {
+  sigset_t pipe_set, old;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  ssize_t n = sys_write(fd, p, len);
+  if (n < 0 && errno == EPIPE && !sigismember(&old, SIGPIPE)) {
+    sigset_t pending;
+    sigpending(&pending);
+    if (sigismember(&pending, SIGPIPE)) {
+      timespec zero{0, 0};
+      while (sigtimedwait(&pipe_set, nullptr, &zero) < 0 && errno == EINTR) {
+      }
+    }
+    errno = EPIPE;
+  }
+  int saved = errno;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  errno = saved;
+  return n;
+}
 ssize_t sys_recvmsg(int fd, msghdr* m, int flags) { return ::syscall(SYS_recvmsg, fd, m, flags); }
 ssize_t sys_send(int fd, const void* p, size_t len, int flags) {
   return ::syscall(SYS_sendto, fd, p, len, flags, nullptr, 0);
@@ -130,6 +162,21 @@ NetFD* NetFD::open(int sysfd, int family, int sotype, std::string net, int* err)
   return new NetFD(sysfd, pd, family, sotype, std::move(net));
 }
 
+NetFD* NetFD::open_file(int sysfd, FdKind kind, bool pollable, int* err) {
+  internal::PollDesc* pd = nullptr;
+  if (pollable) {
+    pd = internal::poll_open(sysfd);
+    // epoll refuses regular files and directories (EPERM): they never
+    // block on readiness, so they are read and written blocking.
+    if (pd == nullptr && errno != EPERM) {
+      *err = errno;
+      return nullptr;
+    }
+  }
+  *err = 0;
+  return new NetFD(sysfd, pd, AF_UNSPEC, 0, "file", kind);
+}
+
 bool NetFD::incref() {
   uint64_t s = state_.load(std::memory_order_acquire);
   for (;;) {
@@ -146,7 +193,8 @@ void NetFD::decref() {
 void NetFD::destroy() {
   // Linux: the descriptor is gone even on EINTR; never retry. Not ours to
   // close when the run that opened it has closed it (poll_abandon_all).
-  if (internal::poll_close(pd_)) ::close(sysfd_);
+  bool ours = pd_ == nullptr || internal::poll_close(pd_);
+  if (ours && !borrowed_) ::close(sysfd_);
   destroyed_.store(true, std::memory_order_release);
   // Nothing of *this may be touched from here on: release() may free it.
 }
@@ -159,7 +207,7 @@ int NetFD::close() {
   }
   // Go removes a Unix listener's file before closing the socket.
   if (!unlink_path_.empty()) ::unlink(unlink_path_.c_str());
-  internal::poll_evict(pd_);  // blocked readers and writers wake with kErrClosing
+  if (pd_ != nullptr) internal::poll_evict(pd_);  // blocked readers and writers wake with kErrClosing
   if (closing_) closing_.close();
   decref();
   return 0;
@@ -173,7 +221,12 @@ void NetFD::release(NetFD* fd) {
   delete fd;
 }
 
-int NetFD::wait(int mode) { return from_poll(internal::poll_wait(pd_, mode)); }
+int NetFD::wait(int mode) {
+  // A blocking descriptor never says EAGAIN unless someone made it
+  // non-blocking behind our back: report that rather than spin.
+  if (pd_ == nullptr) return EAGAIN;
+  return from_poll(internal::poll_wait(pd_, mode));
+}
 
 // Go's fd.readLock / fd.writeLock with the deferred unlock: a ref on the
 // NetFD, then its read or write lock, for the guard's scope. err() is
@@ -207,13 +260,16 @@ class ABSL_SCOPED_LOCKABLE NetFD::IoLock {
 
 // Inline, as the check it replaces was: it is on every read and write.
 __attribute__((always_inline)) inline int NetFD::prepare(int mode) {
+  if (pd_ == nullptr) [[unlikely]] return 0;
   return from_poll(internal::poll_check(pd_, mode));
 }
 
 template <class F>
 ssize_t NetFD::io_loop(int mode, int* err, F&& call) {
   for (;;) {
-    ssize_t n = call();
+    // A blocking descriptor (a regular file) blocks the thread: hand the P
+    // to another M meanwhile.
+    ssize_t n = pd_ != nullptr ? call() : gort::blocking(call);
     if (n >= 0) return n;
     int e = errno;
     if (e == EINTR) continue;
@@ -286,9 +342,19 @@ IoResult NetFD::write(const char* p, size_t len) {
   if ((r.err = io.err()) != 0 || (r.err = prepare('w')) != 0) return r;
   for (;;) {
     size_t chunk = len - r.n;
-    if (is_stream()) chunk = std::min(chunk, kMaxRW);
-    // send, not write: MSG_NOSIGNAL turns SIGPIPE into EPIPE.
-    ssize_t n = io_loop('w', &r.err, [&] { return sys_send(sysfd_, p + r.n, chunk, MSG_NOSIGNAL); });
+    if (is_stream() || kind_ != FdKind::kSocket) chunk = std::min(chunk, kMaxRW);
+    ssize_t n = io_loop('w', &r.err, [&] {
+      switch (kind_) {
+        case FdKind::kSocket:
+          // send, not write: MSG_NOSIGNAL turns SIGPIPE into EPIPE.
+          return sys_send(sysfd_, p + r.n, chunk, MSG_NOSIGNAL);
+        case FdKind::kPipe:
+          return write_nosigpipe(sysfd_, p + r.n, chunk);
+        case FdKind::kFile:
+          break;
+      }
+      return sys_write(sysfd_, p + r.n, chunk);
+    });
     if (n < 0) break;
     r.n += static_cast<size_t>(n);
     if (r.n == len) break;
@@ -389,7 +455,40 @@ int NetFD::wait_connect() {
   }
 }
 
+int NetFD::raw_control(absl::FunctionRef<void(int)> f) {
+  if (!incref()) return kErrClosing;
+  f(sysfd_);
+  decref();
+  return 0;
+}
+
+int NetFD::raw_io(int mode, absl::FunctionRef<bool(int)> f) {
+  if (mode == 'r') {
+    IoLock io(this, rmu_);
+    // f may leave data behind: the next read() must try before it waits.
+    rdrained_ = false;
+    return io.err() != 0 ? io.err() : raw_loop(mode, f);
+  }
+  IoLock io(this, wmu_);
+  return io.err() != 0 ? io.err() : raw_loop(mode, f);
+}
+
+int NetFD::raw_loop(int mode, absl::FunctionRef<bool(int)> f) {
+  int err;
+  if ((err = prepare(mode)) != 0) return err;
+  for (;;) {
+    // Go's rawConn.Read/Write: f reports done; otherwise wait for the
+    // descriptor (an event that came while f ran is not lost: the poll
+    // descriptor keeps it as readiness). A blocking descriptor's f blocks
+    // by itself, inside gort::blocking.
+    bool done = pd_ != nullptr ? f(sysfd_) : gort::blocking([&] { return f(sysfd_); });
+    if (done) return 0;
+    if ((err = wait(mode)) != 0) return err;
+  }
+}
+
 int NetFD::set_deadline(absl::Time t, int mode) {
+  if (pd_ == nullptr) return kErrNoDeadline;
   if (!incref()) return kErrClosing;
   int64_t now = internal::nanotime();
   internal::poll_set_deadline(pd_, poll_deadline(t, now), mode, now);

@@ -31,6 +31,7 @@
 #include <variant>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/time/time.h"
 #include "gort/chan.hpp"
 #include "gort/sync.hpp"
@@ -49,11 +50,41 @@ struct IoResult {
   int err = 0;
 };
 
+// What kind of descriptor a NetFD holds: how it writes (a socket with
+// send(MSG_NOSIGNAL); a pipe or FIFO with write under a blocked SIGPIPE, so
+// that a reader that went away is EPIPE, not the death of the process; any
+// other file with write).
+enum class FdKind : uint8_t { kSocket, kPipe, kFile };
+
+// Not errno values: a NetFD without a poll descriptor cannot have deadlines
+// (Go's os.ErrNoDeadline).
+inline constexpr int kErrNoDeadline = -3;
+
 class NetFD {
  public:
   // Registers the non-blocking socket `sysfd` with the poller. On failure
   // closes sysfd and returns null with *err set to an errno value.
   static NetFD* open(int sysfd, int family, int sotype, std::string net, int* err);
+  // A descriptor gort did not create (os::File, os::new_file). With
+  // `pollable` it must be non-blocking and is registered with the poller;
+  // if the poller refuses it (a regular file: EPERM) it is used as a
+  // blocking one: each call runs inside gort::blocking, and deadlines are
+  // not supported. On failure (other than EPERM) returns null with *err
+  // set, leaving sysfd open.
+  static NetFD* open_file(int sysfd, FdKind kind, bool pollable, int* err);
+  // Before sharing only: destroy leaves the descriptor open (its owner,
+  // a library, closes it).
+  void set_borrowed() { borrowed_ = true; }
+  // Whether the descriptor is in the poller (parks) or used blocking.
+  bool pollable() const { return pd_ != nullptr; }
+  FdKind kind() const { return kind_; }
+
+  // Go's RawConn.Control, Read and Write: `f` gets the descriptor while
+  // the NetFD cannot be closed under it. raw_read / raw_write hold the
+  // direction's lock and call f until it returns true, waiting for
+  // readiness (or the deadline, or close) in between. 0 or kErr*.
+  int raw_control(absl::FunctionRef<void(int)> f);
+  int raw_io(int mode, absl::FunctionRef<bool(int)> f);
 
   NetFD(const NetFD&) = delete;
   NetFD& operator=(const NetFD&) = delete;
@@ -114,8 +145,9 @@ class NetFD {
   void enable_inq();
 
  private:
-  NetFD(int sysfd, internal::PollDesc* pd, int family, int sotype, std::string net)
-      : sysfd_(sysfd), pd_(pd), family_(family), sotype_(sotype), net_(std::move(net)) {}
+  NetFD(int sysfd, internal::PollDesc* pd, int family, int sotype, std::string net,
+        FdKind kind = FdKind::kSocket)
+      : sysfd_(sysfd), pd_(pd), family_(family), sotype_(sotype), kind_(kind), net_(std::move(net)) {}
   ~NetFD() = default;
 
   static constexpr uint64_t kClosed = 1;
@@ -137,6 +169,8 @@ class NetFD {
   // Returns its result, or -1 with *err the errno value or wait's kErr*.
   template <class F>
   ssize_t io_loop(int mode, int* err, F&& call);
+  // raw_io's loop, with the direction's lock held.
+  int raw_loop(int mode, absl::FunctionRef<bool(int)> f);
   // Sleeps `d` during accept's backoff; returns early when closed.
   void backoff_sleep(absl::Duration d);
 
@@ -144,6 +178,7 @@ class NetFD {
   internal::PollDesc* const pd_;
   const int family_;
   const int sotype_;
+  const FdKind kind_;
   const std::string net_;
   std::string laddr_, raddr_;
   std::string unlink_path_;
@@ -151,6 +186,7 @@ class NetFD {
 
   std::atomic<uint64_t> state_{0};
   std::atomic<bool> destroyed_{false};
+  bool borrowed_ = false;
   Mutex rmu_;
   Mutex wmu_;
   // The last stream read was short, so the socket was empty when it

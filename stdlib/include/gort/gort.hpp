@@ -10,6 +10,7 @@
 #include "gort/context.hpp"
 #include "gort/errgroup.hpp"
 #include "gort/net.hpp"
+#include "gort/os.hpp"
 #include "gort/preempt.hpp"
 #include "gort/runtime.hpp"
 #include "gort/signal.hpp"

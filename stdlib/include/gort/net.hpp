@@ -95,6 +95,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "gort/context.hpp"
+#include "gort/rawconn.hpp"
 
 namespace gort::net {
 
@@ -186,6 +187,9 @@ class Conn {
   // The socket's descriptor, for options this API lacks; -1 without a
   // socket. Valid until close(); do not read, write or close it directly.
   int native_handle() const;
+  // Raw access for a library that does its own I/O on the socket (Go's
+  // SyscallConn; gort/rawconn.hpp). Valid while this Conn lives.
+  RawConn syscall_conn() const { return RawConn(fd_, false); }
   bool valid() const { return fd_ != nullptr; }
   explicit operator bool() const { return valid(); }
 

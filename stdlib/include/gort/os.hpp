@@ -1,0 +1,172 @@
+// gort/os.hpp — Go's os.File for descriptors: pipes, FIFOs, ttys, eventfds,
+// timerfds and library sockets through the netpoller, regular files through
+// gort::blocking; and syscall.RawConn, the way to drive a descriptor that a
+// C library (hiredis, libpq, c-ares, libcurl's multi interface) owns.
+//
+// A goroutine that reads an empty pipe or writes a full one is parked on
+// the netpoller; its thread runs other goroutines meanwhile. A regular file
+// cannot be polled (epoll refuses it): its reads and writes run inside
+// gort::blocking, so the P goes on with other goroutines while the thread
+// waits for the disk.
+//
+//   auto p = gort::os::pipe();                  // {read end, write end}
+//   if (!p.ok()) return fail(p.status());
+//   auto& [r, w] = *p;
+//   gort::go([&w] { (void)w.write_string("hello"); (void)w.close(); });
+//   char buf[64];
+//   auto n = r.read(absl::MakeSpan(buf));       // parks until data or EOF
+//
+//   // A library's non-blocking socket, driven in blocking style:
+//   gort::os::File f = gort::os::new_file(fd, "redis", gort::os::Own::kBorrow);
+//   gort::RawConn rc = f.syscall_conn();
+//   absl::Status s = rc.read([&](int fd) {
+//     return redisBufferRead(ctx) == REDIS_OK && got_reply(ctx);  // false: wait, call again
+//   });
+//
+// Which descriptors poll: new_file registers a descriptor that is in
+// non-blocking mode (O_NONBLOCK) with the poller, as Go's os.NewFile does;
+// open() and pipe() make pipes, FIFOs, character devices and sockets
+// non-blocking and register them. A descriptor the poller refuses (a
+// regular file or directory), and one left in blocking mode, is used
+// blocking: no deadlines (set_deadline returns Go's "file type does not
+// support deadline"), and close does not interrupt a read already blocked
+// in the kernel (as in Go).
+//
+// Errors are absl::Status values with Go's texts: `open /no/such: no such
+// file or directory` (NotFound), `write |1: broken pipe` (FailedPrecondition).
+// Two are exact, to be compared: any call on a closed File, including one
+// that was blocked when another goroutine closed it, returns
+// absl::FailedPreconditionError("file already closed") (Go's os.ErrClosed),
+// and a call blocked past its deadline returns
+// absl::DeadlineExceededError("i/o timeout"). read returns 0 with OK at end
+// of file (Go's io.EOF). Writing to a pipe whose reader is gone is the error
+// EPIPE, never SIGPIPE.
+//
+// Thread-safety: as net::Conn. Many goroutines may use a File at once;
+// reads are served one at a time, as are writes; close() may be called from
+// any goroutine and wakes every blocked call; the descriptor is closed only
+// when the last call in progress has left, so its number is never reused
+// under a blocked caller.
+//
+// Costs: a heap object and a poll descriptor per File; a read or write is
+// one system call when the descriptor is ready (two more on pipes, for
+// SIGPIPE), plus a park and a wake-up when it is not. A blocking file's
+// call costs a hand-off of the P (gort::blocking).
+//
+// The runtime must be running (inside gort::run). A polled descriptor still
+// open when run returns is closed by run, as sockets are (even a borrowed
+// one: its owner must not outlive the run with it).
+#pragma once
+
+#include <fcntl.h>
+#include <sys/types.h>
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "gort/rawconn.hpp"
+
+namespace gort {
+namespace os {
+
+// The message of the error returned by calls on a closed File (Go's
+// os.ErrClosed).
+inline constexpr std::string_view kErrClosed = "file already closed";
+// Go's os.ErrNoDeadline: set_deadline on a descriptor that is not polled.
+inline constexpr std::string_view kErrNoDeadline = "file type does not support deadline";
+
+// True for absl::FailedPreconditionError("file already closed").
+bool is_closed_error(const absl::Status& s);
+
+// Whether a File closes the descriptor it was given (new_file).
+enum class Own : bool { kClose, kBorrow };
+
+// An open file descriptor. Move-only; closes it on destruction (unless
+// borrowed). A default-constructed or moved-from File holds nothing: its
+// calls return absl::InvalidArgumentError("invalid argument").
+class File {
+ public:
+  File() = default;
+  File(File&& o) noexcept : fd_(std::exchange(o.fd_, nullptr)), name_(std::move(o.name_)) {}
+  File& operator=(File&& o) noexcept;
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+  ~File();
+
+  // Reads up to buf.size() bytes; returns as soon as at least one byte is
+  // available. 0 with OK: end of file (every writer of a pipe closed), or
+  // buf is empty. May park.
+  absl::StatusOr<size_t> read(absl::Span<char> buf);
+  // Writes all of buf unless an error occurs (as net::Conn::write: the
+  // error is returned, not the count written before it). May park.
+  absl::StatusOr<size_t> write(absl::Span<const char> buf);
+  // Go's WriteString.
+  absl::StatusOr<size_t> write_string(std::string_view s) {
+    return write(absl::MakeConstSpan(s.data(), s.size()));
+  }
+
+  // Closes the descriptor (borrowed: only leaves the poller) and wakes
+  // every blocked call; they and later calls return the closed error.
+  // Closing twice returns the closed error.
+  absl::Status close();
+
+  // Deadlines as net::Conn's: an absolute time after which blocked and
+  // future reads (writes) fail with "i/o timeout"; absl::InfiniteFuture()
+  // clears it; a time in the past expires it at once. Polled descriptors
+  // only (else kErrNoDeadline, InvalidArgument).
+  absl::Status set_deadline(absl::Time t);
+  absl::Status set_read_deadline(absl::Time t);
+  absl::Status set_write_deadline(absl::Time t);
+
+  // Raw access for libraries that do their own I/O on the descriptor.
+  RawConn syscall_conn() const { return RawConn(fd_, true); }
+
+  // The descriptor (-1 without one). Valid until close(); prefer
+  // syscall_conn, which keeps it from being closed under the caller.
+  int fd() const;
+  // The name it was opened or created with (Go's File.Name).
+  const std::string& name() const { return name_; }
+  // Whether reads and writes park on the poller (else they run blocking).
+  bool pollable() const;
+  bool valid() const { return fd_ != nullptr; }
+  explicit operator bool() const { return valid(); }
+
+  File(net::detail::NetFD* fd, std::string name) : fd_(fd), name_(std::move(name)) {}
+
+ private:
+  net::detail::NetFD* fd_ = nullptr;
+  std::string name_;
+};
+
+// Go's os.NewFile: a File for descriptor fd named `name`. A descriptor in
+// non-blocking mode is registered with the poller (if the poller refuses
+// it, it is used blocking). Own::kClose (the default) gives the File the
+// descriptor; Own::kBorrow leaves it to its owner (a C library): close and
+// the destructor only take it out of the poller, which must happen before
+// the owner closes it. A negative fd is InvalidArgument (`newfile name:
+// bad file descriptor`); so is a descriptor that is not open (EBADF).
+absl::StatusOr<File> new_file(int fd, std::string name, Own own = Own::kClose);
+
+// Go's os.OpenFile: opens path with flags (O_RDONLY, O_WRONLY, O_RDWR,
+// O_CREAT, O_TRUNC, O_APPEND, O_EXCL, ...; O_CLOEXEC is added) and, for a
+// created file, permission bits `perm`. Pipes, FIFOs, character devices and
+// sockets are polled; regular files are read and written blocking. The open
+// itself runs inside gort::blocking: opening a FIFO for reading waits (the
+// thread, not the P) until a writer opens it, and vice versa, as in Go.
+// Errors: `open path: <strerror>` with the errno's code.
+absl::StatusOr<File> open(const std::string& path, int flags = O_RDONLY, mode_t perm = 0);
+// Go's os.Create: O_RDWR | O_CREAT | O_TRUNC, 0666.
+absl::StatusOr<File> create(const std::string& path);
+
+// Go's os.Pipe: a connected pair {read end, write end}, both polled,
+// named "|0" and "|1".
+absl::StatusOr<std::pair<File, File>> pipe();
+
+}  // namespace os
+}  // namespace gort

@@ -1,0 +1,69 @@
+// gort/rawconn.hpp — Go's syscall.RawConn: run a C library's own I/O on a
+// descriptor gort polls, in blocking style.
+//
+// A RawConn comes from os::File::syscall_conn or net::Conn::syscall_conn.
+// read(f) calls f(fd), which tries the library's non-blocking I/O and
+// returns true when done, false when it would block; the goroutine then
+// parks until the descriptor is readable (or the deadline passes, or the
+// owner is closed) and f is called again. The thread runs other goroutines
+// meanwhile:
+//
+//   gort::RawConn rc = conn.syscall_conn();
+//   absl::Status s = rc.read([&](int fd) {
+//     ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+//     if (n < 0 && errno == EAGAIN) return false;  // park, then call again
+//     got = n;
+//     return true;
+//   });
+//
+// Thread-safety: copyable; any goroutine may use it while its owner lives.
+// read holds the owner's read lock, write its write lock (other reads,
+// writes and raw calls of that direction wait their turn). Costs: f's
+// calls, plus a park and a wake-up per wait.
+#pragma once
+
+#include <string_view>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+
+namespace gort {
+
+namespace net::detail {
+class NetFD;
+}  // namespace net::detail
+
+// Go's syscall.RawConn: raw access to a File's or Conn's descriptor under
+// the runtime's rules. Obtained from File::syscall_conn or
+// net::Conn::syscall_conn; valid while that object lives (after its close,
+// calls return its closed error). Copyable; any goroutine may use it.
+class RawConn {
+ public:
+  RawConn() = default;
+
+  // Calls f(fd) while the descriptor cannot be closed under it (Go's
+  // Control): for setsockopt, ioctl, fstat. f must not block.
+  absl::Status control(absl::FunctionRef<void(int fd)> f);
+  // Calls f(fd) until it returns true (Go's Read). f attempts the I/O,
+  // non-blocking, and returns false when it would block (EAGAIN); read then
+  // parks the goroutine until the descriptor is readable, the read deadline
+  // passes or the owner is closed, and calls f again. Concurrent reads
+  // (through this RawConn, another copy or the owner's read) are served one
+  // at a time. For a blocking descriptor f is called inside gort::blocking
+  // and may block.
+  absl::Status read(absl::FunctionRef<bool(int fd)> f);
+  // As read, waiting for writability.
+  absl::Status write(absl::FunctionRef<bool(int fd)> f);
+  bool valid() const { return fd_ != nullptr; }
+
+  // For File and Conn: `os` picks os's closed error over net's.
+  RawConn(net::detail::NetFD* fd, bool os) : fd_(fd), os_(os) {}
+
+ private:
+  absl::Status result(int err, std::string_view op) const;
+
+  net::detail::NetFD* fd_ = nullptr;
+  bool os_ = false;
+};
+
+}  // namespace gort
