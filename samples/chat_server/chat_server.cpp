@@ -300,18 +300,6 @@ void handle(gort::net::Conn& conn, const Hub& hub, int64_t id, size_t client_buf
 
 // ---- the server: accept loop, limits, shutdown ------------------------------
 
-std::atomic<bool> g_stop{false};
-extern "C" void on_signal(int) { g_stop.store(true, std::memory_order_relaxed); }
-
-void install_signal_handlers() {
-  struct sigaction sa = {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
-
 // Open connections, so that shutdown can close them (see echo_server).
 class ConnSet {
  public:
@@ -411,6 +399,11 @@ int serve(const Options& o) {
     std::fprintf(stderr, "chat_server: %s\n", std::string(ln.status().message()).c_str());
     return 1;
   }
+  // From here on SIGINT and SIGTERM arrive on this channel (Go's
+  // signal.Notify) instead of ending the process: set up before the port
+  // is announced.
+  auto sigs = gort::make_chan<int>(1);
+  gort::signal::notify(sigs, {SIGINT, SIGTERM});
   std::printf("listening on %s\n", ln->addr().c_str());
   std::fflush(stdout);
 
@@ -430,15 +423,12 @@ int serve(const Options& o) {
     accept_done.close();
   });
 
-  // Wait for a signal (polled: a handler cannot touch gort objects) or for
-  // the accept loop to fail.
-  bool accept_exited = false;
-  auto tick = gort::new_ticker(absl::Milliseconds(100));
-  while (!g_stop.load(std::memory_order_relaxed) && !accept_exited) {
-    gort::select(gort::on_recv(tick.chan()),
-                 gort::on_recv(accept_done, [&] { accept_exited = true; }));
-  }
-  tick.stop();
+  // Wait for SIGINT or SIGTERM (a channel value: gort::signal) or for the
+  // accept loop to fail.
+  bool stopping = false;
+  gort::select(gort::on_recv(sigs, [&](std::optional<int>) { stopping = true; }),
+               gort::on_recv(accept_done));
+  gort::signal::stop(sigs);
   (void)ln->close();        // wakes the blocked accept
   hub.shutdown.close();     // the broadcaster says goodbye and closes every outgoing channel
   broadcaster_done.recv();
@@ -446,7 +436,7 @@ int serve(const Options& o) {
   conns->close_all();       // the rest (e.g. still to send a nickname)
   accept_done.recv();
   ConnSet::wait(conns, absl::Seconds(3));
-  if (g_stop.load()) {
+  if (stopping) {
     std::fprintf(stderr, "chat_server: shutting down\n");
     return 0;
   }
@@ -465,7 +455,6 @@ int main(int argc, char** argv) {
                  argv[0]);
     return 2;
   }
-  install_signal_handlers();
   gort::Config cfg;
   cfg.procs = o.procs;
   return gort::run([&o] { return serve(o); }, cfg);

@@ -6,9 +6,9 @@
 //   - a bound on concurrent connections (a gort::Semaphore taken before
 //     accept, as Go's netutil.LimitListener does),
 //   - an idle timeout (a read deadline renewed before every read),
-//   - a graceful shutdown on SIGINT/SIGTERM: the signal handler only sets an
-//     atomic flag; the main goroutine polls it with a gort::Ticker, closes
-//     the listener (which wakes the blocked accept), closes every open
+//   - a graceful shutdown on SIGINT/SIGTERM: the signals arrive as values
+//     on a channel (gort::signal::notify, Go's signal.Notify); the main
+//     goroutine waits for one in a select, closes the listener (which wakes the blocked accept), closes every open
 //     connection (which wakes their blocked reads) and waits for the
 //     connection goroutines to finish.
 //
@@ -38,21 +38,6 @@ struct Options {
   int max_conns = 10000;
   int idle_timeout_s = 300;  // 0: none
 };
-
-// Set by SIGINT/SIGTERM. A signal handler may only touch lock-free atomics,
-// never gort objects, so the main goroutine polls this flag.
-std::atomic<bool> g_stop{false};
-
-extern "C" void on_signal(int) { g_stop.store(true, std::memory_order_relaxed); }
-
-void install_signal_handlers() {
-  struct sigaction sa = {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
 
 // The open connections, so that shutdown can close them. Handlers register
 // their Conn while they run and unregister it before destroying it; close()
@@ -198,6 +183,11 @@ int serve(const Options& o) {
     std::fprintf(stderr, "echo_server: %s\n", std::string(ln.status().message()).c_str());
     return 1;
   }
+  // From here on SIGINT and SIGTERM arrive on this channel (Go's
+  // signal.Notify) instead of ending the process: set up before the port
+  // is announced.
+  auto sigs = gort::make_chan<int>(1);
+  gort::signal::notify(sigs, {SIGINT, SIGTERM});
   std::printf("listening on %s\n", ln->addr().c_str());
   std::fflush(stdout);
 
@@ -211,21 +201,18 @@ int serve(const Options& o) {
     accept_done.close();
   });
 
-  // Wait for a signal (polled: a handler cannot touch gort objects) or for
-  // the accept loop to fail.
-  bool accept_exited = false;
-  auto tick = gort::new_ticker(absl::Milliseconds(100));
-  while (!g_stop.load(std::memory_order_relaxed) && !accept_exited) {
-    gort::select(gort::on_recv(tick.chan()),
-                 gort::on_recv(accept_done, [&] { accept_exited = true; }));
-  }
-  tick.stop();
+  // Wait for SIGINT or SIGTERM (a channel value: gort::signal) or for the
+  // accept loop to fail.
+  bool stopping = false;
+  gort::select(gort::on_recv(sigs, [&](std::optional<int>) { stopping = true; }),
+               gort::on_recv(accept_done));
+  gort::signal::stop(sigs);
   size_t open = conns->size();
   (void)ln->close();   // wakes the blocked accept
   conns->close_all();  // wakes every blocked read (and so frees the slot accept may wait for)
   accept_done.recv();
   bool drained = conns->wait(absl::Seconds(5), conns);
-  if (g_stop.load()) {
+  if (stopping) {
     std::fprintf(stderr, "echo_server: shutting down (%zu connection(s) closed%s)\n", open,
                  drained ? "" : ", some did not finish in time");
     return 0;
@@ -245,7 +232,6 @@ int main(int argc, char** argv) {
                  argv[0]);
     return 2;
   }
-  install_signal_handlers();
   gort::Config cfg;
   cfg.procs = o.procs;
   return gort::run([&o] { return serve(o); }, cfg);

@@ -545,18 +545,6 @@ void serve_conn(gort::net::Conn& c, Store& store, absl::Duration timeout) {
 
 // ---- the server: accept loop, sweeper, limits, shutdown ------------------
 
-std::atomic<bool> g_stop{false};
-extern "C" void on_signal(int) { g_stop.store(true, std::memory_order_relaxed); }
-
-void install_signal_handlers() {
-  struct sigaction sa = {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
-
 // Open connections, so that shutdown can close them (see echo_server).
 class ConnSet {
  public:
@@ -657,6 +645,11 @@ int serve(const Options& o) {
     std::fprintf(stderr, "kv_server: %s\n", std::string(ln.status().message()).c_str());
     return 1;
   }
+  // From here on SIGINT and SIGTERM arrive on this channel (Go's
+  // signal.Notify) instead of ending the process: set up before the port
+  // is announced.
+  auto sigs = gort::make_chan<int>(1);
+  gort::signal::notify(sigs, {SIGINT, SIGTERM});
   std::printf("listening on %s\n", ln->addr().c_str());
   std::fflush(stdout);
 
@@ -684,22 +677,19 @@ int serve(const Options& o) {
     accept_done.close();
   });
 
-  // Wait for a signal (polled: a handler cannot touch gort objects) or for
-  // the accept loop to fail.
-  bool accept_exited = false;
-  auto tick = gort::new_ticker(absl::Milliseconds(100));
-  while (!g_stop.load(std::memory_order_relaxed) && !accept_exited) {
-    gort::select(gort::on_recv(tick.chan()),
-                 gort::on_recv(accept_done, [&] { accept_exited = true; }));
-  }
-  tick.stop();
+  // Wait for SIGINT or SIGTERM (a channel value: gort::signal) or for the
+  // accept loop to fail.
+  bool stopping = false;
+  gort::select(gort::on_recv(sigs, [&](std::optional<int>) { stopping = true; }),
+               gort::on_recv(accept_done));
+  gort::signal::stop(sigs);
   (void)ln->close();   // wakes the blocked accept
   conns->close_all();  // wakes every blocked read (and so frees the slot accept may wait for)
   accept_done.recv();
   ConnSet::wait(conns, absl::Seconds(5));
   stop_sweeper.close();
   sweeper_done.recv();
-  if (g_stop.load()) {
+  if (stopping) {
     std::fprintf(stderr, "kv_server: shutting down\n");
     return 0;
   }
@@ -718,7 +708,6 @@ int main(int argc, char** argv) {
                  argv[0]);
     return 2;
   }
-  install_signal_handlers();
   gort::Config cfg;
   cfg.procs = o.procs;
   return gort::run([&o] { return serve(o); }, cfg);
