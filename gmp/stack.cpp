@@ -85,11 +85,8 @@ void StackPool::grow_locked() {
   // by remapping its shadow, so this is cheap).
   asan_unpoison(base, bytes);
   // Hand out low addresses first: push in reverse so pop_back yields slot 0.
-  for (size_t i = slots_per_slab_; i-- > 0;) {
-    char* slot = base + i * slot_;
-    install_guard(slot);
-    cold_.push_back(slot + kGuardSize);
-  }
+  // Guards come later, one slot at a time (alloc): see "Guards" in stack.hpp.
+  for (size_t i = slots_per_slab_; i-- > 0;) fresh_.push_back(base + i * slot_ + kGuardSize);
 }
 
 void StackPool::alloc(char** out, size_t n) {
@@ -100,9 +97,20 @@ void StackPool::alloc(char** out, size_t n) {
       warm_.pop_back();
       continue;
     }
-    if (cold_.empty()) grow_locked();
-    out[i] = cold_.back();
-    cold_.pop_back();
+    if (!cold_.empty()) {
+      out[i] = cold_.back();
+      cold_.pop_back();
+      continue;
+    }
+    if (fresh_.empty()) grow_locked();
+    char* lo = fresh_.back();
+    fresh_.pop_back();
+    // The guard, then at once a user-mode write to the stack's top page
+    // (where the G goes): the pair that keeps shadow-paging hypervisors
+    // from discarding their translations (stack.hpp, "Guards").
+    install_guard(lo - kGuardSize);
+    static_cast<volatile char*>(lo)[size_ - 1] = 0;
+    out[i] = lo;
   }
 }
 
@@ -170,8 +178,10 @@ void StackPool::destroy(bool keep_mapped) {
   slabs_.clear();
   warm_.clear();
   cold_.clear();
+  fresh_.clear();
   warm_.shrink_to_fit();
   cold_.shrink_to_fit();
+  fresh_.shrink_to_fit();
 }
 
 }  // namespace gort::internal

@@ -15,6 +15,22 @@
 // G in the top kGSize bytes of its stack (g.hpp): the pool itself knows
 // nothing of that and hands out and takes back whole slots.
 //
+// Guards: a slot's guard is installed when the slot is first handed out,
+// and the slot's top page is written right after it, one slot at a time;
+// guards survive MADV_DONTNEED, so a recycled slot needs nothing. Why not
+// all of a slab's guards when it is mapped: under a shadow-paging
+// hypervisor (KVM's shadow MMU, as PVM guests run on) the host keeps its own
+// copy of the guest's page tables, and when the guest writes the table
+// that maps a 1 GiB region three times with no page fault through that
+// region in between, the host decides it is no longer a page table and
+// drops its translations for the whole GiB. MADV_GUARD_INSTALL on untouched
+// memory is such a burst (a new page-table page per 2 MiB, no user access):
+// installing a 64 MiB slab's guards at once made every earlier stack in the
+// same GiB cost a host fault of ~12 µs on its next access, invisible to the
+// guest (1.2 s to wake 100,000 parked goroutines, instead of 7 ms). A user
+// write after each install is the fault the heuristic waits for. Batching
+// guards, prefaulting or MADV_POPULATE_WRITE all break the pairing.
+//
 // Recycling: a stack normally stays with its G on the scheduler's free G
 // lists (g.hpp). The pool sees stacks only when a G is born on a fresh one
 // (per-P caches refill from it in batches) and when a dead G is released
@@ -100,7 +116,8 @@ class StackPool {
   size_t slots_per_slab_ = 0;
   std::vector<std::pair<char*, size_t>> slabs_ ABSL_GUARDED_BY(mu_);
   std::vector<char*> warm_ ABSL_GUARDED_BY(mu_);
-  std::vector<char*> cold_ ABSL_GUARDED_BY(mu_);
+  std::vector<char*> cold_ ABSL_GUARDED_BY(mu_);   // guarded, pages released
+  std::vector<char*> fresh_ ABSL_GUARDED_BY(mu_);  // never handed out: no guard yet
   // The slabs' ranges, newest first; published with release.
   std::atomic<SlabRange*> ranges_{nullptr};
   // Nodes of slabs released by destroy(), for later slabs (under mu_).
