@@ -9,6 +9,7 @@
 #include "gort/chan.hpp"
 #include "gort/context.hpp"
 #include "gort/errgroup.hpp"
+#include "gort/exec.hpp"
 #include "gort/net.hpp"
 #include "gort/os.hpp"
 #include "gort/preempt.hpp"
