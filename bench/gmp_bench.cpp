@@ -15,6 +15,13 @@
 //                       shared unbuffered channel; bytes/goroutine = (RSS once
 //                       all have started - RSS before spawning) / N; then the
 //                       channel is closed and all are joined.
+//                       spawn_ms: from the first go to all started (parked);
+//                       wake_ms: from close to all joined (a million wake-ups).
+//   skynet/procs:2      1,000,000 goroutines in a 10-ary tree: each leaf sends
+//                       its number on its parent's buffered channel, each
+//                       inner node sums its ten children and sends the sum
+//                       up. ms = the median of 3 warm rounds (after one cold
+//                       round, reported as cold_ms).
 //   os_mutex/procs:1    a goroutine locks and unlocks an uncontended
 //                       std::mutex N = 10,000,000 times: ns/lock is the pair,
 //                       through libgort's interposed pthread_mutex_lock/unlock
@@ -26,7 +33,9 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
+#include <iterator>
 #include <mutex>
 #include <cstdint>
 
@@ -90,7 +99,7 @@ void yield_ping(benchmark::State& state, int procs) {
 
 void parked(benchmark::State& state, int procs) {
   const int64_t n = gortbench::scaled(kGoroutines);
-  double seconds = 0;
+  double seconds = 0, spawn = 0, wake = 0;
   int64_t delta = 0;
   gort::run(
       [&] {
@@ -109,14 +118,60 @@ void parked(benchmark::State& state, int procs) {
           });
         }
         started.wait();
+        spawn = sw.seconds();
         delta = gortbench::rss_bytes() - before;
+        Stopwatch wake_sw;
         ch.close();
         finished.wait();
+        wake = wake_sw.seconds();
         seconds = sw.seconds();
       },
       gort::Config{.procs = procs});
   state.SetIterationTime(seconds);
   state.counters["bytes/goroutine"] = static_cast<double>(delta) / static_cast<double>(n);
+  state.counters["spawn_ms"] = spawn * 1e3;
+  state.counters["wake_ms"] = wake * 1e3;
+  state.counters["peak_rss_MiB"] = gortbench::mib(gortbench::peak_rss_bytes());
+}
+
+void skynet_node(gort::Chan<int64_t> up, int64_t num, int64_t size) {
+  if (size == 1) {
+    up.send(num);
+    return;
+  }
+  auto rc = gort::make_chan<int64_t>(10);
+  for (int64_t i = 0; i < 10; i++) gort::go(skynet_node, rc, num + i * (size / 10), size / 10);
+  int64_t sum = 0;
+  for (int i = 0; i < 10; i++) sum += *rc.recv();
+  up.send(sum);
+}
+
+// One skynet round of `size` leaves (a power of 10); returns seconds, or -1
+// if the sum is wrong.
+double skynet_round(int64_t size) {
+  Stopwatch sw;
+  auto c = gort::make_chan<int64_t>(1);
+  gort::go(skynet_node, c, int64_t{0}, size);
+  int64_t sum = *c.recv();
+  double t = sw.seconds();
+  return sum == size * (size - 1) / 2 ? t : -1;
+}
+
+void skynet(benchmark::State& state, int procs) {
+  int64_t size = 10;
+  while (size * 10 <= gortbench::scaled(kGoroutines)) size *= 10;
+  double cold = 0, warm[3] = {0, 0, 0};
+  gort::run(
+      [&] {
+        cold = skynet_round(size);
+        for (double& w : warm) w = skynet_round(size);
+      },
+      gort::Config{.procs = procs});
+  std::sort(std::begin(warm), std::end(warm));
+  if (cold < 0 || warm[0] < 0) state.SkipWithError("skynet: wrong sum");
+  state.SetIterationTime(warm[1]);
+  state.counters["ms"] = warm[1] * 1e3;
+  state.counters["cold_ms"] = cold * 1e3;
   state.counters["peak_rss_MiB"] = gortbench::mib(gortbench::peak_rss_bytes());
 }
 
@@ -194,6 +249,7 @@ int main(int argc, char** argv) {
   gortbench::register_once("spawn_join_warm", 2, [](benchmark::State& s, int p) { spawn_join(s, p, true); });
   gortbench::register_once("yield_ping", 1, yield_ping);
   gortbench::register_once("parked", 2, parked);
+  gortbench::register_once("skynet", 2, skynet);
   gortbench::register_once("os_mutex", 1, os_mutex);
   gortbench::register_once("set_procs", 2, set_procs);
   benchmark::Initialize(&argc, argv);

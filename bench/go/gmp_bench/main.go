@@ -5,6 +5,7 @@ package main
 
 import (
 	"runtime"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +68,7 @@ func parked(r *harness.Result) {
 	ch := make(chan int)
 	var started, finished sync.WaitGroup
 	before := harness.RSSBytes()
+	start := time.Now()
 	for i := 0; i < n; i++ {
 		started.Add(1)
 		finished.Add(1)
@@ -77,10 +79,60 @@ func parked(r *harness.Result) {
 		}()
 	}
 	started.Wait()
+	spawn := time.Since(start)
 	delta := harness.RSSBytes() - before
+	wakeStart := time.Now()
 	close(ch)
 	finished.Wait()
+	wake := time.Since(wakeStart)
 	r.Report("bytes/goroutine", float64(delta)/float64(n))
+	r.Report("spawn_ms", float64(spawn.Microseconds())/1e3)
+	r.Report("wake_ms", float64(wake.Microseconds())/1e3)
+	r.Report("peak_rss_MiB", harness.MiB(harness.PeakRSSBytes()))
+}
+
+func skynetNode(up chan int64, num, size int64) {
+	if size == 1 {
+		up <- num
+		return
+	}
+	rc := make(chan int64, 10)
+	for i := int64(0); i < 10; i++ {
+		go skynetNode(rc, num+i*(size/10), size/10)
+	}
+	var sum int64
+	for i := 0; i < 10; i++ {
+		sum += <-rc
+	}
+	up <- sum
+}
+
+// skynetRound runs one round of `size` leaves; -1 if the sum is wrong.
+func skynetRound(size int64) time.Duration {
+	start := time.Now()
+	c := make(chan int64, 1)
+	go skynetNode(c, 0, size)
+	sum := <-c
+	d := time.Since(start)
+	if sum != size*(size-1)/2 {
+		return -1
+	}
+	return d
+}
+
+func skynet(r *harness.Result) {
+	size := int64(10)
+	for size*10 <= int64(harness.Scaled(goroutines)) {
+		size *= 10
+	}
+	cold := skynetRound(size)
+	warm := []time.Duration{skynetRound(size), skynetRound(size), skynetRound(size)}
+	sort.Slice(warm, func(i, j int) bool { return warm[i] < warm[j] })
+	if cold < 0 || warm[0] < 0 {
+		panic("skynet: wrong sum")
+	}
+	r.Report("ms", float64(warm[1].Microseconds())/1e3)
+	r.Report("cold_ms", float64(cold.Microseconds())/1e3)
 	r.Report("peak_rss_MiB", harness.MiB(harness.PeakRSSBytes()))
 }
 
@@ -138,6 +190,7 @@ func main() {
 		{Workload: "spawn_join_warm", Procs: 2, Run: spawnJoin(true)},
 		{Workload: "yield_ping", Procs: 1, Run: yieldPing},
 		{Workload: "parked", Procs: 2, Run: parked},
+		{Workload: "skynet", Procs: 2, Run: skynet},
 		{Workload: "os_mutex", Procs: 1, Run: osMutex},
 		{Workload: "set_procs", Procs: 2, Run: setProcs},
 	})
