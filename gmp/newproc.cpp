@@ -181,7 +181,8 @@ void gfput(P* p, G* g) {
   while (G* old = older.pop()) gfput_global_locked(old);
 }
 
-int gfree_scavenge(int64_t now, bool idle) {
+int gfree_scavenge(int64_t now, Scavenge what) {
+  const bool idle = what == Scavenge::kAllExcess;
   constexpr int32_t kWarm = static_cast<int32_t>(StackPool::kWarmLimit);
   constexpr auto kRelaxed = std::memory_order_relaxed;
   // Hints, so that a sysmon round with nothing to do takes no lock: nothing
@@ -392,7 +393,7 @@ void newproc_start(G* g) {
     if (external) sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
     p->created.store(p->created.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     GQueue overflow;
-    bool full = !p->runq.put(g, true, &overflow);
+    bool full = !p->runq.put(g, RunqAt::kNext, &overflow);
     releasem(m);
     if (full) {
       {

@@ -41,12 +41,10 @@ inline constexpr uint32_t kGlobalRunqCheckTicks = 61;
 
 // Where runqput puts g: the tail of the local queue, or the runnext slot
 // (it runs next on this P; what was there moves to the tail), Go's `next`.
-enum class RunqAt : bool { kTail = false, kNext = true };
-
 // Puts g on p's local queue; half of a full queue moves to the global queue.
 inline void runqput(P* p, G* g, RunqAt at) {
   GQueue overflow;
-  if (!p->runq.put(g, at == RunqAt::kNext, &overflow, sched.procs() == 1)) {
+  if (!p->runq.put(g, at, &overflow, sched.procs() == 1)) {
     MutexLock lock(sched.lock);
     int32_t n = overflow.size;
     sched.runq.push_back_all(&overflow);

@@ -261,7 +261,7 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
   set_status(main_g, GStatus::kIdle, GStatus::kRunnable);
   p0->created.store(1);
   GQueue unused;
-  p0->runq.put(main_g, true, &unused);
+  p0->runq.put(main_g, RunqAt::kNext, &unused);
 
   if (sched.hooks.sysmon_start != nullptr) sched.hooks.sysmon_start();
   mstart_on_current_thread(m0);

@@ -8,8 +8,8 @@
 
 namespace gort::internal {
 
-bool Runq::put(G* g, bool next, GQueue* overflow, bool exclusive) {
-  if (next) {
+bool Runq::put(G* g, RunqAt at, GQueue* overflow, bool exclusive) {
+  if (at == RunqAt::kNext) {
     G* old;
     if (exclusive) {
       old = runnext_.load(std::memory_order_relaxed);

@@ -32,13 +32,17 @@ inline constexpr uint32_t kRunqSize = GORT_RUNQ_SIZE;
 #endif
 static_assert((kRunqSize & (kRunqSize - 1)) == 0, "kRunqSize must be a power of two");
 
+// Where put() places a G: at the tail of the ring, or in runnext (run it
+// next, as Go's runqput(pp, gp, next=true)).
+enum class RunqAt : bool { kTail = false, kNext = true };
+
 class Runq {
  public:
-  // Owner only. Puts g at the tail, or in runnext when `next` (the G that was
-  // in runnext is then kicked to the tail). Returns false and fills *overflow
-  // with half of the queue plus the kicked G when the ring is full; the
-  // caller then moves *overflow to the global queue.
-  bool put(G* g, bool next, GQueue* overflow, bool exclusive = false);
+  // Owner only. Puts g at the tail, or in runnext for RunqAt::kNext (the G
+  // that was in runnext is then kicked to the tail). Returns false and
+  // fills *overflow with half of the queue plus the kicked G when the ring
+  // is full; the caller then moves *overflow to the global queue.
+  bool put(G* g, RunqAt at, GQueue* overflow, bool exclusive = false);
 
   // Owner only. runnext first, then the head of the ring. `exclusive`:
   // the caller knows no thief can exist (the runtime has a single P), so

@@ -313,10 +313,12 @@ void after_switch(G* prev);
 void gfput(P* p, G* g);
 // The same onto the global free list; Sched::lock held.
 void gfput_global_locked(G* g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock);
-// Releases dead Gs (with their stacks) beyond StackPool::kWarmLimit that the
-// global free list did not need for a while, a batch per call; all of them
-// when `idle` (every P is idle). Called by sysmon; returns how many went.
-int gfree_scavenge(int64_t now, bool idle);
+// How much gfree_scavenge releases: the Gs the global free list did not
+// need for a whole period, or, when every P is idle, all of the excess.
+enum class Scavenge : bool { kUnneeded = false, kAllExcess = true };
+// Releases dead Gs (with their stacks) beyond StackPool::kWarmLimit, a batch
+// per call. Called by sysmon; returns how many went.
+int gfree_scavenge(int64_t now, Scavenge what);
 // Body of every goroutine (runs the closure, then exits).
 [[noreturn]] void goroutine_main(G* self);
 // Destroys g's goroutine-local values (gls.cpp); called by goroutine_main

@@ -53,7 +53,7 @@ G* globrunqget_locked(P* p, int32_t max) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.loc
   for (int32_t i = 1; i < n; i++) {
     G* g2 = sched.runq.pop();
     GQueue overflow;
-    if (!p->runq.put(g2, false, &overflow)) fatal("globrunqget: local queue overflow");
+    if (!p->runq.put(g2, RunqAt::kTail, &overflow)) fatal("globrunqget: local queue overflow");
   }
   return g;
 }

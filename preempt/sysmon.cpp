@@ -253,7 +253,7 @@ void sysmon_loop(Sysmon* s) {
     if (!sched.stopping.load(std::memory_order_relaxed)) procs_update_check(now);
     // Dead goroutines' stacks the program stopped needing (a round that
     // released some counts as busy, so the rest follow quickly).
-    if (gfree_scavenge(now, false) > 0) acted++;
+    if (gfree_scavenge(now, Scavenge::kUnneeded) > 0) acted++;
 
     // Poll the network if nobody has for a while.
     if (sched.hooks.netpoll != nullptr && sched.hooks.netpoll_waiters() > 0) {
@@ -290,7 +290,7 @@ void sysmon_loop(Sysmon* s) {
     sigquit_poll();
     // Going to sleep until a P runs again: nothing will come back for the
     // dead Gs beyond the warm limit meanwhile.
-    if (all_idle && idle > kIdleRoundsBeforeBackoff) gfree_scavenge(now, true);
+    if (all_idle && idle > kIdleRoundsBeforeBackoff) gfree_scavenge(now, Scavenge::kAllExcess);
     if (trace_every > 0) {
       sleep = std::max(kMinDelayNs, std::min(sleep, lasttrace + trace_every - now));
     }

@@ -14,6 +14,7 @@ namespace {
 using internal::GQueue;
 using internal::kRunqSize;
 using internal::Runq;
+using internal::RunqAt;
 
 // Fake goroutines: only their addresses and ids matter to a Runq.
 class FakeGs {
@@ -61,7 +62,7 @@ TEST(Runq, PutGetIsFifo) {
   FakeGs gs(10);
   auto q = std::make_unique<Runq>();
   GQueue overflow;
-  for (size_t i = 0; i < 10; i++) ASSERT_TRUE(q->put(gs[i], false, &overflow));
+  for (size_t i = 0; i < 10; i++) ASSERT_TRUE(q->put(gs[i], RunqAt::kTail, &overflow));
   EXPECT_TRUE(overflow.empty());
   EXPECT_EQ(q->size(), 10u);
   EXPECT_FALSE(q->empty());
@@ -73,9 +74,9 @@ TEST(Runq, RunnextComesFirst) {
   FakeGs gs(4);
   auto q = std::make_unique<Runq>();
   GQueue overflow;
-  q->put(gs[0], false, &overflow);
-  q->put(gs[1], false, &overflow);
-  q->put(gs[2], true, &overflow);
+  q->put(gs[0], RunqAt::kTail, &overflow);
+  q->put(gs[1], RunqAt::kTail, &overflow);
+  q->put(gs[2], RunqAt::kNext, &overflow);
   EXPECT_EQ(q->size(), 3u);
   EXPECT_EQ(drain_ids(q.get()), (std::vector<int64_t>{2, 0, 1}));
 }
@@ -84,10 +85,10 @@ TEST(Runq, NewRunnextKicksOldOneToTail) {
   FakeGs gs(4);
   auto q = std::make_unique<Runq>();
   GQueue overflow;
-  q->put(gs[0], false, &overflow);
-  q->put(gs[1], true, &overflow);
-  q->put(gs[2], true, &overflow);  // 1 goes behind 0
-  q->put(gs[3], false, &overflow);
+  q->put(gs[0], RunqAt::kTail, &overflow);
+  q->put(gs[1], RunqAt::kNext, &overflow);
+  q->put(gs[2], RunqAt::kNext, &overflow);  // 1 goes behind 0
+  q->put(gs[3], RunqAt::kTail, &overflow);
   EXPECT_TRUE(overflow.empty());
   EXPECT_EQ(drain_ids(q.get()), (std::vector<int64_t>{2, 0, 1, 3}));
 }
@@ -96,7 +97,7 @@ TEST(Runq, RunnextAloneIsNotEmpty) {
   FakeGs gs(1);
   auto q = std::make_unique<Runq>();
   GQueue overflow;
-  q->put(gs[0], true, &overflow);
+  q->put(gs[0], RunqAt::kNext, &overflow);
   EXPECT_FALSE(q->empty());
   EXPECT_EQ(q->size(), 1u);
   EXPECT_EQ(q->get(), gs[0]);
@@ -107,9 +108,9 @@ TEST(Runq, FullRingOverflowsHalfPlusNewIntoBatch) {
   FakeGs gs(kRunqSize + 1);
   auto q = std::make_unique<Runq>();
   GQueue overflow;
-  for (size_t i = 0; i < kRunqSize; i++) ASSERT_TRUE(q->put(gs[i], false, &overflow));
+  for (size_t i = 0; i < kRunqSize; i++) ASSERT_TRUE(q->put(gs[i], RunqAt::kTail, &overflow));
   EXPECT_EQ(q->size(), kRunqSize);
-  EXPECT_FALSE(q->put(gs[kRunqSize], false, &overflow));
+  EXPECT_FALSE(q->put(gs[kRunqSize], RunqAt::kTail, &overflow));
   // The oldest half, in order, then the new G.
   std::vector<int64_t> want = iota_ids(0, kRunqSize / 2);
   want.push_back(kRunqSize);
@@ -123,10 +124,10 @@ TEST(Runq, OverflowThroughRunnextKicksPreviousRunnextIntoBatch) {
   FakeGs gs(kRunqSize + 2);
   auto q = std::make_unique<Runq>();
   GQueue overflow;
-  for (size_t i = 0; i < kRunqSize; i++) ASSERT_TRUE(q->put(gs[i], false, &overflow));
-  ASSERT_TRUE(q->put(gs[kRunqSize], true, &overflow));  // runnext, ring untouched
+  for (size_t i = 0; i < kRunqSize; i++) ASSERT_TRUE(q->put(gs[i], RunqAt::kTail, &overflow));
+  ASSERT_TRUE(q->put(gs[kRunqSize], RunqAt::kNext, &overflow));  // runnext, ring untouched
   EXPECT_TRUE(overflow.empty());
-  EXPECT_FALSE(q->put(gs[kRunqSize + 1], true, &overflow));
+  EXPECT_FALSE(q->put(gs[kRunqSize + 1], RunqAt::kNext, &overflow));
   std::vector<int64_t> want = iota_ids(0, kRunqSize / 2);
   want.push_back(kRunqSize);  // the kicked runnext
   EXPECT_EQ(ids(overflow), want);
@@ -142,10 +143,10 @@ TEST(Runq, WrapsAroundTheRing) {
   // Keep the queue about 3/4 full while head and tail go round many times.
   size_t next_put = 0, next_get = 0;
   for (size_t i = 0; i < 3 * kRunqSize / 4; i++) {
-    ASSERT_TRUE(q->put(gs[next_put++ % kRunqSize], false, &overflow));
+    ASSERT_TRUE(q->put(gs[next_put++ % kRunqSize], RunqAt::kTail, &overflow));
   }
   for (int round = 0; round < 20 * static_cast<int>(kRunqSize); round++) {
-    ASSERT_TRUE(q->put(gs[next_put++ % kRunqSize], false, &overflow));
+    ASSERT_TRUE(q->put(gs[next_put++ % kRunqSize], RunqAt::kTail, &overflow));
     G* g = q->get();
     ASSERT_NE(g, nullptr);
     ASSERT_EQ(g, gs[next_get++ % kRunqSize]);
@@ -159,7 +160,7 @@ TEST(Runq, StealHalf) {
   auto victim = std::make_unique<Runq>();
   auto thief = std::make_unique<Runq>();
   GQueue overflow;
-  for (size_t i = 0; i < 10; i++) victim->put(gs[i], false, &overflow);
+  for (size_t i = 0; i < 10; i++) victim->put(gs[i], RunqAt::kTail, &overflow);
   // Half (rounded up) of the oldest: 0..4. The last one is returned to run,
   // the others land in the thief's queue in order.
   G* g = victim->steal_into(thief.get(), false);
@@ -174,13 +175,13 @@ TEST(Runq, StealRoundsUp) {
   auto victim = std::make_unique<Runq>();
   auto thief = std::make_unique<Runq>();
   GQueue overflow;
-  victim->put(gs[0], false, &overflow);
+  victim->put(gs[0], RunqAt::kTail, &overflow);
   EXPECT_EQ(victim->steal_into(thief.get(), false), gs[0]);
   EXPECT_TRUE(thief->empty());
   EXPECT_TRUE(victim->empty());
 
-  victim->put(gs[1], false, &overflow);
-  victim->put(gs[2], false, &overflow);
+  victim->put(gs[1], RunqAt::kTail, &overflow);
+  victim->put(gs[2], RunqAt::kTail, &overflow);
   EXPECT_EQ(victim->steal_into(thief.get(), false), gs[1]);
   EXPECT_TRUE(thief->empty());
   EXPECT_EQ(drain_ids(victim.get()), (std::vector<int64_t>{2}));
@@ -191,9 +192,9 @@ TEST(Runq, StealFromFullRingAppendsAfterThiefsOwnGs) {
   auto victim = std::make_unique<Runq>();
   auto thief = std::make_unique<Runq>();
   GQueue overflow;
-  for (size_t i = 0; i < kRunqSize; i++) victim->put(gs[i], false, &overflow);
-  thief->put(gs[kRunqSize], false, &overflow);
-  thief->put(gs[kRunqSize + 1], false, &overflow);
+  for (size_t i = 0; i < kRunqSize; i++) victim->put(gs[i], RunqAt::kTail, &overflow);
+  thief->put(gs[kRunqSize], RunqAt::kTail, &overflow);
+  thief->put(gs[kRunqSize + 1], RunqAt::kTail, &overflow);
   G* g = victim->steal_into(thief.get(), false);
   ASSERT_NE(g, nullptr);
   EXPECT_EQ(g->id, static_cast<int64_t>(kRunqSize / 2 - 1));
@@ -208,7 +209,7 @@ TEST(Runq, StealTakesRunnextOnlyWhenAskedAndRingIsEmpty) {
   auto victim = std::make_unique<Runq>();
   auto thief = std::make_unique<Runq>();
   GQueue overflow;
-  victim->put(gs[0], true, &overflow);
+  victim->put(gs[0], RunqAt::kNext, &overflow);
   EXPECT_EQ(victim->steal_into(thief.get(), false), nullptr);
   EXPECT_FALSE(victim->empty());
   EXPECT_EQ(victim->steal_into(thief.get(), true), gs[0]);
@@ -216,8 +217,8 @@ TEST(Runq, StealTakesRunnextOnlyWhenAskedAndRingIsEmpty) {
   EXPECT_TRUE(thief->empty());
 
   // With Gs in the ring, a thief takes from the ring and leaves runnext.
-  victim->put(gs[0], false, &overflow);
-  victim->put(gs[1], true, &overflow);
+  victim->put(gs[0], RunqAt::kTail, &overflow);
+  victim->put(gs[1], RunqAt::kNext, &overflow);
   EXPECT_EQ(victim->steal_into(thief.get(), true), gs[0]);
   EXPECT_EQ(victim->get(), gs[1]);
 }
@@ -226,8 +227,8 @@ TEST(Runq, DrainTakesRunnextAndRing) {
   FakeGs gs(5);
   auto q = std::make_unique<Runq>();
   GQueue overflow, out;
-  for (size_t i = 0; i < 4; i++) q->put(gs[i], false, &overflow);
-  q->put(gs[4], true, &overflow);
+  for (size_t i = 0; i < 4; i++) q->put(gs[i], RunqAt::kTail, &overflow);
+  q->put(gs[4], RunqAt::kNext, &overflow);
   q->drain(&out);
   EXPECT_EQ(ids(out), (std::vector<int64_t>{4, 0, 1, 2, 3}));
   EXPECT_TRUE(q->empty());
@@ -279,8 +280,8 @@ TEST(Runq, ConcurrentStealStress) {
   GQueue overflow;
   uint64_t overflowed = 0;
   for (size_t i = 0; i < kGs; i++) {
-    bool next = rng() % 8 == 0;
-    if (!victim->put(gs[i], next, &overflow)) {
+    RunqAt at = rng() % 8 == 0 ? RunqAt::kNext : RunqAt::kTail;
+    if (!victim->put(gs[i], at, &overflow)) {
       overflowed += static_cast<uint64_t>(overflow.size);
       while (G* g = overflow.pop()) see(g);
     }

@@ -112,7 +112,9 @@ TEST_P(OsFile, LargeTransferThroughAFullPipeParksTheWriter) {
     gort::go([&] {
       auto n = w.write_string(data);  // 4 MiB into a 64 KiB pipe: parks many times
       EXPECT_TRUE(n.ok()) << n.status();
-      if (n.ok()) EXPECT_EQ(*n, data.size());
+      if (n.ok()) {
+        EXPECT_EQ(*n, data.size());
+      }
       EXPECT_TRUE(w.close().ok());
       wg.done();
     });

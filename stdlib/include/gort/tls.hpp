@@ -1,0 +1,163 @@
+// gort/tls.hpp — Go's crypto/tls over gort::net::Conn, with OpenSSL 3.
+//
+// A tls::Conn reads and writes like a net::Conn: a goroutine whose
+// handshake, read or write would block parks on the netpoller (OpenSSL runs
+// on the non-blocking socket; its WANT_READ / WANT_WRITE become parks
+// through gort::RawConn), and its thread runs other goroutines meanwhile.
+//
+//   // A client: verifies the server's certificate against the system's roots
+//   // and the host name, as Go does by default.
+//   auto c = gort::tls::dial(ctx, "tcp", "example.com:443", gort::tls::Config{});
+//   if (!c.ok()) return fail(c.status());  // e.g. x509: certificate signed by unknown authority
+//   (void)c->write_string("GET / HTTP/1.0\r\nHost: example.com\r\n\r\n");
+//
+//   // A server.
+//   gort::tls::Config cfg;
+//   cfg.cert_file = "server.crt";
+//   cfg.key_file = "server.key";
+//   cfg.next_protos = {"h2", "http/1.1"};
+//   auto ln = gort::tls::listen("tcp", ":8443", cfg);
+//   auto c = ln->accept();   // the handshake happens on the first read/write
+//
+// Semantics follow Go's: verification is on unless insecure_skip_verify;
+// the name verified (and sent as SNI) is server_name, or the host part of
+// dial's address; the client may present a certificate and the server may
+// require one (client_auth); ALPN picks the server's first protocol that
+// the client offers, and fails the handshake when there is none; close()
+// sends close_notify before closing the socket, and a peer's close_notify
+// is end of stream (read returns 0). TLS 1.2 and 1.3.
+//
+// Errors are absl::Status values in Go's words: `tls: failed to verify
+// certificate: x509: certificate signed by unknown authority`,
+// `x509: certificate is valid for localhost, not example.com` (code
+// Unauthenticated), `tls: no application protocol`, `tls: handshake
+// failure: <OpenSSL's reason>` (Unavailable); the closed and timeout errors
+// are net's exact ones (net::is_closed_error, net::is_timeout_error);
+// a handshake(ctx) cut short by ctx returns ctx's error.
+//
+// Thread-safety: as net::Conn. One goroutine may read while another
+// writes; concurrent reads (writes) are served one at a time. OpenSSL's
+// object is used under a lock that is never held while a goroutine parks.
+// A Config must not change once it has been used (its OpenSSL context is
+// built on first use and shared by copies).
+//
+// Costs: the handshake's CPU and round trips; then about one system call
+// per read or write of up to 16 KiB (a TLS record), plus OpenSSL's
+// encryption. The OpenSSL context (certificates, roots) is built once per
+// Config.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "gort/context.hpp"
+#include "gort/net.hpp"
+
+namespace gort::tls {
+
+// Go's tls.ClientAuthType, the values servers use.
+enum class ClientAuth : uint8_t { kNone, kRequest, kRequireAndVerify };
+
+struct Config {
+  // This side's certificate chain and private key: PEM files, or PEM text
+  // (the *_pem fields win when set). A server needs one.
+  std::string cert_file, key_file;
+  std::string cert_pem, key_pem;
+  // Roots that verify the peer's certificate: a PEM file or PEM text; both
+  // empty: the system's (OpenSSL's default paths, /etc/ssl/certs).
+  std::string root_ca_file, root_ca_pem;
+  // Client: the name to verify and to send as SNI (default: dial's host).
+  std::string server_name;
+  // ALPN protocols, in order of preference.
+  std::vector<std::string> next_protos;
+  // Client: do not verify the server (tests only, as in Go).
+  bool insecure_skip_verify = false;
+  // Server: ask for (and verify against the roots above) a client
+  // certificate.
+  ClientAuth client_auth = ClientAuth::kNone;
+
+  struct Built;  // the OpenSSL context, built on first use
+  mutable std::shared_ptr<Built> built_;
+};
+
+class Conn {
+ public:
+  Conn();
+  Conn(Conn&&) noexcept;
+  Conn& operator=(Conn&&) noexcept;
+  Conn(const Conn&) = delete;
+  Conn& operator=(const Conn&) = delete;
+  ~Conn();
+
+  // Go's tls.Client / tls.Server: a TLS connection over c (taken over).
+  // The handshake runs on the first read or write, or with handshake().
+  static absl::StatusOr<Conn> client(net::Conn c, const Config& cfg);
+  static absl::StatusOr<Conn> server(net::Conn c, const Config& cfg);
+
+  // Runs the handshake if it has not run; returns its result (again on
+  // later calls). The ctx form gives up when ctx is done (its error).
+  absl::Status handshake();
+  absl::Status handshake(const Context& ctx);
+
+  // As net::Conn's; 0 with OK at the peer's close_notify (or end of stream).
+  absl::StatusOr<size_t> read(absl::Span<char> buf);
+  absl::StatusOr<size_t> write(absl::Span<const char> buf);
+  absl::StatusOr<size_t> write_string(std::string_view s) {
+    return write(absl::MakeConstSpan(s.data(), s.size()));
+  }
+  // Sends close_notify (if the handshake completed), then closes the socket.
+  absl::Status close();
+
+  absl::Status set_deadline(absl::Time t);
+  absl::Status set_read_deadline(absl::Time t);
+  absl::Status set_write_deadline(absl::Time t);
+  std::string local_addr() const;
+  std::string remote_addr() const;
+
+  // After the handshake: the ALPN protocol chosen ("" if none), the SNI the
+  // client sent (server side), the version ("TLSv1.3"), and the peer
+  // certificate's subject ("" without one).
+  std::string negotiated_protocol() const;
+  std::string server_name() const;
+  std::string version() const;
+  std::string peer_subject() const;
+
+  bool valid() const { return st_ != nullptr; }
+  explicit operator bool() const { return valid(); }
+
+  struct State;
+  explicit Conn(std::unique_ptr<State> st);  // for tls.cpp
+
+ private:
+  std::unique_ptr<State> st_;
+};
+
+// Go's tls.DialWithDialer: net::dial, then the handshake, both under ctx.
+absl::StatusOr<Conn> dial(const Context& ctx, std::string_view network, std::string_view addr, const Config& cfg);
+absl::StatusOr<Conn> dial(std::string_view network, std::string_view addr, const Config& cfg);
+
+// Go's tls.NewListener / tls.Listen: accept() returns server Conns whose
+// handshake runs on their first read or write (so a slow client never
+// holds up accept).
+class Listener {
+ public:
+  Listener() = default;
+  Listener(net::Listener ln, Config cfg) : ln_(std::move(ln)), cfg_(std::move(cfg)) {}
+  absl::StatusOr<Conn> accept();
+  absl::Status close() { return ln_.close(); }
+  std::string addr() const { return ln_.addr(); }
+  bool valid() const { return ln_.valid(); }
+
+ private:
+  net::Listener ln_;
+  Config cfg_;
+};
+absl::StatusOr<Listener> listen(std::string_view network, std::string_view addr, const Config& cfg);
+
+}  // namespace gort::tls
