@@ -562,6 +562,18 @@ absl::Status Conn::close() {
   return st_->conn.close();
 }
 
+absl::Status Conn::close_write() {
+  if (st_ == nullptr) return net::detail::invalid_error();
+  if (!st_->hs_ok.load(std::memory_order_acquire)) {
+    return absl::FailedPreconditionError("tls: CloseWrite called before handshake complete");
+  }
+  st_->mu.lock();
+  SSL_shutdown(st_->ssl);
+  ERR_clear_error();
+  st_->mu.unlock();
+  return st_->conn.close_write();
+}
+
 absl::Status Conn::set_deadline(absl::Time t) {
   return st_ == nullptr ? net::detail::invalid_error() : st_->conn.set_deadline(t);
 }

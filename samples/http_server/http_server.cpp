@@ -32,11 +32,13 @@
 //   anything else     404
 //
 // Usage: http_server [-listen 127.0.0.1:8080] [-procs N] [-max-conns 10000]
-//                    [-idle-timeout 30]
+//                    [-idle-timeout 30] [-tls-cert FILE -tls-key FILE]
+// With -tls-cert and -tls-key it serves HTTPS (gort::tls; docs/tls.md).
 // Prints "listening on HOST:PORT" (use -listen 127.0.0.1:0 for a free port).
 // Try: curl -v http://127.0.0.1:8080/ http://127.0.0.1:8080/json
 //      wrk -t2 -c100 -d10s http://127.0.0.1:8080/
 #include <gort/gort.hpp>
+#include <gort/tls.hpp>
 
 #include <signal.h>
 
@@ -51,6 +53,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -72,6 +75,8 @@ struct Options {
   int procs = 0;
   int max_conns = 10000;
   int idle_timeout_s = 30;
+  // HTTPS when both are set (PEM files): gort::tls, as Go's ListenAndServeTLS.
+  std::string tls_cert, tls_key;
 };
 
 // ---- string helpers (std::string_view only) ------------------------------
@@ -484,7 +489,8 @@ Response route(const Request& req) {
 // Go's closeWriteAndWait: send FIN, then read and discard briefly, so that
 // unread request bytes do not make the kernel reset the connection before
 // the client has read our (error) response.
-void linger_close(gort::net::Conn& c) {
+template <class C>  // gort::net::Conn or gort::tls::Conn
+void linger_close(C& c) {
   (void)c.close_write();
   (void)c.set_read_deadline(absl::Now() + absl::Milliseconds(500));
   char sink[4096];
@@ -495,7 +501,8 @@ void linger_close(gort::net::Conn& c) {
   }
 }
 
-bool flush(gort::net::Conn& c, std::string& out) {
+template <class C>
+bool flush(C& c, std::string& out) {
   if (out.empty()) return true;
   (void)c.set_write_deadline(absl::Now() + kWriteTimeout);
   bool ok = c.write(absl::MakeConstSpan(out)).ok();
@@ -503,7 +510,8 @@ bool flush(gort::net::Conn& c, std::string& out) {
   return ok;
 }
 
-void serve_conn(gort::net::Conn& c, absl::Duration idle) {
+template <class C>
+void serve_conn(C& c, absl::Duration idle) {
   std::string in;   // bytes read and not yet consumed
   std::string out;  // responses not yet written
   DateCache date;
@@ -569,14 +577,16 @@ class ConnSet {
   explicit ConnSet(int max_conns) : slots_(max_conns) {}
   void acquire_slot() { slots_.acquire(); }
   void release_slot() { slots_.release(); }
-  bool add(gort::net::Conn* c) {
+  // C: gort::net::Conn or gort::tls::Conn.
+  template <class C>
+  bool add(C* c) {
     std::lock_guard lock(mu_);
     if (closing_) return false;
-    conns_.insert(c);
+    conns_.emplace(c, [](void* p) { (void)static_cast<C*>(p)->close(); });
     wg_.add(1);
     return true;
   }
-  void remove(gort::net::Conn* c) {
+  void remove(void* c) {
     {
       std::lock_guard lock(mu_);
       conns_.erase(c);
@@ -586,7 +596,7 @@ class ConnSet {
   void close_all() {
     std::lock_guard lock(mu_);
     closing_ = true;
-    for (gort::net::Conn* c : conns_) (void)c->close();
+    for (auto& [c, close] : conns_) close(c);
   }
   static bool wait(const std::shared_ptr<ConnSet>& self, absl::Duration limit) {
     auto done = gort::make_chan<std::monostate>();
@@ -603,12 +613,14 @@ class ConnSet {
   gort::Semaphore slots_;
   gort::Mutex mu_;
   bool closing_ = false;                        // guarded by mu_
-  std::unordered_set<gort::net::Conn*> conns_;  // guarded by mu_
+  std::unordered_map<void*, void (*)(void*)> conns_;  // guarded by mu_: conn -> its close
   gort::WaitGroup wg_;
 };
 
-absl::Status accept_loop(gort::net::Listener& ln, std::shared_ptr<ConnSet> conns,
-                         absl::Duration idle) {
+// L: gort::net::Listener, or gort::tls::Listener (its Conns run their
+// handshake on the first read, in their own goroutine).
+template <class L>
+absl::Status accept_loop(L& ln, std::shared_ptr<ConnSet> conns, absl::Duration idle) {
   for (;;) {
     conns->acquire_slot();
     auto c = ln.accept();
@@ -616,7 +628,7 @@ absl::Status accept_loop(gort::net::Listener& ln, std::shared_ptr<ConnSet> conns
       conns->release_slot();
       return c.status();
     }
-    gort::go([conns, idle](gort::net::Conn conn) {
+    gort::go([conns, idle](auto conn) {
       if (conns->add(&conn)) {
         serve_conn(conn, idle);
         conns->remove(&conn);
@@ -649,13 +661,15 @@ bool parse_flags(int argc, char** argv, Options* o) {
     else if (name == "procs") { if (!parse_int(value, &o->procs)) return false; }
     else if (name == "max-conns") { if (!parse_int(value, &o->max_conns) || o->max_conns < 1) return false; }
     else if (name == "idle-timeout") { if (!parse_int(value, &o->idle_timeout_s)) return false; }
+    else if (name == "tls-cert") o->tls_cert = std::string(value);
+    else if (name == "tls-key") o->tls_key = std::string(value);
     else return false;
   }
   return true;
 }
 
-int serve(const Options& o) {
-  auto ln = gort::net::listen("tcp", o.listen);
+template <class L>
+int serve_on(absl::StatusOr<L> ln, const Options& o) {
   if (!ln.ok()) {
     std::fprintf(stderr, "http_server: %s\n", std::string(ln.status().message()).c_str());
     return 1;
@@ -703,11 +717,24 @@ int main(int argc, char** argv) {
   if (!parse_flags(argc, argv, &o)) {
     std::fprintf(stderr,
                  "usage: %s [-listen 127.0.0.1:8080] [-procs N] [-max-conns N] "
-                 "[-idle-timeout SECONDS]\n",
+                 "[-idle-timeout SECONDS] [-tls-cert FILE -tls-key FILE]\n",
                  argv[0]);
     return 2;
   }
   gort::Config cfg;
   cfg.procs = o.procs;
-  return gort::run([&o] { return serve(o); }, cfg);
+  return gort::run(
+      [&o] {
+        if (o.tls_cert.empty() != o.tls_key.empty()) {
+          std::fprintf(stderr, "http_server: -tls-cert and -tls-key go together\n");
+          return 2;
+        }
+        if (o.tls_cert.empty()) return serve_on(gort::net::listen("tcp", o.listen), o);
+        gort::tls::Config tls;
+        tls.cert_file = o.tls_cert;
+        tls.key_file = o.tls_key;
+        tls.next_protos = {"http/1.1"};
+        return serve_on(gort::tls::listen("tcp", o.listen, tls), o);
+      },
+      cfg);
 }

@@ -113,6 +113,9 @@ class Conn {
   }
   // Sends close_notify (if the handshake completed), then closes the socket.
   absl::Status close();
+  // Go's CloseWrite: sends close_notify and shuts the socket's writing
+  // side; reads go on. Only after a completed handshake.
+  absl::Status close_write();
 
   absl::Status set_deadline(absl::Time t);
   absl::Status set_read_deadline(absl::Time t);
