@@ -60,6 +60,8 @@ TARGETS = {
     ("mutex100/procs:2", "ns/lock"): 1.0,
     ("tcp_echo/procs:1", "msgs/s"): 1.2,
     ("tcp_echo/procs:2", "msgs/s"): 1.2,
+    ("tls_echo/procs:1", "msgs/s"): 1.0,
+    ("tls_echo/procs:2", "msgs/s"): 1.0,
     ("idle_conns/procs:1", "bytes/conn"): 1.5,
     ("http_hello/procs:1", "requests/s"): 1.2,
 }

@@ -1,0 +1,167 @@
+// tls_bench is the Go twin of bench/tls_bench.cpp: a crypto/tls echo server
+// and 100 verifying clients on 127.0.0.1. The workload and its parameters
+// are the C++ program's (see the comment at its top); the certificates are
+// made the same way (a P-256 CA and a server certificate for localhost and
+// 127.0.0.1 signed by it).
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gortbench/internal/harness"
+)
+
+const (
+	roundTrips = 50_000
+	clients    = 100
+	message    = 64
+)
+
+func fail(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, format+"\n", args...)
+	os.Exit(3)
+}
+
+// pki returns the server's certificate and a pool holding its CA.
+func pki() (tls.Certificate, *x509.CertPool) {
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "gort test CA"},
+		NotBefore:             now.Add(-24 * time.Hour),
+		NotAfter:              now.Add(30 * 24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		fail("ca: %v", err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "localhost"},
+		NotBefore:    now.Add(-24 * time.Hour),
+		NotAfter:     now.Add(30 * 24 * time.Hour),
+		DNSNames:     []string{"localhost"},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		fail("server: %v", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
+}
+
+func tlsEcho(r *harness.Result) {
+	perClient := harness.Scaled(roundTrips) / clients
+	if perClient < 1 {
+		perClient = 1
+	}
+	cert, pool := pki()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		fail("listen: %v", err)
+	}
+	var served sync.WaitGroup
+	served.Add(1)
+	go func() {
+		defer served.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			served.Add(1)
+			go func(c net.Conn) {
+				defer served.Done()
+				defer c.Close()
+				buf := make([]byte, 4096)
+				for {
+					n, err := c.Read(buf)
+					if n > 0 {
+						if _, werr := c.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}(c)
+		}
+	}()
+	ccfg := &tls.Config{RootCAs: pool, ServerName: "localhost"}
+	conns := make([]*tls.Conn, 0, clients)
+	dialStart := time.Now()
+	for i := 0; i < clients; i++ {
+		c, err := tls.Dial("tcp", ln.Addr().String(), ccfg)
+		if err != nil {
+			fail("dial: %v", err)
+		}
+		conns = append(conns, c)
+	}
+	dialTime := time.Since(dialStart)
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, c := range conns {
+		wg.Add(1)
+		go func(c *tls.Conn) {
+			defer wg.Done()
+			msg := make([]byte, message)
+			for i := range msg {
+				msg[i] = 'x'
+			}
+			back := make([]byte, message)
+			for i := 0; i < perClient && !failed.Load(); i++ {
+				if _, err := c.Write(msg); err != nil {
+					failed.Store(true)
+					return
+				}
+				if _, err := io.ReadFull(c, back); err != nil {
+					failed.Store(true)
+					return
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if failed.Load() {
+		fail("an echo round trip failed")
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	ln.Close()
+	served.Wait()
+	r.Report("msgs/s", float64(perClient*clients)/elapsed.Seconds())
+	r.Report("handshakes/s", float64(clients)/dialTime.Seconds())
+}
+
+func main() {
+	harness.Main([]harness.Case{
+		{Workload: "tls_echo", Procs: 1, Run: tlsEcho},
+		{Workload: "tls_echo", Procs: 2, Run: tlsEcho},
+	})
+}

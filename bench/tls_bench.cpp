@@ -1,0 +1,123 @@
+// bench/tls_bench.cpp — gort::tls (OpenSSL 3) against Go's crypto/tls.
+// Twin: bench/go/tls_bench/main.go. All traffic stays on 127.0.0.1; the
+// server and its clients live in one process.
+//
+//   tls_echo/procs:N    a TLS echo server (a goroutine per connection, 4 KiB
+//                       reads) with a P-256 ECDSA certificate, and 100
+//                       clients that verify it (a CA of the test's, the name
+//                       "localhost"), dialled one after another:
+//                       handshakes/s = 100 / the dial loop's time. Then each
+//                       client writes a 64-byte message and reads it back,
+//                       50,000 round trips in all: msgs/s = round trips /
+//                       elapsed. TLS 1.3 on both sides (each side's default).
+//                       Run with 1 and 2 Ps.
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <gort/gort.hpp>
+#include <gort/tls.hpp>
+
+#include "bench_util.hpp"
+#include "tests/tls_pki.hpp"
+
+namespace {
+
+using gortbench::Stopwatch;
+
+constexpr int64_t kRoundTrips = 50'000;
+constexpr int kClients = 100;
+constexpr size_t kMessage = 64;
+
+void tls_echo(benchmark::State& state, int procs) {
+  const int64_t per_client = std::max<int64_t>(1, gortbench::scaled(kRoundTrips) / kClients);
+  const gort::test::Pki& pki = gort::test::pki();
+  double seconds = 0, dial_seconds = 0;
+  std::string error;
+  gort::run(
+      [&] {
+        gort::tls::Config scfg;
+        scfg.cert_pem = pki.server.cert;
+        scfg.key_pem = pki.server.key;
+        auto ln = gort::tls::listen("tcp", "127.0.0.1:0", scfg);
+        if (!ln.ok()) {
+          error = std::string(ln.status().message());
+          return;
+        }
+        gort::WaitGroup served;
+        served.add(1);
+        gort::go([&] {
+          for (;;) {
+            auto c = ln->accept();
+            if (!c.ok()) break;
+            served.add(1);
+            gort::go([&served](gort::tls::Conn conn) {
+              char buf[4096];
+              for (;;) {
+                auto n = conn.read(absl::MakeSpan(buf));
+                if (!n.ok() || *n == 0 || !conn.write(absl::MakeConstSpan(buf, *n)).ok()) break;
+              }
+              served.done();
+            }, std::move(*c));
+          }
+          served.done();
+        });
+        gort::tls::Config ccfg;
+        ccfg.root_ca_pem = pki.ca.cert;
+        ccfg.server_name = "localhost";
+        std::vector<gort::tls::Conn> conns;
+        Stopwatch dial_sw;
+        for (int i = 0; i < kClients && error.empty(); i++) {
+          auto c = gort::tls::dial("tcp", ln->addr(), ccfg);
+          if (!c.ok()) error = std::string(c.status().message());
+          else conns.push_back(std::move(*c));
+        }
+        dial_seconds = dial_sw.seconds();
+        std::atomic<bool> failed{false};
+        gort::WaitGroup wg;
+        Stopwatch sw;
+        for (auto& conn : conns) {
+          wg.add(1);
+          gort::go([&wg, &failed, &conn, per_client] {
+            char msg[kMessage], back[kMessage];
+            std::fill(std::begin(msg), std::end(msg), 'x');
+            for (int64_t i = 0; i < per_client && !failed.load(); i++) {
+              if (!conn.write(absl::MakeConstSpan(msg)).ok()) failed = true;
+              for (size_t got = 0; got < kMessage && !failed.load();) {
+                auto n = conn.read(absl::MakeSpan(back + got, kMessage - got));
+                if (!n.ok() || *n == 0) failed = true;
+                else got += *n;
+              }
+            }
+            wg.done();
+          });
+        }
+        wg.wait();
+        seconds = sw.seconds();
+        if (failed.load() && error.empty()) error = "an echo round trip failed";
+        for (auto& c : conns) (void)c.close();
+        conns.clear();
+        (void)ln->close();
+        served.wait();
+      },
+      gort::Config{.procs = procs});
+  if (!error.empty()) return state.SkipWithError(("tls_echo: " + error).c_str());
+  state.SetIterationTime(seconds);
+  state.counters["msgs/s"] = static_cast<double>(per_client * kClients) / seconds;
+  state.counters["handshakes/s"] = kClients / dial_seconds;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gortbench::register_once("tls_echo", 1, tls_echo);
+  gortbench::register_once("tls_echo", 2, tls_echo);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
