@@ -175,6 +175,11 @@ absl::StatusOr<SSL_CTX*> build(const Config& cfg, bool client, Config::Built* b)
   // A peer that closes without close_notify reads as end of stream.
   SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
   SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  // Read whatever the socket holds, not a record header and then its body:
+  // one recv per record instead of two (Go's Conn reads through a buffer
+  // too). Safe with the poller: every read calls SSL_read before it parks,
+  // so records already buffered are never waited for.
+  SSL_CTX_set_read_ahead(ctx, 1);
   absl::Status s = load_identity(ctx, cfg);
   if (s.ok() && !client && cfg.cert_file.empty() && cfg.cert_pem.empty()) {
     s = absl::InvalidArgumentError("tls: neither Certificates, GetCertificate, nor GetConfigForClient set in Config");
