@@ -66,7 +66,7 @@ struct TracebackRequest {
 struct M {
   int64_t id = 0;
   G g0;
-  G* curg = nullptr;     // the goroutine running on this M, or null on g0
+  G* curg = nullptr;     // the goroutine running on this M, or null on g0 (relaxed_store: sysmon reads it)
   P* p = nullptr;        // the P held, or null
   P* nextp = nullptr;    // the P handed over by whoever woke this M
   M* link = nullptr;     // idle list
@@ -130,6 +130,9 @@ struct M {
   // slice_timer_tick, by this M when it resumes a G whose last run was
   // preempted; stopped by entersyscall.
   void* slice_timer = nullptr;
+  // TSan builds: the fiber timer functions run in (timer.cpp), made on
+  // first use; Go's per-P timerRaceCtx.
+  void* tsan_timer_fiber = nullptr;
   std::atomic<int> slice_timer_state{0};  // 0 none, 1 being made, 2 made
   std::atomic<uint32_t> slice_timer_tick{0};
   std::atomic<int64_t> slice_timer_deadline{0};

@@ -33,6 +33,7 @@
 #include <new>
 
 #include "gmp/fatal.hpp"
+#include "gmp/race.hpp"
 #include "gmp/sanitizer.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/switch.hpp"
@@ -106,7 +107,7 @@ void gfree_release(GQueue* q) {
   char* lows[kGFreeBatch];
   size_t n = 0;
   while (G* g = q->pop()) {
-    tsan_destroy_fiber(g->tsan_fiber);
+    tsan_release_fiber(g);
     // The pool hands out stacks free of ASan poison (gnew relies on it).
     asan_unpoison(g->stack_lo, static_cast<size_t>(g->stack_hi - g->stack_lo));
     lows[n++] = g->stack_lo;
@@ -378,6 +379,9 @@ void newproc_abort(G* g) {
 }
 
 void newproc_start(G* g) {
+  // Everything the spawner did, the closure's construction included, happens
+  // before the goroutine starts (Go's memory model).
+  tsan_start_fiber(g);
   GStatus from = g->status.load(std::memory_order_relaxed);
   set_status(g, from, GStatus::kRunnable);
   M* m = getm();

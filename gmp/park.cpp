@@ -11,7 +11,9 @@
 #include "gmp/fatal.hpp"
 #include "gmp/proc.hpp"
 #include "gmp/sched.hpp"
+#include "gmp/race.hpp"
 #include "gmp/switch.hpp"
+#include <gort/detail/race.hpp>
 #include "gmp/timer.hpp"
 #include "gmp/tls.hpp"
 
@@ -48,7 +50,10 @@ void after_switch(G* prev) {
       }
       break;
     case AfterSwitch::kExit:
-      // prev's stack is no longer in use: it may be released with it.
+      // prev's stack is no longer in use: it may be released with it. Its
+      // TSan fiber goes now (Go's racegoend): the race detector's room is
+      // for live goroutines.
+      tsan_release_fiber(prev);
       if (m->p != nullptr) {
         gfput(m->p, prev);
       } else {
@@ -193,10 +198,12 @@ void goroutine_main(G* self) {
   // The count the switch that started us carried (see gschedule).
   releasem(getm());
   self->started = true;
+  race_acquire(self);  // the spawner's release (tsan_start_fiber)
   // No catch: an exception that escapes is reported by panic.cpp from the
   // stack where it was thrown, before anything is unwound.
   self->invoke(self->closure);
   if (self->locals != nullptr) gls_destroy(self);
+  race_release(&sched);  // before run() returns (run.cpp)
   self->nopreempt = 0;
   M* m = getm();
   if (m->oslocks.load(std::memory_order_relaxed) != 0) [[unlikely]] {
@@ -213,7 +220,7 @@ void goroutine_main(G* self) {
   G* next = next_local(m);
   m->after = AfterSwitch::kExit;
   if (next == nullptr) {
-    m->curg = nullptr;
+    relaxed_store<G*>(m->curg, nullptr);
     next = &m->g0;
   }
   switch_exit(self, next);

@@ -82,7 +82,7 @@ inline void make_current(M* m, G* g, bool inherit = false) {
   g->ran_out = false;
   relaxed_store(g->m, m);
   g->preempt.store(false, std::memory_order_relaxed);
-  m->curg = g;
+  relaxed_store(m->curg, g);
 }
 
 // Picks the next G of this P for a goroutine that is switching away,
@@ -118,7 +118,7 @@ inline void gschedule(G* self, AfterSwitch after) {
   G* next = next_local(m);
   m->after = after;
   if (next == nullptr) {
-    m->curg = nullptr;
+    relaxed_store<G*>(m->curg, nullptr);
     next = &m->g0;
   }
   switch_to(self, next);

@@ -23,7 +23,10 @@
 
 #include "gmp/debugvars.hpp"
 #include "gmp/fatal.hpp"
+#include "gmp/race.hpp"
 #include "gmp/sanitizer.hpp"
+#include "gmp/switch.hpp"
+#include <gort/detail/race.hpp>
 #include "gmp/sched.hpp"
 #include "gmp/symbolize.hpp"
 #include "gmp/timer.hpp"
@@ -150,7 +153,24 @@ void join_ms() {
 }
 
 // Every other M has been joined: nothing to lock against.
+// Everything every goroutine did happens before the rest of the tear-down
+// and what the program does after run() (docs/race.md): exited goroutines
+// released on the way out (goroutine_main); an abandoned one's fiber does
+// it now.
+void race_all_goroutines_done() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if constexpr (!kRaceEnabled) return;
+  void* self = tsan_current_fiber();
+  for (G* g = sched.allg; g != nullptr; g = g->allg_next) {
+    if (g->tsan_fiber == nullptr) continue;
+    tsan_switch_to(g->tsan_fiber);
+    race_release(&sched);
+    tsan_switch_to(self);
+  }
+  race_acquire(&sched);
+}
+
 void teardown() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  race_all_goroutines_done();
   // Gs first: each lives at the top of its stack, which the pool unmaps
   // below. (The Ms' g0s are members of their Ms, not on goroutine stacks.)
   bool abandoned = false;
@@ -161,7 +181,7 @@ void teardown() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     if (!g->started && g->status.load() == GStatus::kRunnable && g->destroy != nullptr) {
       g->destroy(g->closure);
     }
-    tsan_destroy_fiber(g->tsan_fiber);
+    tsan_release_fiber(g);
     g->~G();
   }
   sched.allg = sched.allg_tail = nullptr;
@@ -258,6 +278,7 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
   // thread's go(); it is queued directly below instead.
   sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
   *static_cast<MainCtx**>(storage) = &ctx;
+  tsan_start_fiber(main_g);  // what the program did before run() comes first
   set_status(main_g, GStatus::kIdle, GStatus::kRunnable);
   p0->created.store(1);
   GQueue unused;

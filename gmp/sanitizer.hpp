@@ -3,6 +3,8 @@
 
 #include <cstddef>
 
+#include <gort/detail/race.hpp>
+
 #if defined(__SANITIZE_ADDRESS__)
 #define GORT_ASAN 1
 #elif defined(__has_feature)
@@ -11,7 +13,12 @@
 #endif
 #endif
 
-#if defined(__SANITIZE_THREAD__)
+// GORT_RACE: the race detector (a -Db_sanitize=thread build; docs/race.md).
+// The library is then compiled without TSan's instrumentation, as Go's
+// runtime is, and says what it synchronises through gmp/race.hpp.
+// GORT_RACE_RUNTIME: the library instrumented too (-Drace_runtime=true), to
+// find the runtime's own races.
+#if defined(GORT_RACE) || defined(GORT_RACE_RUNTIME) || defined(__SANITIZE_THREAD__)
 #define GORT_TSAN_ON 1
 #elif defined(__has_feature)
 #if __has_feature(thread_sanitizer)
@@ -81,8 +88,35 @@ inline void tsan_destroy_fiber(void* f) {
   (void)f;
 #endif
 }
-inline void tsan_switch_to(void* f) {
+
 #ifdef GORT_TSAN_ON
+extern "C" void AnnotateIgnoreSyncBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreSyncEnd(const char* file, int line);
+#endif
+
+// A fiber that starts with nobody's history: a new fiber otherwise inherits
+// the clock of the fiber that creates it (how a goroutine inherits its
+// spawner's), which for a runtime fiber would be whichever goroutine
+// happened to be running.
+inline void* tsan_create_orphan_fiber() {
+#ifdef GORT_TSAN_ON
+  AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
+  void* f = __tsan_create_fiber(0);
+  AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
+  return f;
+#else
+  return nullptr;
+#endif
+}
+
+// A goroutine switch is no synchronisation of the user's: in race mode the
+// two fibers' clocks stay apart, so two goroutines that take turns on one M
+// are not one thread's program order. (With the runtime instrumented it
+// must be: the runtime's own state goes from one goroutine to the next.)
+inline void tsan_switch_to(void* f) {
+#if defined(GORT_RACE)
+  __tsan_switch_to_fiber(f, __tsan_switch_to_fiber_no_sync);
+#elif defined(GORT_TSAN_ON)
   __tsan_switch_to_fiber(f, 0);
 #else
   (void)f;

@@ -12,6 +12,7 @@
 
 #include "gmp/fatal.hpp"
 #include "gmp/sanitizer.hpp"
+#include "gmp/race.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
 #include "gmp/unwind.hpp"
@@ -152,6 +153,7 @@ void capture_fp_control(G* g) {
 constexpr size_t kCtxR12 = 0x08, kCtxRbx = 0x28, kCtxRbp = 0x30, kCtxRip = 0x38, kCtxSize = 0x40;
 
 void make_context(G* g) {
+  tsan_fresh_stack(g);
   size_t size = static_cast<size_t>(g->stack_hi - g->stack_lo);
   g->ctx = bctx::make_fcontext(g->stack_hi, size, &entry);
 #if defined(__x86_64__)
@@ -168,7 +170,6 @@ void make_context(G* g) {
   // goroutine and std::terminate runs on the intact stack (panic.cpp).
   std::memset(static_cast<char*>(g->ctx) + kCtxRbp, 0, 8);
 #endif
-  if (g->tsan_fiber == nullptr) g->tsan_fiber = tsan_create_fiber();
   g->saved_errno = 0;
   g->eh_caught = nullptr;
   g->eh_uncaught = 0;

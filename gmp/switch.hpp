@@ -29,6 +29,7 @@ void m_thread_state_init(M* m);
 void capture_fp_control(G* g);
 // Prepares g (which has a stack) to start running goroutine_main(g).
 void make_context(G* g);
+
 // Runs fn(arg) on this M's own thread stack when called on a goroutine's
 // (Go's systemstack): tracebacks need more stack than a goroutine may have
 // left. Elsewhere (g0, a plain thread, sanitizer builds) it calls fn in

@@ -112,7 +112,7 @@ void exitsyscall() {
   acquirem(m);  // carried to g0 (see gschedule)
   set_status(g, GStatus::kRunning, GStatus::kRunnable);
   m->after = AfterSwitch::kGlobal;
-  m->curg = nullptr;
+  relaxed_store<G*>(m->curg, nullptr);
   switch_to(g, &m->g0);
   releasem(getm());
 }

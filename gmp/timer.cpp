@@ -3,8 +3,11 @@
 
 #include <vector>
 
+#include <gort/detail/race.hpp>
+
 #include "gmp/fatal.hpp"
 #include "gmp/lock.hpp"
+#include "gmp/sanitizer.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
 
@@ -245,9 +248,39 @@ bool reset_locked(Timer* t, int64_t when, int64_t period) ABSL_EXCLUSIVE_LOCKS_R
   }
 }
 
+// The race detector's view of a timer (docs/race.md): what the goroutine
+// that armed it did happens before its function runs. The function runs in
+// a fiber of the M's own, not in whichever goroutine's was current when the
+// M looked at its timers: a channel send or a spawn from it must carry the
+// timer's history, not that goroutine's.
+class TimerRaceContext {
+ public:
+  explicit TimerRaceContext(Timer* t) {
+#ifdef GORT_TSAN_ON
+    M* m = getm();
+    if (m == nullptr) return;
+    if (m->tsan_timer_fiber == nullptr) m->tsan_timer_fiber = tsan_create_orphan_fiber();
+    prev_ = tsan_current_fiber();
+    tsan_switch_to(m->tsan_timer_fiber);
+    race_acquire(t);
+#else
+    (void)t;
+#endif
+  }
+  ~TimerRaceContext() {
+    if (prev_ != nullptr) tsan_switch_to(prev_);
+  }
+  TimerRaceContext(const TimerRaceContext&) = delete;
+  TimerRaceContext& operator=(const TimerRaceContext&) = delete;
+
+ private:
+  void* prev_ = nullptr;
+};
+
 }  // namespace
 
 void timer_add(Timer* t, int64_t when, int64_t period) {
+  race_release(t);
   t->mu.lock();
   add_locked(t, when, period);
   t->mu.unlock();
@@ -255,6 +288,7 @@ void timer_add(Timer* t, int64_t when, int64_t period) {
 
 // Nobody else may touch t (see timer.hpp): t->mu has nothing to exclude.
 void timer_add_unshared(Timer* t, int64_t when) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  race_release(t);
   add_locked(t, when, 0);
 }
 
@@ -266,6 +300,7 @@ bool timer_stop(Timer* t) {
 }
 
 bool timer_reset(Timer* t, int64_t when, int64_t period) {
+  race_release(t);
   t->mu.lock();
   bool r = reset_locked(t, when, period);
   t->mu.unlock();
@@ -332,8 +367,11 @@ int64_t timers_run(P* p, int64_t now) {
     int64_t next_when = t->when;
     th->lock.unlock();
     if (wake) wake_poller(next_when);
-    f(t, now, seq);  // from here on t may be freed, re-armed or running elsewhere
-    if (ref) ref(t, -1);
+    {
+      TimerRaceContext race(t);
+      f(t, now, seq);  // from here on t may be freed, re-armed or running elsewhere
+      if (ref) ref(t, -1);  // may free it: in the timer's context too
+    }
     th->lock.lock();
   }
   int64_t next = th->heap.empty() ? -1 : th->heap[0]->when;

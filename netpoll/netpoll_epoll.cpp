@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "gmp/fatal.hpp"
+#include "gort/detail/race.hpp"
 #include "netpoll/netpoll_platform.hpp"
 
 namespace gort::internal {
@@ -43,7 +44,11 @@ void netpoll_shutdown() {
   g_epfd = g_breakfd = -1;
 }
 
+// The race detector (docs/race.md): the poller's epoll and eventfd calls
+// are the runtime's, not synchronisation between goroutines
+// (RaceIgnoreSync in each function below).
 int netpoll_open(int fd, PollDesc*, uint64_t tag) {
+  RaceIgnoreSync race;
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
   ev.data.u64 = tag;
@@ -52,12 +57,14 @@ int netpoll_open(int fd, PollDesc*, uint64_t tag) {
 }
 
 int netpoll_close(int fd) {
+  RaceIgnoreSync race;
   epoll_event ev{};
   if (epoll_ctl(g_epfd, EPOLL_CTL_DEL, fd, &ev) != 0) return errno;
   return 0;
 }
 
 void netpoll_break() {
+  RaceIgnoreSync race;
   uint32_t expected = 0;
   if (!g_break_pending.compare_exchange_strong(expected, 1)) return;
   uint64_t one = 1;
@@ -71,6 +78,7 @@ void netpoll_break() {
 }
 
 bool netpoll(int64_t timeout_ns, GQueue* out) {
+  RaceIgnoreSync race;
   if (g_epfd < 0) return false;
   epoll_event events[128];
   int saved = errno;

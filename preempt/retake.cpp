@@ -96,8 +96,8 @@ void retake_init() {
 
 bool retake_blocked(P* p, BlockedWatch* w, int64_t now, int64_t* next_look) {
   if (!g_retake_enabled || !retake_blocked_allowed.load(std::memory_order_relaxed)) return false;
-  M* m = p->m;
-  G* g = m != nullptr ? m->curg : nullptr;
+  M* m = relaxed_load(p->m);
+  G* g = m != nullptr ? relaxed_load(m->curg) : nullptr;
   int tid = m != nullptr ? m->os_tid.load(std::memory_order_acquire) : 0;
   if (g == nullptr || g->is_g0 || tid == 0 || m->locks.load(std::memory_order_relaxed) != 0 ||
       m->in_blocking.load(std::memory_order_relaxed)) {
@@ -136,7 +136,7 @@ bool retake_blocked(P* p, BlockedWatch* w, int64_t now, int64_t* next_look) {
   if (!m->retake.compare_exchange_strong(none, kRetakeDeciding, std::memory_order_seq_cst)) return false;
   syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
   PStatus running = PStatus::kRunning;
-  if (m->locks.load(std::memory_order_seq_cst) != 0 || m->curg != g || p->m != m ||
+  if (m->locks.load(std::memory_order_seq_cst) != 0 || relaxed_load(m->curg) != g || relaxed_load(p->m) != m ||
       p->schedtick_seen.load(std::memory_order_relaxed) != tick ||
       !p->status.compare_exchange_strong(running, PStatus::kIdle, std::memory_order_acq_rel)) {
     m->retake.store(kRetakeNone, std::memory_order_release);

@@ -97,7 +97,7 @@ void on_signal(int sig, siginfo_t* info, void* ucv) {
     return;
   }
 #if defined(__x86_64__)
-  G* g = m != nullptr ? m->curg : nullptr;
+  G* g = m != nullptr ? relaxed_load(m->curg) : nullptr;
   if (timer) {
     // The slice of the run sysmon saw has ended if that run still goes on
     // (same schedtick: no reschedule since). Then this is sysmon's request,
@@ -177,9 +177,9 @@ void preempt_init() {
 }
 
 PreemptRequest preempt_one(P* p) {
-  M* m = p->m;
+  M* m = relaxed_load(p->m);
   if (m == nullptr) return PreemptRequest::kNone;
-  G* g = m->curg;
+  G* g = relaxed_load(m->curg);
   if (g == nullptr || g->is_g0) return PreemptRequest::kNone;
   // Already set: sysmon asked this run of g before (make_current clears it),
   // and this is a retry.
@@ -294,7 +294,7 @@ void install_slice_timer_hooks(SchedHooks* hooks) {
 
 bool arm_slice_timer(P* p, uint32_t tick, int64_t deadline) {
   if (!sched.cfg.preempt || !g_supported) return false;
-  M* m = p->m;
+  M* m = relaxed_load(p->m);
   if (m == nullptr || m->in_blocking.load(std::memory_order_acquire)) return false;
   // Armed already for this run, as early: by the M itself when the run
   // began, with the exact start, which a look by sysmon can only know later.
@@ -331,7 +331,7 @@ void delete_slice_timers() {
 extern "C" void gort_async_preempt_yield() {
   using namespace gort::internal;
   M* m = getm();
-  G* g = m->curg;
+  G* g = relaxed_load(m->curg);
   g->async_preempts++;
   if (auto* hook = async_preempt_hook.load(std::memory_order_relaxed)) hook();
   preempt_park(g);

@@ -119,8 +119,8 @@ void stall_init() {
 
 void stall_check_running(P* p, StallWatch* w, int64_t now) {
   if (g_threshold_ns == 0) return;
-  M* m = p->m;
-  G* g = m != nullptr ? m->curg : nullptr;
+  M* m = relaxed_load(p->m);
+  G* g = m != nullptr ? relaxed_load(m->curg) : nullptr;
   uint32_t tick = p->schedtick_seen.load(std::memory_order_relaxed);
   if (g == nullptr || g->is_g0 || m->in_blocking.load(std::memory_order_relaxed)) {
     w->since = 0;
@@ -145,7 +145,7 @@ bool stall_check_blocked(int64_t now) {
     Blocked& b = (*g_blocked)[i];
     // Back in the runtime (ensurep_slow cleared the retake), or onto
     // another goroutine: the stall is over.
-    if (b.m->retake.load(std::memory_order_acquire) != kRetakeDone || b.m->curg != b.g) {
+    if (b.m->retake.load(std::memory_order_acquire) != kRetakeDone || relaxed_load(b.m->curg) != b.g) {
       (*g_blocked)[i] = g_blocked->back();
       g_blocked->pop_back();
       continue;

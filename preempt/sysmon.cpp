@@ -139,8 +139,8 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
       n++;
       continue;
     }
-    M* m = st == PStatus::kRunning ? p->m : nullptr;
-    G* g = m != nullptr ? m->curg : nullptr;
+    M* m = st == PStatus::kRunning ? relaxed_load(p->m) : nullptr;
+    G* g = m != nullptr ? relaxed_load(m->curg) : nullptr;
     if (st == PStatus::kRunning && !sched.stopping.load(std::memory_order_relaxed) &&
         retake_blocked(p, &pd.blocked, now, next_deadline)) {
       // Its M sleeps in the kernel outside blocking(): handed off. It may

@@ -322,6 +322,7 @@ bool recv_buffered_slow(ChanCore* c, void* out) {
 void chan_send(ChanCore* c, void* elem) {
   preempt_check();
   if (c == nullptr) block_forever(WaitReason::kChanSendNilChan);
+  RaceChanOp race(c, true);
   if (c->cap > 0) {
     RingResult r = ring_send(c, elem);
     if (r == RingResult::kOk) {
@@ -351,6 +352,7 @@ void chan_send(ChanCore* c, void* elem) {
 bool chan_recv(ChanCore* c, void* out) {
   preempt_check();
   if (c == nullptr) block_forever(WaitReason::kChanRecvNilChan);
+  RaceChanOp race(c, false);
   if (c->cap > 0) {
     RingResult r = ring_recv(c, out);
     if (r == RingResult::kOk) {
@@ -377,6 +379,8 @@ bool chan_recv(ChanCore* c, void* out) {
 void chan_close(ChanCore* c) {
   preempt_check();
   if (c == nullptr) throw panic_error("close of nil channel");
+  race_release(race_sent(c));  // before every receive that sees the close
+  RaceIgnore ignore;
   lock_word(&c->lock);
   if (c->closed) {
     unlock_word(&c->lock);

@@ -25,6 +25,7 @@
 #include "gmp/g.hpp"
 #include "gmp/note.hpp"
 #include "gort/detail/chan_core.hpp"
+#include "gort/detail/race.hpp"
 
 #include <cstring>
 
@@ -161,5 +162,34 @@ inline void elem_move(const ElemType* et, void* dst, void* src) {
 inline void elem_destroy(const ElemType* et, void* p) {
   if (!et->trivial) et->destroy(p);
 }
+
+// The race detector's view of a channel (docs/race.md). Two sync addresses:
+// every send releases `sent` as it starts and every receive acquires it as
+// it completes (a send happens before the receive that takes its value; a
+// close before a receive that sees it); every receive releases `received`
+// as it starts and every send acquires it as it completes (the k-th receive
+// before the (k+C)-th send completes; C = 0 is the unbuffered rendezvous).
+// Merging makes buffered channels order a little more than Go's per-slot
+// edges: a receive that had begun before a send completed is ordered
+// before it. Who copies the element's bytes (the sender, the receiver, or a
+// third goroutine settling the ring) is not an access of anyone's: the
+// channel operations run under RaceIgnore.
+inline const void* race_sent(const ChanCore* c) { return c; }
+inline const void* race_received(const ChanCore* c) { return reinterpret_cast<const char*>(c) + 1; }
+
+// A send's or receive's edges, for its whole length.
+class RaceChanOp {
+ public:
+  RaceChanOp(const ChanCore* c, bool send) : done_(send ? race_received(c) : race_sent(c)) {
+    race_release(send ? race_sent(c) : race_received(c));
+  }
+  ~RaceChanOp() { race_acquire(done_); }
+  RaceChanOp(const RaceChanOp&) = delete;
+  RaceChanOp& operator=(const RaceChanOp&) = delete;
+
+ private:
+  const void* done_;
+  RaceIgnore ignore_;
+};
 
 }  // namespace gort::internal

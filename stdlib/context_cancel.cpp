@@ -31,6 +31,7 @@
 #include "gmp/sched.hpp"
 #include "gmp/timer.hpp"
 #include "gort/context.hpp"
+#include "gort/detail/race.hpp"
 #include "gort/runtime.hpp"
 #include "stdlib/context_node.hpp"
 
@@ -89,6 +90,9 @@ bool cancel_one(CancelNode* x, bool remove_from_parent, const absl::Status& err,
   }
   x->err = err;
   x->cause = cause;
+  // Cancellation happens before err() reports it (cancel_err) and before a
+  // receive sees done() closed (the channel's own edge).
+  race_release(x);
   x->state.store(CancelNode::kCancelling, std::memory_order_release);
   if (x->has_done.load(std::memory_order_relaxed)) x->done_.close();
   x->state.store(CancelNode::kCancelled, std::memory_order_release);
@@ -338,7 +342,11 @@ bool settled_cancelled(const CancelNode* n) {
   return true;
 }
 
-absl::Status cancel_err(const CancelNode* n) { return settled_cancelled(n) ? n->err : absl::OkStatus(); }
+absl::Status cancel_err(const CancelNode* n) {
+  if (!settled_cancelled(n)) return absl::OkStatus();
+  race_acquire(n);
+  return n->err;
+}
 
 int64_t context_watchers_started() { return watchers_started.load(std::memory_order_relaxed); }
 

@@ -47,7 +47,9 @@ void do_spin() {
 bool Mutex::try_lock() {
   int32_t old = state_.load(std::memory_order_relaxed);
   if ((old & (kLocked | kStarving)) != 0) return false;
-  return state_.compare_exchange_strong(old, old | kLocked, std::memory_order_acquire);
+  if (!state_.compare_exchange_strong(old, old | kLocked, std::memory_order_acquire)) return false;
+  internal::race_acquire(this);
+  return true;
 }
 
 void Mutex::lock_slow(int32_t old) {
@@ -142,22 +144,30 @@ void Mutex::unlock_slow(int32_t now) {
   sema_.release(true);
 }
 
+// Race edges (Go's rwmutex.go): Unlock releases reader_sem_, which RLock
+// and Lock acquire; RUnlock merges into writer_sem_, which Lock acquires.
+// Readers are not ordered with each other.
 void RWMutex::lock_shared() {
   if (reader_count_.fetch_add(1, std::memory_order_acq_rel) + 1 < 0) {
     // A writer is pending: wait for it.
     reader_sem_.acquire(false, static_cast<uint8_t>(internal::WaitReason::kSyncRWMutex));
   }
+  internal::race_acquire(&reader_sem_);
 }
 
 bool RWMutex::try_lock_shared() {
   int32_t c = reader_count_.load(std::memory_order_acquire);
   for (;;) {
     if (c < 0) return false;
-    if (reader_count_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) return true;
+    if (reader_count_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) {
+      internal::race_acquire(&reader_sem_);
+      return true;
+    }
   }
 }
 
 void RWMutex::unlock_shared() {
+  internal::race_release(&writer_sem_);
   int32_t r = reader_count_.fetch_sub(1, std::memory_order_acq_rel) - 1;
   if (r < 0) unlock_shared_slow(r);
 }
@@ -177,6 +187,8 @@ void RWMutex::lock() {
   if (r != 0 && reader_wait_.fetch_add(r, std::memory_order_acq_rel) + r != 0) {
     writer_sem_.acquire(false, static_cast<uint8_t>(internal::WaitReason::kSyncRWMutex));
   }
+  internal::race_acquire(&reader_sem_);
+  internal::race_acquire(&writer_sem_);
 }
 
 bool RWMutex::try_lock() {
@@ -186,10 +198,13 @@ bool RWMutex::try_lock() {
     w_.unlock();
     return false;
   }
+  internal::race_acquire(&reader_sem_);
+  internal::race_acquire(&writer_sem_);
   return true;
 }
 
 void RWMutex::unlock() {
+  internal::race_release(&reader_sem_);
   int32_t r = reader_count_.fetch_add(kMaxReaders, std::memory_order_acq_rel) + kMaxReaders;
   if (r >= kMaxReaders) internal::fatal_user("sync: Unlock of unlocked RWMutex");
   for (int32_t i = 0; i < r; i++) reader_sem_.release(false);

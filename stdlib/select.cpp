@@ -139,8 +139,9 @@ void unlink_all(SelectCase* cases, Waiter* waiters, int npoll, Waiter* winner) {
 
 }  // namespace
 
-int selectgo(SelectCase* cases, int n, bool block) {
-  preempt_check();
+namespace {
+
+int selectgo_impl(SelectCase* cases, int n, bool block) {
   int inline_poll[kInline];
   ChanCore* inline_locks[kInline];
   // Raw storage: the Waiters are only built if the select has to block, so
@@ -248,6 +249,28 @@ int selectgo(SelectCase* cases, int n, bool block) {
     }
     return i;
   }
+}
+
+}  // namespace
+
+// Every case releases as its operation would (chan_impl.hpp, RaceChanOp):
+// whichever runs, the value or the close was published first. Only the
+// case that ran acquires.
+int selectgo(SelectCase* cases, int n, bool block) {
+  preempt_check();
+  if constexpr (kRaceEnabled) {
+    for (int i = 0; i < n; i++) {
+      if (cases[i].c != nullptr) race_release(cases[i].is_send ? race_sent(cases[i].c) : race_received(cases[i].c));
+    }
+    int i;
+    {
+      RaceIgnore ignore;
+      i = selectgo_impl(cases, n, block);
+    }
+    if (i >= 0) race_acquire(cases[i].is_send ? race_received(cases[i].c) : race_sent(cases[i].c));
+    return i;
+  }
+  return selectgo_impl(cases, n, block);
 }
 
 }  // namespace gort::internal

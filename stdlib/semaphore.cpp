@@ -60,6 +60,7 @@ bool Semaphore::try_acquire(int64_t n) {
   bool ok = size_ - cur_ >= n && head_ == nullptr;
   if (ok) cur_ += n;
   internal::unlock_word(&lock_);
+  if (ok) internal::race_acquire(this);
   return ok;
 }
 
@@ -70,6 +71,7 @@ void Semaphore::acquire(int64_t n) {
   if (size_ - cur_ >= n && head_ == nullptr) {
     cur_ += n;
     internal::unlock_word(&lock_);
+    internal::race_acquire(this);
     return;
   }
   internal::G* self = internal::getg();
@@ -91,9 +93,13 @@ void Semaphore::acquire(int64_t n) {
   tail_ = &w;
   internal::park(&internal::park_unlock_word, &lock_, internal::WaitReason::kSemacquire);
   if (!w.granted) internal::fatal("semaphore: waiter woken without grant");
+  internal::race_acquire(this);
 }
 
+// Race edges: a release happens before the acquires it lets through (x/sync's
+// semaphore orders them with its mutex).
 void Semaphore::release(int64_t n) {
+  internal::race_release(this);
   internal::lock_word(&lock_);
   cur_ -= n;
   if (cur_ < 0) {
@@ -122,6 +128,7 @@ absl::Status Semaphore::acquire(const Context& ctx, int64_t n) {
   if (size_ - cur_ >= n && head_ == nullptr) {
     cur_ += n;
     internal::unlock_word(&lock_);
+    internal::race_acquire(this);
     return absl::OkStatus();
   }
   if (n > size_) {
@@ -146,6 +153,7 @@ absl::Status Semaphore::acquire(const Context& ctx, int64_t n) {
       release(n);
       return ctx.err();
     }
+    internal::race_acquire(this);
     return absl::OkStatus();
   }
   internal::GQueue wake;

@@ -5,8 +5,11 @@
 
 namespace gort {
 
+// Race edges (Go's waitgroup.go): every Done (a negative add) happens
+// before Wait returns.
 void WaitGroup::add(int64_t delta) {
   internal::preempt_check();
+  if (delta < 0) internal::race_release(this);
   uint64_t state = state_.fetch_add(static_cast<uint64_t>(delta) << 32, std::memory_order_acq_rel) +
                    (static_cast<uint64_t>(delta) << 32);
   int32_t v = static_cast<int32_t>(state >> 32);
@@ -29,12 +32,16 @@ void WaitGroup::wait() {
   internal::preempt_check();
   uint64_t state = state_.load(std::memory_order_acquire);
   for (;;) {
-    if ((state >> 32) == 0) return;
+    if ((state >> 32) == 0) {
+      internal::race_acquire(this);
+      return;
+    }
     if (state_.compare_exchange_weak(state, state + 1, std::memory_order_acq_rel)) {
       sema_.acquire(false, static_cast<uint8_t>(internal::WaitReason::kSyncWaitGroup));
       if (state_.load(std::memory_order_acquire) != 0) {
         throw panic_error("sync: WaitGroup is reused before previous Wait has returned");
       }
+      internal::race_acquire(this);
       return;
     }
   }

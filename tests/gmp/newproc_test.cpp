@@ -21,6 +21,7 @@ GORT_INSTANTIATE_PROCS(Newproc);
 // flag), and the count and the checksum of their arguments add up.
 TEST(NewprocMillion, EachOfAMillionGoroutinesRunsOnce) {
   constexpr int64_t kGs = 1000000;
+  GORT_SKIP_OVER_RACE_LIMIT(kGs);
   std::unique_ptr<std::atomic<uint8_t>[]> ran(new std::atomic<uint8_t>[kGs]);
   for (int64_t i = 0; i < kGs; i++) ran[i].store(0, std::memory_order_relaxed);
   std::atomic<int64_t> count{0};
@@ -169,7 +170,7 @@ TEST_P(Newproc, GoroutineIdsAreUniqueAndMainIsOne) {
   run_test([] {
     EXPECT_EQ(gort::goroutine_id(), 1);
     EXPECT_TRUE(gort::in_goroutine());
-    constexpr int kGs = 10000;
+    constexpr int kGs = race_scaled(10000);
     WordLock mu;
     std::vector<int64_t> ids;
     Countdown cd(kGs);

@@ -411,6 +411,7 @@ TEST(StackRelease, BurstOfGoroutinesIsReleased) {
 // default vm.max_map_count of 65,530).
 TEST(StackMany, HundredThousandParkedGoroutines) {
   constexpr int kGs = 100000;
+  GORT_SKIP_OVER_RACE_LIMIT(kGs);
   int maps_before = count_maps_lines();
   int maps_during = 0;
   size_t slabs = 0;

@@ -471,7 +471,7 @@ TEST(TracebackMany, HundredThousandGoroutines) {
 #ifdef GORT_ASAN
   constexpr int kGs = 10000;
 #else
-  constexpr int kGs = 100000;
+  constexpr int kGs = race_scaled(100000);
 #endif
   auto child = [] {
     setenv("GORT_DEBUG", "stallreport=0", 1);

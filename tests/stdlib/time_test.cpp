@@ -150,6 +150,7 @@ TEST(TimeShutdown, TimersPendingWhenMainReturnsAreReleased) {
 
 TEST(TimeSleepers, HundredThousandSleepersCostNoThreadAndWakeInDeadlineOrder) {
   constexpr int kSleepers = 100000;
+  GORT_SKIP_OVER_RACE_LIMIT(kSleepers);
   struct Record {
     int64_t deadline;  // nanotime
     int64_t seq;

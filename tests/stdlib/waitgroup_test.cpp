@@ -21,7 +21,7 @@ GORT_INSTANTIATE_STDLIB_PROCS(WaitGroup);
 
 TEST_P(WaitGroup, FanInOfOneHundredThousandGoroutines) {
   run_test([] {
-    constexpr int kGoroutines = 100000;
+    constexpr int kGoroutines = gort::test::race_scaled(100000);
     gort::WaitGroup wg;
     std::atomic<int64_t> sum{0};
     std::atomic<int> finished{0};

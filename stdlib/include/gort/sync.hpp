@@ -40,6 +40,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "gort/detail/race.hpp"
 #include "gort/detail/sema.hpp"
 #include "gort/runtime.hpp"
 
@@ -63,11 +64,14 @@ class ABSL_LOCKABLE Mutex {
 
   void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
     int32_t old = 0;
-    if (state_.compare_exchange_strong(old, kLocked, std::memory_order_acquire)) return;
-    lock_slow(old);  // the state the CAS saw
+    if (!state_.compare_exchange_strong(old, kLocked, std::memory_order_acquire)) {
+      lock_slow(old);  // the state the CAS saw
+    }
+    internal::race_acquire(this);  // unlock happens before the next lock
   }
   bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true);
   void unlock() ABSL_UNLOCK_FUNCTION() {
+    internal::race_release(this);
     int32_t now = state_.fetch_sub(kLocked, std::memory_order_release) - kLocked;
     // Uncontended: nothing else to do. Otherwise there may be someone to
     // wake, and a pending preemption request is honoured (a cooperative

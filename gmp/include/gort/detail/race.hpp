@@ -1,0 +1,139 @@
+// gort/detail/race.hpp — what gort tells the race detector (Go's
+// runtime/race.go): the happens-before edges of Go's memory model.
+//
+// Not part of the public API: included by gort's headers and sources. In a
+// program built with -fsanitize=thread (and in gort's race build, where the
+// library defines GORT_RACE) these call ThreadSanitizer; otherwise they are
+// empty inline functions and cost nothing.
+//
+// The library itself is not instrumented in race mode (docs/race.md): its
+// run queues, locks and atomics would order every goroutine after every
+// other. So each primitive says, with these calls, exactly what Go's memory
+// model promises: race_release(x) publishes everything the calling
+// goroutine did so far; a later race_acquire(x) makes it happen before
+// whatever the acquiring goroutine does next. Both act on the goroutine
+// that calls them (its TSan fiber).
+//
+// Thread-safe. Costs, in race mode: a TSan call each (vector-clock work);
+// otherwise nothing.
+#pragma once
+
+#include <cstddef>
+
+#if defined(GORT_RACE) || defined(__SANITIZE_THREAD__)
+#define GORT_RACE_ANNOTATE 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define GORT_RACE_ANNOTATE 1
+#endif
+#endif
+
+#ifdef GORT_RACE_ANNOTATE
+extern "C" {
+void __tsan_acquire(void* addr);
+void __tsan_release(void* addr);
+void __tsan_read_range(void* addr, unsigned long size);
+void __tsan_write_range(void* addr, unsigned long size);
+void __tsan_ignore_thread_begin();
+void __tsan_ignore_thread_end();
+void AnnotateIgnoreSyncBegin(const char* file, int line);
+void AnnotateIgnoreSyncEnd(const char* file, int line);
+}
+#endif
+
+namespace gort::internal {
+
+// True in a build whose code the race detector sees (this translation unit
+// or the library).
+#ifdef GORT_RACE_ANNOTATE
+inline constexpr bool kRaceEnabled = true;
+#else
+inline constexpr bool kRaceEnabled = false;
+#endif
+
+// ThreadSanitizer's runtime (GCC 12's, like Go 1.19's) has room for 8,192
+// threads and fibers together: Go stops at 8,128 live goroutines, with
+// kRaceLimitText, and so does gort.
+inline constexpr int kRaceLimitGoroutines = 8128;
+inline constexpr const char* kRaceLimitText =
+    "race: limit on 8128 simultaneously alive goroutines is exceeded, dying";
+
+inline void race_acquire(const void* addr) {
+#ifdef GORT_RACE_ANNOTATE
+  __tsan_acquire(const_cast<void*>(addr));
+#else
+  (void)addr;
+#endif
+}
+
+// Merges: every goroutine that released addr happens before a later
+// acquirer (Go's racereleasemerge; TSan's release always merges).
+inline void race_release(const void* addr) {
+#ifdef GORT_RACE_ANNOTATE
+  __tsan_release(const_cast<void*>(addr));
+#else
+  (void)addr;
+#endif
+}
+
+// The calling goroutine reads / writes [addr, addr+n) (a system call does
+// it for it: Go's raceReadRange / raceWriteRange).
+inline void race_read_range(const void* addr, size_t n) {
+#ifdef GORT_RACE_ANNOTATE
+  if (n > 0) __tsan_read_range(const_cast<void*>(addr), n);
+#else
+  (void)addr;
+  (void)n;
+#endif
+}
+inline void race_write_range(void* addr, size_t n) {
+#ifdef GORT_RACE_ANNOTATE
+  if (n > 0) __tsan_write_range(addr, n);
+#else
+  (void)addr;
+  (void)n;
+#endif
+}
+
+// While one is alive, the calling goroutine's memory accesses are not
+// recorded: the runtime moves a value on another goroutine's behalf (a
+// channel element), which is ordered by the channel's edges, not by who
+// happened to copy the bytes.
+class RaceIgnore {
+ public:
+  RaceIgnore() {
+#ifdef GORT_RACE_ANNOTATE
+    __tsan_ignore_thread_begin();
+#endif
+  }
+  ~RaceIgnore() {
+#ifdef GORT_RACE_ANNOTATE
+    __tsan_ignore_thread_end();
+#endif
+  }
+  RaceIgnore(const RaceIgnore&) = delete;
+  RaceIgnore& operator=(const RaceIgnore&) = delete;
+};
+
+// While one is alive, the calling goroutine's synchronisation is not
+// recorded either: the runtime's own use of what TSan intercepts (the
+// poller's epoll calls and eventfd, which TSan takes for a release and an
+// acquire on the descriptor) must not order the goroutine that happens to
+// be current after the one that last touched the poller.
+class RaceIgnoreSync {
+ public:
+  RaceIgnoreSync() {
+#ifdef GORT_RACE_ANNOTATE
+    AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
+#endif
+  }
+  ~RaceIgnoreSync() {
+#ifdef GORT_RACE_ANNOTATE
+    AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
+#endif
+  }
+  RaceIgnoreSync(const RaceIgnoreSync&) = delete;
+  RaceIgnoreSync& operator=(const RaceIgnoreSync&) = delete;
+};
+
+}  // namespace gort::internal

@@ -1,0 +1,374 @@
+// tests/gmp/race_test.cpp — the race detector (gort/detail/race.hpp,
+// docs/race.md): races between goroutines are reported with both stacks,
+// and Go's happens-before edges (spawn, channels, sync, context, timers,
+// run's end) keep correctly synchronised programs quiet.
+//
+// Each program runs in a death-test child: ThreadSanitizer reports on
+// stderr and, at exit, turns the status into 66 when it reported anything.
+// Only meaningful in a -Db_sanitize=thread build; elsewhere every case is
+// skipped.
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "gort/context.hpp"
+#include "gort/detail/race.hpp"
+#include "gort/gort.hpp"
+#include "tests/testing.hpp"
+
+namespace gort {
+namespace {
+
+constexpr int kReported = 66;  // TSan's exitcode
+constexpr const char* kDataRace = "WARNING: ThreadSanitizer: data race";
+
+// Where racy reads go, so that the compiler keeps them.
+volatile size_t g_sink;
+
+// Runs body on `procs` Ps in the child, then exits through exit() so that
+// TSan can set the status.
+template <class F>
+[[noreturn]] void race_child(int procs, F body, unsigned watchdog_seconds = 60) {
+  ::alarm(watchdog_seconds);
+  Config cfg;
+  cfg.procs = procs;
+  run(body, cfg);
+  std::fflush(nullptr);
+  std::exit(0);
+}
+
+class Race : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    if (!internal::kRaceEnabled) GTEST_SKIP() << "not a -Db_sanitize=thread build (docs/race.md)";
+  }
+  int procs() const { return GetParam(); }
+};
+
+// A racy program reports, with both accesses' stacks naming the function
+// that made them, and exits with TSan's status.
+#define EXPECT_RACE(procs, body, first_fn, second_fn)                                      \
+  EXPECT_EXIT(race_child(procs, body), ::testing::ExitedWithCode(kReported),               \
+              std::string(kDataRace) + "(.|\n)*" + first_fn + "(.|\n)*" + second_fn)
+#define EXPECT_NO_RACE(procs, body)                                      \
+  EXPECT_EXIT(race_child(procs, body), ::testing::ExitedWithCode(0), \
+              ::testing::Not(::testing::HasSubstr("ThreadSanitizer")))
+
+// ---- planted races ----
+
+long g_counter = 0;
+
+__attribute__((noinline)) void bump_counter() { g_counter++; }
+
+TEST_P(Race, UnsynchronisedGoroutinesAreReported) {
+  auto body = [] {
+    WaitGroup wg;
+    for (int i = 0; i < 4; i++) {
+      wg.add(1);
+      go([&wg] {
+        for (int k = 0; k < 200; k++) {
+          bump_counter();
+          if (k % 20 == 0) yield();
+        }
+        wg.done();
+      });
+    }
+    wg.wait();
+  };
+  EXPECT_RACE(procs(), body, "bump_counter", "bump_counter");
+}
+
+int g_after_send = 0;
+__attribute__((noinline)) void write_after_send() { g_after_send = 1; }
+__attribute__((noinline)) int read_after_recv() { return g_after_send; }
+
+// A buffered send does not wait for its receive: what the sender does after
+// it is not ordered with what the receiver does after receiving.
+TEST_P(Race, WriteAfterBufferedSendIsNotOrderedByIt) {
+  auto body = [] {
+    auto ch = make_chan<int>(1);
+    // Both stay alive until main has seen both accesses: TSan drops a report
+    // whose earlier access belongs to a goroutine already gone.
+    WaitGroup both;  // orders each with main, not with each other
+    auto hold = make_chan<int>();
+    both.add(2);
+    go([ch, hold, &both] {
+      ch.send(1);
+      write_after_send();
+      both.done();
+      (void)hold.recv();
+    });
+    go([ch, hold, &both] {
+      (void)ch.recv();
+      for (int i = 0; i < 200; i++) yield();  // let the sender write first, usually
+      g_sink = static_cast<size_t>(read_after_recv());
+      both.done();
+      (void)hold.recv();
+    });
+    both.wait();
+    hold.close();
+  };
+  EXPECT_RACE(procs(), body, "write_after_send|read_after_recv", "read_after_recv|write_after_send");
+}
+
+int g_result = 0;
+__attribute__((noinline)) void write_result_late() { g_result = 42; }
+__attribute__((noinline)) int read_result() { return g_result; }
+
+TEST_P(Race, WriteAfterDoneIsReported) {
+  auto body = [] {
+    WaitGroup wg;
+    wg.add(1);
+    go([&wg] {
+      wg.done();
+      write_result_late();
+    });
+    wg.wait();
+    sleep(absl::Milliseconds(20));
+    g_sink = static_cast<size_t>(read_result());
+  };
+  EXPECT_RACE(procs(), body, "write_result_late|read_result", "read_result|write_result_late");
+}
+
+std::map<int, int> g_map;
+Mutex g_map_mu;
+__attribute__((noinline)) void map_put(int k) {
+  std::lock_guard<Mutex> l(g_map_mu);
+  g_map[k] = k;
+}
+__attribute__((noinline)) size_t map_size_unlocked() { return g_map.size(); }
+
+TEST_P(Race, MapReadWithoutItsMutexIsReported) {
+  auto body = [] {
+    WaitGroup wg;
+    wg.add(1);
+    go([&wg] {
+      for (int k = 0; k < 100; k++) {
+        map_put(k);
+        if (k % 10 == 0) yield();
+      }
+      wg.done();
+    });
+    size_t n = 0;
+    for (int k = 0; k < 100; k++) {
+      n += map_size_unlocked();
+      if (k % 10 == 0) yield();
+    }
+    wg.wait();
+    g_sink = n;
+  };
+  EXPECT_RACE(procs(), body, "map_put|map_size_unlocked", "map_size_unlocked|map_put");
+}
+
+// ---- the same programs, synchronised: nothing to report ----
+
+TEST_P(Race, CounterUnderMutexIsQuiet) {
+  auto body = [] {
+    WaitGroup wg;
+    Mutex mu;
+    for (int i = 0; i < 4; i++) {
+      wg.add(1);
+      go([&] {
+        for (int k = 0; k < 200; k++) {
+          {
+            std::lock_guard<Mutex> l(mu);
+            bump_counter();
+          }
+          if (k % 20 == 0) yield();
+        }
+        wg.done();
+      });
+    }
+    wg.wait();
+    EXPECT_EQ(g_counter, 800);
+  };
+  EXPECT_NO_RACE(procs(), body);
+}
+
+TEST_P(Race, ValuesHandedOverChannelsAreQuiet) {
+  auto body = [] {
+    // Buffered: a producer fills slots of a vector and sends the index.
+    std::vector<std::string> data(200);
+    auto idx = make_chan<int>(8);
+    go([&data, idx] {
+      for (int i = 0; i < 200; i++) {
+        data[static_cast<size_t>(i)] = "value " + std::to_string(i);
+        idx.send(i);
+      }
+      idx.close();
+    });
+    size_t total = 0;
+    for (int i : idx) total += data[static_cast<size_t>(i)].size();
+    EXPECT_GT(total, 0u);
+    // Unbuffered, both ways: what the receiver did before receiving happens
+    // before the send completes.
+    auto rendezvous = make_chan<std::vector<int>>();
+    int before_recv = 0;
+    go([&before_recv, rendezvous] {
+      before_recv = 7;
+      (void)rendezvous.recv();
+    });
+    rendezvous.send(std::vector<int>(100, 1));
+    EXPECT_EQ(before_recv, 7);
+    // Capacity 1 as a semaphore: the k-th receive happens before the
+    // (k+1)-th send completes.
+    auto sem = make_chan<int>(1);
+    int shared = 0;
+    WaitGroup wg;
+    for (int i = 0; i < 4; i++) {
+      wg.add(1);
+      go([&] {
+        sem.send(0);
+        shared++;
+        (void)sem.recv();
+        wg.done();
+      });
+    }
+    wg.wait();
+    EXPECT_EQ(shared, 4);
+    // Close before a receive that sees it; select.
+    auto closed = make_chan<int>();
+    int before_close = 0;
+    go([&before_close, closed] {
+      before_close = 3;
+      closed.close();
+    });
+    int got = -1;
+    select(on_recv(closed, [&](std::optional<int> v) { got = v ? *v : 0; }));
+    EXPECT_EQ(got, 0);
+    EXPECT_EQ(before_close, 3);
+  };
+  EXPECT_NO_RACE(procs(), body);
+}
+
+TEST_P(Race, SyncPrimitivesAreQuiet) {
+  auto body = [] {
+    // WaitGroup: writes before done, read after wait.
+    std::vector<int> results(8);
+    WaitGroup wg;
+    for (int i = 0; i < 8; i++) {
+      wg.add(1);
+      go([&, i] {
+        results[static_cast<size_t>(i)] = i;
+        wg.done();
+      });
+    }
+    wg.wait();
+    EXPECT_EQ(results[7], 7);
+    // RWMutex: a writer, then readers.
+    RWMutex rw;
+    int guarded = 0;
+    WaitGroup wg2;
+    for (int i = 0; i < 4; i++) {
+      wg2.add(1);
+      go([&, i] {
+        if (i == 0) {
+          std::lock_guard<RWMutex> l(rw);
+          guarded++;
+        } else {
+          rw.lock_shared();
+          EXPECT_GE(guarded, 0);
+          rw.unlock_shared();
+        }
+        wg2.done();
+      });
+    }
+    wg2.wait();
+    // Once: the function's effects before every call's return.
+    Once once;
+    int init = 0;
+    WaitGroup wg3;
+    for (int i = 0; i < 4; i++) {
+      wg3.add(1);
+      go([&] {
+        once.call([&] { init = 5; });
+        EXPECT_EQ(init, 5);
+        wg3.done();
+      });
+    }
+    wg3.wait();
+    // Semaphore as a lock.
+    Semaphore sem(1);
+    int by_sem = 0;
+    WaitGroup wg4;
+    for (int i = 0; i < 4; i++) {
+      wg4.add(1);
+      go([&] {
+        sem.acquire();
+        by_sem++;
+        sem.release();
+        wg4.done();
+      });
+    }
+    wg4.wait();
+    EXPECT_EQ(by_sem, 4);
+  };
+  EXPECT_NO_RACE(procs(), body);
+}
+
+TEST_P(Race, SpawnContextTimersAndRunEndAreQuiet) {
+  static std::vector<int> after_run;
+  auto body = [] {
+    // go: everything before the spawn happens before the goroutine.
+    std::vector<int> prepared(16, 0);
+    prepared[3] = 9;
+    auto done = make_chan<int>();
+    go([&prepared, done] { done.send(prepared[3]); });
+    EXPECT_EQ(*done.recv(), 9);
+    // Context: cancel happens before err() and done() observed.
+    auto [ctx, cancel] = with_cancel(background());
+    int before_cancel = 0;
+    go([&before_cancel, cancel = cancel] {
+      before_cancel = 1;
+      cancel();
+    });
+    (void)ctx.done().recv();
+    EXPECT_EQ(before_cancel, 1);
+    EXPECT_FALSE(ctx.err().ok());
+    // Timers: arming happens before the function / the channel's value.
+    int armed = 4;
+    auto fired = make_chan<int>(1);
+    auto t = after_func(absl::Milliseconds(5), [&armed, fired] { fired.send(armed); });
+    EXPECT_EQ(*fired.recv(), 4);
+    (void)after(absl::Milliseconds(2)).recv();
+    // run's end: what goroutines did comes before run() returns.
+    go([] { after_run.push_back(1); });
+  };
+  EXPECT_EXIT(
+      {
+        ::alarm(60);
+        Config cfg;
+        cfg.procs = procs();
+        run(body, cfg);
+        after_run.push_back(2);
+        std::fflush(nullptr);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), ::testing::Not(::testing::HasSubstr("ThreadSanitizer")));
+}
+
+// Go 1.19's race detector stops at 8,128 live goroutines; so does gort, with
+// Go's text, instead of TSan's own failure deep in its runtime.
+// Slow: TSan clears ~200 KiB for each new fiber (over a minute for 8,128 on
+// the 2-core development machine), so it runs when GORT_RACE_SLOW_TESTS=1.
+TEST_P(Race, LiveGoroutineLimitIsAFatalErrorWithGosText) {
+  if (procs() != 1) GTEST_SKIP() << "one P is enough";
+  if (std::getenv("GORT_RACE_SLOW_TESTS") == nullptr) GTEST_SKIP() << "set GORT_RACE_SLOW_TESTS=1 (takes minutes)";
+  auto body = [] {
+    auto never = make_chan<int>();
+    for (int i = 0; i < internal::kRaceLimitGoroutines + 10; i++) go([never] { (void)never.recv(); });
+  };
+  EXPECT_EXIT(race_child(1, body, 600), ::testing::ExitedWithCode(2),
+              "fatal error: race: limit on 8128 simultaneously alive goroutines is exceeded, dying");
+}
+
+INSTANTIATE_TEST_SUITE_P(Procs, Race, ::testing::Values(1, 2), [](const auto& info) {
+  return "procs" + std::to_string(info.param);
+});
+
+}  // namespace
+}  // namespace gort
