@@ -39,9 +39,8 @@ void stopm(M* m);
 // keep readying each other through runnext cannot starve it.
 inline constexpr uint32_t kGlobalRunqCheckTicks = 61;
 
-// Where runqput puts g: the tail of the local queue, or the runnext slot
-// (it runs next on this P; what was there moves to the tail), Go's `next`.
-// Puts g on p's local queue; half of a full queue moves to the global queue.
+// Puts g on p's local queue, at its tail or in runnext (RunqAt, runq.hpp);
+// half of a full queue moves to the global queue.
 inline void runqput(P* p, G* g, RunqAt at) {
   GQueue overflow;
   if (!p->runq.put(g, at, &overflow, sched.procs() == 1)) {

@@ -15,7 +15,7 @@
 
 // GORT_RACE: the race detector (a -Db_sanitize=thread build; docs/race.md).
 // The library is then compiled without TSan's instrumentation, as Go's
-// runtime is, and says what it synchronises through gmp/race.hpp.
+// runtime is, and says what it synchronises through <gort/detail/race.hpp>.
 // GORT_RACE_RUNTIME: the library instrumented too (-Drace_runtime=true), to
 // find the runtime's own races.
 #if defined(GORT_RACE) || defined(GORT_RACE_RUNTIME) || defined(__SANITIZE_THREAD__)
@@ -89,21 +89,14 @@ inline void tsan_destroy_fiber(void* f) {
 #endif
 }
 
-#ifdef GORT_TSAN_ON
-extern "C" void AnnotateIgnoreSyncBegin(const char* file, int line);
-extern "C" void AnnotateIgnoreSyncEnd(const char* file, int line);
-#endif
-
 // A fiber that starts with nobody's history: a new fiber otherwise inherits
 // the clock of the fiber that creates it (how a goroutine inherits its
 // spawner's), which for a runtime fiber would be whichever goroutine
 // happened to be running.
 inline void* tsan_create_orphan_fiber() {
 #ifdef GORT_TSAN_ON
-  AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
-  void* f = __tsan_create_fiber(0);
-  AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
-  return f;
+  RaceIgnoreSync no_history;
+  return __tsan_create_fiber(0);
 #else
   return nullptr;
 #endif

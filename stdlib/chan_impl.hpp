@@ -177,18 +177,22 @@ inline void elem_destroy(const ElemType* et, void* p) {
 inline const void* race_sent(const ChanCore* c) { return c; }
 inline const void* race_received(const ChanCore* c) { return reinterpret_cast<const char*>(c) + 1; }
 
+// What a send (or receive) releases as it starts and acquires as it
+// completes; select does the same per case.
+inline void race_chan_start(const ChanCore* c, bool send) { race_release(send ? race_sent(c) : race_received(c)); }
+inline void race_chan_done(const ChanCore* c, bool send) { race_acquire(send ? race_received(c) : race_sent(c)); }
+
 // A send's or receive's edges, for its whole length.
 class RaceChanOp {
  public:
-  RaceChanOp(const ChanCore* c, bool send) : done_(send ? race_received(c) : race_sent(c)) {
-    race_release(send ? race_sent(c) : race_received(c));
-  }
-  ~RaceChanOp() { race_acquire(done_); }
+  RaceChanOp(const ChanCore* c, bool send) : c_(c), send_(send) { race_chan_start(c, send); }
+  ~RaceChanOp() { race_chan_done(c_, send_); }
   RaceChanOp(const RaceChanOp&) = delete;
   RaceChanOp& operator=(const RaceChanOp&) = delete;
 
  private:
-  const void* done_;
+  const ChanCore* c_;
+  bool send_;
   RaceIgnore ignore_;
 };
 

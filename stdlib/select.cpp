@@ -260,14 +260,14 @@ int selectgo(SelectCase* cases, int n, bool block) {
   preempt_check();
   if constexpr (kRaceEnabled) {
     for (int i = 0; i < n; i++) {
-      if (cases[i].c != nullptr) race_release(cases[i].is_send ? race_sent(cases[i].c) : race_received(cases[i].c));
+      if (cases[i].c != nullptr) race_chan_start(cases[i].c, cases[i].is_send);
     }
     int i;
     {
       RaceIgnore ignore;
       i = selectgo_impl(cases, n, block);
     }
-    if (i >= 0) race_acquire(cases[i].is_send ? race_received(cases[i].c) : race_sent(cases[i].c));
+    if (i >= 0) race_chan_done(cases[i].c, cases[i].is_send);
     return i;
   }
   return selectgo_impl(cases, n, block);

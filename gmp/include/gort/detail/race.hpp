@@ -18,7 +18,6 @@
 // otherwise nothing.
 #pragma once
 
-#include <cstddef>
 
 #if defined(GORT_RACE) || defined(__SANITIZE_THREAD__)
 #define GORT_RACE_ANNOTATE 1
@@ -32,8 +31,6 @@
 extern "C" {
 void __tsan_acquire(void* addr);
 void __tsan_release(void* addr);
-void __tsan_read_range(void* addr, unsigned long size);
-void __tsan_write_range(void* addr, unsigned long size);
 void __tsan_ignore_thread_begin();
 void __tsan_ignore_thread_end();
 void AnnotateIgnoreSyncBegin(const char* file, int line);
@@ -73,25 +70,6 @@ inline void race_release(const void* addr) {
   __tsan_release(const_cast<void*>(addr));
 #else
   (void)addr;
-#endif
-}
-
-// The calling goroutine reads / writes [addr, addr+n) (a system call does
-// it for it: Go's raceReadRange / raceWriteRange).
-inline void race_read_range(const void* addr, size_t n) {
-#ifdef GORT_RACE_ANNOTATE
-  if (n > 0) __tsan_read_range(const_cast<void*>(addr), n);
-#else
-  (void)addr;
-  (void)n;
-#endif
-}
-inline void race_write_range(void* addr, size_t n) {
-#ifdef GORT_RACE_ANNOTATE
-  if (n > 0) __tsan_write_range(addr, n);
-#else
-  (void)addr;
-  (void)n;
 #endif
 }
 
