@@ -241,7 +241,9 @@ void check_dead_locked() {
   if (sched.stopping.load(std::memory_order_relaxed)) return;
   // Ms inside blocking() count as running: their call may return and
   // wake someone.
-  int32_t run = sched.mcount - sched.nmidle;
+  // Ms asleep until their locked G is picked count as idle (that G is on
+  // a run queue, which the checks below see).
+  int32_t run = sched.mcount - sched.nmidle - sched.nmidlelocked;
   if (run > 0) return;
   if (sched.netpoll_blocked.load(std::memory_order_relaxed)) return;
   if (sched.external_ops.load(std::memory_order_acquire) > 0) return;

@@ -128,6 +128,14 @@ struct alignas(64) G {
   G* allg_prev = nullptr;
   G* allg_next = nullptr;
   M* m = nullptr;           // the M running this G; null otherwise (relaxed_store)
+  // The M this G must run on (Go's g.lockedm): set while the G waits to
+  // resume from an asynchronous preemption (lockedm.cpp). Written by that
+  // M while the G is off every queue; read by whoever takes the G from a
+  // queue (relaxed_store: schedtrace reads it from sysmon).
+  M* lockedm = nullptr;
+  // The preemption signal's handler reserved a locked M for this
+  // preemption (lockedm.cpp); the trampoline's yield consumes it.
+  bool preempt_locks_m = false;
   // Goroutine-local storage (GoroutineLocal), destroyed at exit.
   void* locals = nullptr;
   G* schedlink = nullptr;   // run queue / free list link

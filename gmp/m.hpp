@@ -73,6 +73,15 @@ struct M {
   bool spinning = false; // looking for work without a P's own work (relaxed_store)
   bool is_main = false;  // the thread that called gort::run
   Note park;             // sleeps here when idle
+  // The goroutine this M runs and no other (Go's m.lockedg; lockedm.cpp):
+  // an asynchronously preempted G waits for its own thread. Only this M
+  // writes it.
+  G* lockedg = nullptr;
+  // Asleep in stoplockedm until a P is handed over for lockedg (Sched::lock).
+  bool stoplocked = false;
+  // A G locked to another M that this M took from its queue on the direct
+  // switch path (next_local): g0 hands it over (startlockedm).
+  G* handoff_g = nullptr;
 
   AfterSwitch after = AfterSwitch::kNone;
   bool (*park_unlock)(G* g, void* arg) = nullptr;

@@ -170,15 +170,32 @@ void gosched() {
   releasem(getm());
 }
 
-void preempt_park(G* g) {
+void preempt_park(G* g, PreemptKind kind) {
   M* m = getm();
   acquirem(m);
   g->preempt.store(false, std::memory_order_relaxed);
   g->ran_out = true;
   if (P* p = ensurep(m)) p->preempted = g;
   set_status(g, GStatus::kRunning, GStatus::kRunnable);
-  gschedule(g, AfterSwitch::kGlobal);
-  releasem(getm());
+  if (kind != PreemptKind::kAsyncLocked) {
+    gschedule(g, AfterSwitch::kGlobal);
+    releasem(getm());
+    return;
+  }
+  // Interrupted anywhere in C++ code: the goroutine may be in the middle of
+  // this thread's state (a thread_local being built, its address in a
+  // register), so it resumes on this thread and nothing else runs here
+  // meanwhile. g0 decides where it waits (lockedg_next).
+  relaxed_store(g->lockedm, m);
+  relaxed_store(m->lockedg, g);
+  m->after = AfterSwitch::kNone;
+  relaxed_store<G*>(m->curg, nullptr);
+  switch_to(g, &m->g0);
+  if (getm() != m) fatal("preempt_park: a locked goroutine resumed on another M");
+  relaxed_store<G*>(m->lockedg, nullptr);
+  relaxed_store<M*>(g->lockedm, nullptr);
+  sched.npreemptlocked.fetch_sub(1, std::memory_order_relaxed);
+  releasem(m);
 }
 
 void preempt_check() {

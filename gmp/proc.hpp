@@ -103,6 +103,10 @@ inline G* next_local(M* m) {
   bool inherit = false;
   G* g = p->runq.get(sched.procs() == 1, &inherit);
   if (g == nullptr) return nullptr;
+  if (relaxed_load(g->lockedm) != nullptr) [[unlikely]] {
+    m->handoff_g = g;  // g0 hands it to its own M (lockedm.cpp)
+    return nullptr;
+  }
   make_current(m, g, inherit);
   return g;
 }

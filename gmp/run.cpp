@@ -54,6 +54,7 @@ void begin_stop() {
     m->nextp = nullptr;
     m->park.wakeup();
   }
+  wake_locked_ms_locked();
   if (sched.hooks.netpoll_break != nullptr) sched.hooks.netpoll_break();
 }
 
@@ -96,6 +97,8 @@ int resolve_procs(int requested) {
 void reset_sched(const Config& cfg) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   sched.midle = nullptr;
   sched.nmidle = 0;
+  sched.nmidlelocked = 0;
+  sched.npreemptlocked.store(0);
   sched.mcount = 0;
   sched.pidle = nullptr;
   sched.npidle.store(0);

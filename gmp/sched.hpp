@@ -115,6 +115,12 @@ struct Sched {
   M* midle ABSL_GUARDED_BY(lock) = nullptr;
   int32_t nmidle ABSL_GUARDED_BY(lock) = 0;
   int32_t mcount ABSL_GUARDED_BY(lock) = 0;
+  // Ms asleep in stoplockedm, waiting for their locked G to be picked
+  // (Go's nmidlelocked; lockedm.cpp).
+  int32_t nmidlelocked ABSL_GUARDED_BY(lock) = 0;
+  // Ms reserved by preemptions that lock their G to its M (lockedm.cpp),
+  // at most kMaxPreemptLockedMs.
+  std::atomic<int32_t> npreemptlocked{0};
   P* pidle ABSL_GUARDED_BY(lock) = nullptr;
   std::atomic<int32_t> npidle{0};
   std::atomic<int32_t> nmspinning{0};
@@ -228,8 +234,31 @@ void inject(GQueue* q);
 
 // Go's Gosched: the running G goes to the back of the queue.
 void gosched();
-// A preempted G (async or cooperative) yields to the global queue.
-void preempt_park(G* g);
+// A preempted G yields to the global queue. How: at a gort call
+// (kCooperative), or from the preemption signal's trampoline, keeping its
+// thread (kAsyncLocked, lockedm.cpp) or not (kAsync: more Ms than
+// kMaxPreemptLockedMs wait for their goroutines already).
+enum class PreemptKind : uint8_t { kCooperative, kAsync, kAsyncLocked };
+void preempt_park(G* g, PreemptKind kind = PreemptKind::kCooperative);
+
+// ---- locked Ms (lockedm.cpp) ----
+
+// How many Ms may wait for their asynchronously preempted goroutines at
+// once. Past it a preemption moves the goroutine as a cooperative one does
+// (and the signal handler then declines where the goroutine holds a
+// thread-local address).
+inline constexpr int32_t kMaxPreemptLockedMs = 1024;
+// Reserves a locked M for the preemption being injected; async-signal-safe.
+bool preempt_lock_reserve();
+// The next G for an M that has a locked G (m->lockedg) which just switched
+// away: that G itself, once this M holds a P for it (Go's stoplockedm).
+// Null when the runtime stops.
+G* lockedg_next(M* m);
+// m (on g0, holding a P) found g, which is locked to another M: hands its P
+// to that M and sleeps until given one (Go's startlockedm).
+void startlockedm(M* m, G* g);
+// begin_stop: wakes the Ms asleep in stoplockedm. Sched::lock held.
+void wake_locked_ms_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock);
 
 // ---- Ms and Ps ----
 void wakep();

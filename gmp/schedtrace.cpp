@@ -13,9 +13,10 @@
 // 1 runnable, 2 running, 3 running inside gort::blocking (Go's syscall),
 // 4 waiting, 6 dead; P: 0 idle, 1 running, 2 held by an M inside blocking()
 // (Go's syscall), 3 stopped for set_procs (Go's gcstop), 4 dead). gcwaiting
-// and stopwait are set_procs's stop of the world, as in Go. Go's fields
-// that gort has no use for print the value they always have here
-// (nmidlelocked, mallocing, throwing, preemptoff, dying, lockedg, lockedm).
+// and stopwait are set_procs's stop of the world, as in Go; lockedg,
+// lockedm and nmidlelocked show asynchronously preempted goroutines waiting
+// for their own M (lockedm.cpp). Go's fields that gort has no use for print
+// the value they always have here (mallocing, throwing, preemptoff, dying).
 //
 // Nothing is stopped: counters are relaxed loads, the lists of Ms and Gs and
 // the idle list of Ms are walked under Sched::lock (as Go walks them under
@@ -64,6 +65,16 @@ int go_pstatus(PStatus s) {
 
 const char* go_bool(bool b) { return b ? "true" : "false"; }
 
+int64_t lockedg_id(const M* m) {
+  const G* g = relaxed_load(m->lockedg);
+  return g != nullptr ? relaxed_load(g->id) : -1;
+}
+
+int64_t lockedm_id(const G* g) {
+  const M* m = relaxed_load(g->lockedm);
+  return m != nullptr ? m->id : -1;
+}
+
 struct MRow {
   M* m;
   int32_t p = -1;
@@ -96,7 +107,7 @@ void format_ms_and_gs(std::string* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock
     absl::StrAppend(out, "  M", r.m->id, ": p=", r.p, " curg=", r.curg,
                     " mallocing=0 throwing=0 preemptoff= locks=", r.m->locks.load(kRelaxed),
                     " dying=0 spinning=", go_bool(relaxed_load(r.m->spinning)),
-                    " blocked=", go_bool(r.blocked), " lockedg=-1\n");
+                    " blocked=", go_bool(r.blocked), " lockedg=", lockedg_id(r.m), "\n");
   }
   for (G* g = sched.allg; g != nullptr; g = g->allg_next) {
     // Status first: a G that is not running has no M to show, whatever its
@@ -106,7 +117,7 @@ void format_ms_and_gs(std::string* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock
     if (st != GStatus::kRunning) m = nullptr;
     absl::StrAppend(out, "  G", relaxed_load(g->id), ": status=", go_gstatus(st, m), "(",
                     wait_reason_string(relaxed_load(g->waitreason)), ") m=", m ? m->id : -1,
-                    " lockedm=-1\n");
+                    " lockedm=", lockedm_id(g), "\n");
   }
 }
 
@@ -131,7 +142,7 @@ void schedtrace_format(int64_t start, int64_t now, bool detailed, std::string* o
                   " idlethreads=", sched.nmidle, " runqueue=", sched.runqsize.load(kRelaxed));
   if (detailed) {
     absl::StrAppend(out, " gcwaiting=", sched.gcwaiting.load(kRelaxed) ? 1 : 0,
-                    " nmidlelocked=0 stopwait=", sched.stopwait,
+                    " nmidlelocked=", sched.nmidlelocked, " stopwait=", sched.stopwait,
                     " sysmonwait=", sched.sysmon_wait.load(kRelaxed) ? 1 : 0, "\n");
   }
   for (size_t i = 0; i < nprocs; i++) {

@@ -6,6 +6,9 @@
 //     its P's local queue (one jump), and to its M's g0 only when the local
 //     queue is empty or every 61st tick (so the global queue is not starved);
 //     next_local and gschedule (proc.hpp) do that;
+//   - a G locked to another M (an asynchronously preempted one, lockedm.cpp)
+//     goes to its M: g0 hands it this P (startlockedm); an M whose own
+//     locked G switched away runs only that G (lockedg_next);
 //   - g0 runs find_runnable: this P's expired timers; every 61st tick one G
 //     of the global queue; runnext and the local queue; the global queue (a
 //     batch); a non-blocking netpoll; the other Ps' expired timers, then
@@ -258,9 +261,26 @@ void execute(M* m, G* g) {
 void schedule_loop() {
   for (;;) {
     M* m = getm();
-    G* g = find_runnable(m);
-    if (g == nullptr) return;
+    if (m->lockedg != nullptr) [[unlikely]] {
+      // Our asynchronously preempted G switched away: this M runs it and
+      // nothing else (lockedm.cpp).
+      G* g = lockedg_next(m);
+      if (g == nullptr) return;
+      execute(m, g);
+      continue;
+    }
+    G* g = m->handoff_g;
+    if (g != nullptr) {
+      m->handoff_g = nullptr;
+    } else {
+      g = find_runnable(m);
+      if (g == nullptr) return;
+    }
     if (m->spinning) reset_spinning(m);
+    if (relaxed_load(g->lockedm) != nullptr) [[unlikely]] {
+      startlockedm(m, g);
+      continue;
+    }
     execute(m, g);
   }
 }

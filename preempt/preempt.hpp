@@ -17,11 +17,16 @@
 //   5. the thread holds no OS lock and is inside no one-time
 //      initialisation (m->oslocks, counted by oslock.cpp);
 //   6. the interrupted context runs with the M's own signal mask (not
-//      inside a signal handler), and neither its registers nor its live
-//      frames hold an address in the thread's TLS or a signal frame
-//      (frames_preemptible: a thread_local being constructed or used
-//      through its address, a handler with SA_NODEFER).
-// Otherwise nothing happens and sysmon asks again a little later.
+//      inside a signal handler), and its live frames hold no signal frame
+//      (frames_preemptible: a handler with SA_NODEFER).
+// Otherwise nothing happens and sysmon asks again a little later. The
+// preempted goroutine then resumes on this M, which runs nothing else
+// meanwhile (gmp/lockedm.cpp), so C++ code in the middle of thread-local
+// state (an inlined thread_local initialiser, a thread_local's address in a
+// register) is never seen half done nor moved. Only past
+// kMaxPreemptLockedMs such waiting Ms does a preemption move the goroutine;
+// then an address in the thread's TLS in its registers or frames also
+// makes the point unsafe.
 #pragma once
 
 #include <link.h>
@@ -161,7 +166,8 @@ void sigquit_poll();
 void frames_init(int preempt_sig);
 // Check 6 above, for g interrupted in context uc, on g's thread, from the
 // signal handler. Reads the G's live stack: O(depth).
-bool frames_preemptible(const G* g, const ucontext_t* uc);
+enum class TlsCheck : bool { kNo = false, kYes = true };
+bool frames_preemptible(const G* g, const ucontext_t* uc, TlsCheck tls);
 
 // For tests: when set, called by the trampoline's yield on the preempted
 // goroutine's stack before it gives up the P, so that a test can unwind

@@ -12,8 +12,10 @@
 // signal handler.
 //
 // Beyond the PC, what the interrupted goroutine is in the middle of
-// (frames_preemptible): a user signal handler, or work on a thread_local
-// object, both of which belong to the thread and not to the goroutine.
+// (frames_preemptible): a user signal handler, which belongs to the thread
+// and not to the goroutine; and, only when the goroutine cannot keep its
+// thread until it resumes (past kMaxPreemptLockedMs, gmp/lockedm.cpp), work
+// on a thread_local object through its address.
 #include <dlfcn.h>
 #include <link.h>
 #include <signal.h>
@@ -68,8 +70,8 @@ int add_vdso_segments(dl_phdr_info* info, size_t, void* arg) {
 
 // The library functions a program calls to read the clock, each only as
 // far as its own symbol reaches: libc's wrappers (which call the vDSO and
-// touch no TLS but errno, whose address in a register makes
-// frames_preemptible decline) and libstdc++'s chrono clocks.
+// touch no thread state but errno, which stays right: the goroutine resumes
+// on its thread) and libstdc++'s chrono clocks.
 void add_clock_ranges() {
   uintptr_t ehdr = getauxval(AT_SYSINFO_EHDR);
   if (ehdr != 0) dl_iterate_phdr(&add_vdso_segments, &ehdr);
@@ -147,15 +149,17 @@ void frames_init(int preempt_sig) {
 
 // It reads the goroutine's whole live stack, red zone and dead frames
 // included, which ASan would report as out-of-bounds stack reads.
-__attribute__((no_sanitize("address"))) bool frames_preemptible(const G* g, const ucontext_t* uc) {
+__attribute__((no_sanitize("address"))) bool frames_preemptible(const G* g, const ucontext_t* uc, TlsCheck tls) {
 #if !defined(__x86_64__)
   (void)g;
   (void)uc;
+  (void)tls;
   return false;  // no trampoline elsewhere: never asked
 #else
   uintptr_t tp = thread_pointer();
+  // An empty range when the goroutine keeps its thread (lockedm.cpp).
   uintptr_t tls_lo = tp + static_cast<uintptr_t>(g_tls_lo);
-  uintptr_t tls_hi = tp + static_cast<uintptr_t>(g_tls_hi);
+  uintptr_t tls_hi = tls == TlsCheck::kYes ? tp + static_cast<uintptr_t>(g_tls_hi) : tls_lo;
   auto in_tls = [&](uintptr_t v) { return v - tls_lo < tls_hi - tls_lo; };
   // A register pointing into the thread's TLS: the code works on a
   // thread_local object through its address (a constructor's `this`, a

@@ -130,10 +130,20 @@ void on_signal(int sig, siginfo_t* info, void* ucv) {
   }
   uint64_t mask;
   std::memcpy(&mask, &uc->uc_sigmask, sizeof mask);
-  if (mask != m->sigmask || !frames_preemptible(g, uc)) {
+  if (mask != m->sigmask) {
     errno = saved_errno;
     return;
   }
+  // The goroutine keeps this thread until it resumes (gmp/lockedm.cpp), so
+  // thread-local addresses in its registers or frames stay right; past the
+  // cap it may move, and then such an address makes this an unsafe point.
+  bool locks_m = preempt_lock_reserve();
+  if (!frames_preemptible(g, uc, locks_m ? TlsCheck::kNo : TlsCheck::kYes)) {
+    if (locks_m) sched.npreemptlocked.fetch_sub(1, std::memory_order_relaxed);
+    errno = saved_errno;
+    return;
+  }
+  g->preempt_locks_m = locks_m;
   // Inject a call to the trampoline, skipping the red zone.
   rsp -= 128 + 8;
   *reinterpret_cast<uintptr_t*>(rsp) = rip;
@@ -334,5 +344,7 @@ extern "C" void gort_async_preempt_yield() {
   G* g = relaxed_load(m->curg);
   g->async_preempts++;
   if (auto* hook = async_preempt_hook.load(std::memory_order_relaxed)) hook();
-  preempt_park(g);
+  bool locks_m = g->preempt_locks_m;
+  g->preempt_locks_m = false;
+  preempt_park(g, locks_m ? PreemptKind::kAsyncLocked : PreemptKind::kAsync);
 }

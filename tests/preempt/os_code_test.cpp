@@ -252,7 +252,7 @@ thread_local SlowPerThread ns_tls;
 
 __attribute__((noinline)) int ns_tls_value() { return ns_tls.value; }
 
-TEST_P(OsCode, DISABLED_ThreadLocalInitialiserAtNamespaceScope) {
+TEST_P(OsCode, ThreadLocalInitialiserAtNamespaceScope) {
   auto child = reporting([&] {
     std::atomic<int> wrong{0};
     gort::run([&] { on_goroutines(workers() * 2, [&](int) { wrong += ns_tls_value() != 42; }); }, cfg());
@@ -267,7 +267,7 @@ __attribute__((noinline)) int local_tls_value() {
   return t.value;
 }
 
-TEST_P(OsCode, DISABLED_ThreadLocalInitialiserAtFunctionScope) {
+TEST_P(OsCode, ThreadLocalInitialiserAtFunctionScope) {
   auto child = reporting([&] {
     std::atomic<int> wrong{0};
     gort::run([&] { on_goroutines(workers() * 2, [&](int) { wrong += local_tls_value() != 42; }); }, cfg());

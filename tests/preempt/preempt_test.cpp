@@ -218,7 +218,8 @@ TEST(Preempt, LateSignalStillPreemptsAfterSysmonRetried) {
 #endif
 }
 
-// ---- preempted goroutines resume intact, on other threads ----
+// ---- preempted goroutines resume intact: on their own thread, or (past
+// the cap of locked Ms) on another ----
 
 // An integer chain the spinners compute between looks at their M.
 __attribute__((noinline)) uint64_t chain_round(uint64_t h, uint64_t round) {
@@ -229,12 +230,58 @@ __attribute__((noinline)) uint64_t chain_round(uint64_t h, uint64_t round) {
   return h;
 }
 
+volatile uint64_t chain_sink = 0;
+
 uint64_t chain_reference(uint64_t seed, uint64_t rounds) {
   uint64_t h = seed;
   for (uint64_t r = 0; r < rounds; r++) h = chain_round(h, r);
   return h;
 }
 
+// An asynchronously preempted goroutine keeps its thread (gmp/lockedm.cpp):
+// 3 spinners on 2 Ps, preempted every ms, each resumes on the M (and OS
+// thread) it started on, every time.
+TEST(Preempt, AsyncPreemptedGoroutineResumesOnItsOwnThread) {
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
+  constexpr int kSpinners = 3;
+  struct Result {
+    bool moved = false;
+    uint32_t preempts = 0;
+    int errno_after = 0;
+  };
+  std::vector<Result> results(kSpinners);
+  run_cfg(preempt_cfg(2, absl::Milliseconds(1)), [&] {
+    Countdown cd(kSpinners);
+    for (int i = 0; i < kSpinners; i++) {
+      gort::go([&, i] {
+        Result& r = results[static_cast<size_t>(i)];
+        write_errno(2000 + i);
+        internal::M* m0 = current_m();
+        pid_t tid0 = os_tid();
+        auto deadline = std::chrono::steady_clock::now() + 5s;
+        uint64_t h = 0;
+        do {
+          h = chain_round(h, 1);
+          if (current_m() != m0 || os_tid() != tid0) r.moved = true;
+        } while (self_async_preempts() < 20 && std::chrono::steady_clock::now() < deadline);
+        chain_sink = h;
+        r.errno_after = read_errno();
+        r.preempts = self_async_preempts();
+        cd.done();
+      });
+    }
+    cd.wait();
+  });
+  for (int i = 0; i < kSpinners; i++) {
+    const Result& r = results[static_cast<size_t>(i)];
+    EXPECT_GE(r.preempts, 20u) << "spinner " << i;
+    EXPECT_FALSE(r.moved) << "spinner " << i << " resumed on another thread after an asynchronous preemption";
+    EXPECT_EQ(r.errno_after, 2000 + i) << "spinner " << i;
+  }
+}
+
+// Past kMaxPreemptLockedMs waiting Ms, a preemption moves the goroutine (as
+// a cooperative one does): it resumes elsewhere with its state intact.
 TEST(Preempt, PreemptedGoroutineResumesOnAnotherThreadWithStateIntact) {
   SKIP_WITHOUT_ASYNC_PREEMPTION();
   constexpr int kSpinners = 3;
@@ -251,6 +298,8 @@ TEST(Preempt, PreemptedGoroutineResumesOnAnotherThreadWithStateIntact) {
   std::vector<Result> results(kSpinners);
   GoroutineLocal<uint64_t> local;
   run_cfg(preempt_cfg(2, absl::Milliseconds(1)), [&] {
+    // Every locked M taken (run() starts from none).
+    internal::sched.npreemptlocked.store(internal::kMaxPreemptLockedMs);
     Countdown cd(kSpinners);
     for (int i = 0; i < kSpinners; i++) {
       gort::go([&, i] {
