@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -278,6 +279,56 @@ TEST(Preempt, AsyncPreemptedGoroutineResumesOnItsOwnThread) {
     EXPECT_FALSE(r.moved) << "spinner " << i << " resumed on another thread after an asynchronous preemption";
     EXPECT_EQ(r.errno_after, 2000 + i) << "spinner " << i;
   }
+}
+
+// Threads in this process (/proc/self/status).
+int process_threads() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  int n = -1;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::sscanf(line, "Threads: %d", &n) == 1) break;
+  }
+  std::fclose(f);
+  return n;
+}
+
+// Many CPU-bound goroutines, each preempted several times: every one
+// finishes with the right answer, and the threads the locked Ms need stay
+// within kMaxPreemptLockedMs (past it, preemptions move goroutines).
+TEST(Preempt, ManySpinnersKeepTheirThreadsWithinTheCap) {
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
+  GORT_SKIP_OVER_RACE_LIMIT(1300);
+  auto child = reporting([] {
+    for (int spinners : {200, internal::kMaxPreemptLockedMs + 200}) {
+      constexpr uint64_t kRounds = 30;  // 1-3 ms of CPU each
+      std::vector<uint64_t> got(static_cast<size_t>(spinners));
+      std::atomic<uint32_t> preempts{0};
+      int threads = 0;
+      run_cfg(preempt_cfg(2, absl::Milliseconds(1)), [&] {
+        Countdown cd(spinners);
+        for (int i = 0; i < spinners; i++) {
+          gort::go([&, i] {
+            got[static_cast<size_t>(i)] = chain_reference(static_cast<uint64_t>(i), kRounds);
+            preempts.fetch_add(self_async_preempts());
+            cd.done();
+          });
+        }
+        cd.wait();
+        threads = process_threads();
+      });
+      int wrong = 0;
+      for (int i = 0; i < spinners; i++) {
+        wrong += got[static_cast<size_t>(i)] != chain_reference(static_cast<uint64_t>(i), kRounds);
+      }
+      EXPECT_EQ(wrong, 0) << spinners << " spinners";
+      EXPECT_GE(preempts.load(), static_cast<uint32_t>(spinners / 2)) << spinners << " spinners";
+      // The locked Ms, an M per P, a spare or two, sysmon and the main thread.
+      EXPECT_LE(threads, std::min(spinners, internal::kMaxPreemptLockedMs) + 8) << spinners << " spinners";
+    }
+  });
+  GORT_EXPECT_SUBPROCESS_OK(120, child);
 }
 
 // Past kMaxPreemptLockedMs waiting Ms, a preemption moves the goroutine (as
