@@ -131,14 +131,14 @@ bool plausible_detail(const std::string& out, int procs) {
   const std::regex header(
       "SCHED \\d+ms: gomaxprocs=" + std::to_string(procs) +
       " idleprocs=\\d+ threads=\\d+ spinningthreads=\\d+ idlethreads=\\d+ runqueue=\\d+ "
-      "gcwaiting=[01] nmidlelocked=0 stopwait=\\d+ sysmonwait=[01]");
+      "gcwaiting=[01] nmidlelocked=\\d+ stopwait=\\d+ sysmonwait=[01]");
   const std::regex pline(
       "  P(\\d+): status=[01234] schedtick=\\d+ syscalltick=\\d+ m=(-1|\\d+) runqsize=\\d+ "
       "gfreecnt=\\d+ timerslen=\\d+");
   const std::regex mline(
       "  M(\\d+): p=(-1|\\d+) curg=(-1|\\d+) mallocing=0 throwing=0 preemptoff= locks=\\d+ "
-      "dying=0 spinning=(true|false) blocked=(true|false) lockedg=-1");
-  const std::regex gline("  G(\\d+): status=([0-6])\\(([^)]*)\\) m=(-1|\\d+) lockedm=-1");
+      "dying=0 spinning=(true|false) blocked=(true|false) lockedg=(-1|\\d+)");
+  const std::regex gline("  G(\\d+): status=([0-6])\\(([^)]*)\\) m=(-1|\\d+) lockedm=(-1|\\d+)");
   size_t at = out.find("gid=");
   if (at == std::string::npos) return false;
   std::string spinner = out.substr(at + 4, out.find(';', at) - at - 4);

@@ -23,10 +23,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <regex>
 #include <string>
 #include <vector>
 
 #include "gmp/sched.hpp"
+#include "gmp/schedtrace.hpp"
 #include "gort/time.hpp"
 #include "preempt/preempt.hpp"
 #include "tests/preempt/helpers.hpp"
@@ -278,6 +280,64 @@ TEST(Preempt, AsyncPreemptedGoroutineResumesOnItsOwnThread) {
     EXPECT_GE(r.preempts, 20u) << "spinner " << i;
     EXPECT_FALSE(r.moved) << "spinner " << i << " resumed on another thread after an asynchronous preemption";
     EXPECT_EQ(r.errno_after, 2000 + i) << "spinner " << i;
+  }
+}
+
+// While one spinner runs on the only P, the other waits for its own M, and
+// a detailed schedtrace says so from both sides (lockedm / lockedg).
+TEST(Preempt, SchedtraceShowsAPreemptedGoroutineWaitingForItsM) {
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
+  std::string trace;
+  int64_t waiter_id = 0;
+  run_cfg(preempt_cfg(1, absl::Milliseconds(1)), [&] {
+    std::atomic<bool> stop{false};
+    std::atomic<int64_t> ids[2] = {0, 0};
+    Countdown cd(2);
+    for (int i = 0; i < 2; i++) {
+      gort::go([&, i] {
+        ids[i] = gort::goroutine_id();
+        while (self_async_preempts() < 3 && !stop.load()) chain_sink = chain_round(chain_sink, 1);
+        if (!stop.exchange(true)) {
+          // The first to be preempted 3 times: the other has had its turns
+          // in between (1 P) and waits, preempted, for its M.
+          internal::schedtrace_format(0, 0, true, &trace);
+          waiter_id = ids[1 - i].load();
+        }
+        cd.done();
+      });
+    }
+    cd.wait();
+  });
+  ASSERT_NE(waiter_id, 0) << "the other spinner never started";
+  std::smatch g;
+  std::regex gline("  G" + std::to_string(waiter_id) + ": status=1\\(\\) m=-1 lockedm=(\\d+)");
+  ASSERT_TRUE(std::regex_search(trace, g, gline)) << trace;
+  std::regex mline("  M" + g[1].str() + ": p=-1 .* lockedg=" + std::to_string(waiter_id));
+  EXPECT_TRUE(std::regex_search(trace, mline)) << trace;
+  EXPECT_NE(trace.find("nmidlelocked=1"), std::string::npos) << trace;
+}
+
+// Ms that waited for their preempted goroutines count as idle again once
+// those goroutines park: a deadlock after a preempted phase is reported.
+TEST(PreemptDeathTest, DeadlockAfterPreemptedSpinnersIsReported) {
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
+  for (int procs : {1, 2}) {
+    EXPECT_EXIT(
+        {
+          ::alarm(30);
+          run_cfg(preempt_cfg(procs, absl::Milliseconds(1)), [] {
+            Countdown never(1);
+            for (int i = 0; i < 3; i++) {
+              gort::go([&] {
+                while (self_async_preempts() < 3) chain_sink = chain_round(chain_sink, 1);
+                never.wait();
+              });
+            }
+            never.wait();
+          });
+        },
+        ::testing::ExitedWithCode(2), "fatal error: all goroutines are asleep - deadlock!")
+        << procs << " P";
   }
 }
 
