@@ -73,7 +73,10 @@ void describe_hit(char* addr, const StackSlot& slot) {
   write_stderr(")\n");
 }
 
-void on_fault(int sig, siginfo_t* info, void* uc) {
+// Not instrumented: ASan calls __asan_handle_no_return before _exit and
+// die(), which looks up this thread's stack (pthread_getattr_np: malloc and
+// /proc/self/maps) and faults again on an exhausted or alternate stack.
+__attribute__((no_sanitize("address"))) void on_fault(int sig, siginfo_t* info, void* uc) {
   if (dying_on_this_thread()) {
     // The traceback of a dying process faulted (a stack it read changed
     // under it, a bug of ours): the message is out, end with it.

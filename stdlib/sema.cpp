@@ -33,13 +33,18 @@ struct SemaWaiter {
   bool handed;  // the releaser handed the count over directly
 };
 
+// A plain thread (no goroutine) cannot park: it polls politely, yielding
+// the CPU for the first kThreadYieldPolls looks (a release is usually
+// near), then sleeping kThreadPollSleepNs between looks.
+constexpr int kThreadYieldPolls = 64;
+constexpr long kThreadPollSleepNs = 50'000;
+
 void thread_wait_until(bool (*cond)(void*), void* arg) {
-  // A plain thread (no goroutine) cannot park: poll politely.
   for (int i = 0; !cond(arg); i++) {
-    if (i < 64) {
+    if (i < kThreadYieldPolls) {
       sched_yield();
     } else {
-      struct timespec ts{0, 50000};
+      struct timespec ts{0, kThreadPollSleepNs};
       nanosleep(&ts, nullptr);
     }
   }

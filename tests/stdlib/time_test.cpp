@@ -284,7 +284,7 @@ TEST(TimeMisuse, UninitializedHandlesAndOutsideTheRuntime) {
   EXPECT_EQ(panic_text([&] { none.stop(); }), "time: Stop called on uninitialized Timer");
   EXPECT_EQ(panic_text([&] { none.reset(absl::Seconds(1)); }), "time: Reset called on uninitialized Timer");
   EXPECT_EQ(none.chan().core(), nullptr) << "an empty Timer's channel is the nil channel";
-  EXPECT_NE(panic_text([] { gort::new_timer(absl::Seconds(1)); }), "<no panic>")
+  EXPECT_NE(panic_text([] { (void)gort::new_timer(absl::Seconds(1)); }), "<no panic>")
       << "new_timer outside gort::run";
 }
 
@@ -448,15 +448,15 @@ TEST_P(Time, TickerDropsTicksForASlowReceiver) {
 
 TEST(TimeMisuse, NonPositiveTickerIntervalPanics) {
   gort::run([] {
-    EXPECT_EQ(panic_text([] { gort::new_ticker(absl::ZeroDuration()); }), "non-positive interval for NewTicker");
-    EXPECT_EQ(panic_text([] { gort::new_ticker(absl::Milliseconds(-1)); }), "non-positive interval for NewTicker");
+    EXPECT_EQ(panic_text([] { (void)gort::new_ticker(absl::ZeroDuration()); }), "non-positive interval for NewTicker");
+    EXPECT_EQ(panic_text([] { (void)gort::new_ticker(absl::Milliseconds(-1)); }), "non-positive interval for NewTicker");
     auto t = gort::new_ticker(absl::Hours(1));
     EXPECT_EQ(panic_text([&] { t.reset(absl::ZeroDuration()); }), "non-positive interval for Ticker.Reset");
     EXPECT_EQ(panic_text([&] { t.reset(absl::Seconds(-2)); }), "non-positive interval for Ticker.Reset");
     t.stop();
   });
   // Outside the runtime the interval is checked first, as in Go.
-  EXPECT_EQ(panic_text([] { gort::new_ticker(absl::ZeroDuration()); }), "non-positive interval for NewTicker");
+  EXPECT_EQ(panic_text([] { (void)gort::new_ticker(absl::ZeroDuration()); }), "non-positive interval for NewTicker");
 }
 
 // ---- after, after_func ----

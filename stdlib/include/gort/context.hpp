@@ -222,19 +222,19 @@ Context background();
 Context todo();
 
 // A child that is cancelled when cancel is called or the parent is.
-std::pair<Context, CancelFunc> with_cancel(const Context& parent);
+[[nodiscard]] std::pair<Context, CancelFunc> with_cancel(const Context& parent);
 // Like with_cancel; cancel(cause) records a cause for cause() (Go 1.20).
-std::pair<Context, CancelCauseFunc> with_cancel_cause(const Context& parent);
+[[nodiscard]] std::pair<Context, CancelCauseFunc> with_cancel_cause(const Context& parent);
 // A child cancelled at t (or earlier, with the parent or by cancel) with
 // absl::DeadlineExceededError("context deadline exceeded"). If the parent's
 // deadline is earlier, this is with_cancel(parent). A deadline in the
 // future needs the runtime: outside gort::run it panics.
-std::pair<Context, CancelFunc> with_deadline(const Context& parent, absl::Time t);
-std::pair<Context, CancelFunc> with_timeout(const Context& parent, absl::Duration d);
+[[nodiscard]] std::pair<Context, CancelFunc> with_deadline(const Context& parent, absl::Time t);
+[[nodiscard]] std::pair<Context, CancelFunc> with_timeout(const Context& parent, absl::Duration d);
 // Like with_deadline/with_timeout; when the deadline passes, cause() reports
 // `cause` (Go 1.21). The CancelFunc sets no cause.
-std::pair<Context, CancelFunc> with_deadline_cause(const Context& parent, absl::Time t, absl::Status cause);
-std::pair<Context, CancelFunc> with_timeout_cause(const Context& parent, absl::Duration d, absl::Status cause);
+[[nodiscard]] std::pair<Context, CancelFunc> with_deadline_cause(const Context& parent, absl::Time t, absl::Status cause);
+[[nodiscard]] std::pair<Context, CancelFunc> with_timeout_cause(const Context& parent, absl::Duration d, absl::Status cause);
 
 // A child with the parent's values that is never cancelled: no deadline,
 // err() always OK, done() the nil channel, cause() OK (Go 1.21).

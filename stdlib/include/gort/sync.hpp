@@ -69,7 +69,7 @@ class ABSL_LOCKABLE Mutex {
     }
     internal::race_acquire(this);  // unlock happens before the next lock
   }
-  bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true);
+  [[nodiscard]] bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true);
   void unlock() ABSL_UNLOCK_FUNCTION() {
     internal::race_release(this);
     int32_t now = state_.fetch_sub(kLocked, std::memory_order_release) - kLocked;
@@ -103,10 +103,10 @@ class ABSL_LOCKABLE RWMutex {
 
   void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION();
   void unlock() ABSL_UNLOCK_FUNCTION();
-  bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true);
+  [[nodiscard]] bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true);
   void lock_shared() ABSL_SHARED_LOCK_FUNCTION();
   void unlock_shared() ABSL_UNLOCK_FUNCTION();
-  bool try_lock_shared() ABSL_SHARED_TRYLOCK_FUNCTION(true);
+  [[nodiscard]] bool try_lock_shared() ABSL_SHARED_TRYLOCK_FUNCTION(true);
 
   // Go's RWMutex.RLocker: the read side as a lock of its own, for code
   // written against a plain lock (Go's sync.Locker; in C++ a Lockable):
@@ -124,7 +124,7 @@ class ABSL_LOCKABLE RWMutex {
     explicit RLocker(RWMutex& rw) : rw_(&rw) {}
     void lock() ABSL_SHARED_LOCK_FUNCTION(rw_) { rw_->lock_shared(); }
     void unlock() ABSL_UNLOCK_FUNCTION(rw_) { rw_->unlock_shared(); }
-    bool try_lock() ABSL_SHARED_TRYLOCK_FUNCTION(true, rw_) { return rw_->try_lock_shared(); }
+    [[nodiscard]] bool try_lock() ABSL_SHARED_TRYLOCK_FUNCTION(true, rw_) { return rw_->try_lock_shared(); }
     RWMutex& rwmutex() const { return *rw_; }
 
    private:
@@ -243,7 +243,7 @@ class Semaphore {
   // granted) without blocking the requests behind it. A waiter that leaves
   // the head of the queue lets the ones behind it through.
   absl::Status acquire(const Context& ctx, int64_t n = 1);
-  bool try_acquire(int64_t n = 1);
+  [[nodiscard]] bool try_acquire(int64_t n = 1);
   // Panics `semaphore: released more than held`.
   void release(int64_t n = 1);
 

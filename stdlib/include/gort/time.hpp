@@ -65,11 +65,11 @@ class Timer {
 };
 
 // A Timer that sends the current time on its channel after d.
-Timer new_timer(absl::Duration d);
+[[nodiscard]] Timer new_timer(absl::Duration d);
 // A Timer that, after d, calls f in its own goroutine.
 Timer after_func(absl::Duration d, std::function<void()> f);
 // new_timer(d).chan().
-Chan<absl::Time> after(absl::Duration d);
+[[nodiscard]] Chan<absl::Time> after(absl::Duration d);
 
 class Ticker {
  public:
@@ -90,6 +90,6 @@ class Ticker {
 
 // A Ticker that sends the time on its channel every d. Panics
 // `non-positive interval for NewTicker` if d <= 0.
-Ticker new_ticker(absl::Duration d);
+[[nodiscard]] Ticker new_ticker(absl::Duration d);
 
 }  // namespace gort
