@@ -29,16 +29,11 @@ absl::Status deadline_result(int err) {
 }  // namespace
 
 Conn& Conn::operator=(Conn&& o) noexcept {
-  if (this != &o) {
-    if (fd_ != nullptr) NetFD::release(fd_);
-    fd_ = std::exchange(o.fd_, nullptr);
-  }
+  detail::move_fd(fd_, o.fd_);
   return *this;
 }
 
-Conn::~Conn() {
-  if (fd_ != nullptr) NetFD::release(fd_);
-}
+Conn::~Conn() { detail::drop_fd(fd_); }
 
 absl::StatusOr<size_t> Conn::read(absl::Span<char> buf) {
   return detail::with_fd(fd_, [&](NetFD* fd) -> absl::StatusOr<size_t> {

@@ -27,6 +27,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <string>
 #include <variant>
 
@@ -207,6 +208,17 @@ template <class F>
 auto with_fd(NetFD* fd, F&& call) -> decltype(call(fd)) {
   if (fd == nullptr) return invalid_error();
   return call(fd);
+}
+
+// The owners' (Conn, Listener, PacketConn) move assignment and destructor:
+// the descriptor they held is released, and `to` takes `from`'s.
+inline void move_fd(NetFD*& to, NetFD*& from) noexcept {
+  if (&to == &from) return;
+  if (to != nullptr) NetFD::release(to);
+  to = std::exchange(from, nullptr);
+}
+inline void drop_fd(NetFD* fd) noexcept {
+  if (fd != nullptr) NetFD::release(fd);
 }
 
 // Deadline `t` as a poll deadline (a nanotime): 0 none, else > 0. `now`

@@ -35,16 +35,11 @@ absl::StatusOr<Listener> listen(std::string_view network, std::string_view addre
 }
 
 Listener& Listener::operator=(Listener&& o) noexcept {
-  if (this != &o) {
-    if (fd_ != nullptr) NetFD::release(fd_);
-    fd_ = std::exchange(o.fd_, nullptr);
-  }
+  detail::move_fd(fd_, o.fd_);
   return *this;
 }
 
-Listener::~Listener() {
-  if (fd_ != nullptr) NetFD::release(fd_);
-}
+Listener::~Listener() { detail::drop_fd(fd_); }
 
 absl::StatusOr<Conn> Listener::accept() {
   return detail::with_fd(fd_, [&](NetFD* fd) -> absl::StatusOr<Conn> {

@@ -32,16 +32,11 @@ absl::StatusOr<PacketConn> listen_packet(std::string_view network, std::string_v
 }
 
 PacketConn& PacketConn::operator=(PacketConn&& o) noexcept {
-  if (this != &o) {
-    if (fd_ != nullptr) NetFD::release(fd_);
-    fd_ = std::exchange(o.fd_, nullptr);
-  }
+  detail::move_fd(fd_, o.fd_);
   return *this;
 }
 
-PacketConn::~PacketConn() {
-  if (fd_ != nullptr) NetFD::release(fd_);
-}
+PacketConn::~PacketConn() { detail::drop_fd(fd_); }
 
 absl::StatusOr<std::pair<size_t, std::string>> PacketConn::read_from(absl::Span<char> buf) {
   return detail::with_fd(fd_, [&](NetFD* fd) -> absl::StatusOr<std::pair<size_t, std::string>> {

@@ -71,16 +71,13 @@ bool is_closed_error(const absl::Status& s) {
 
 File& File::operator=(File&& o) noexcept {
   if (this != &o) {
-    if (fd_ != nullptr) NetFD::release(fd_);
-    fd_ = std::exchange(o.fd_, nullptr);
+    net::detail::move_fd(fd_, o.fd_);
     name_ = std::move(o.name_);
   }
   return *this;
 }
 
-File::~File() {
-  if (fd_ != nullptr) NetFD::release(fd_);
-}
+File::~File() { net::detail::drop_fd(fd_); }
 
 absl::StatusOr<size_t> File::read(absl::Span<char> buf) {
   return with_file(fd_, [&](NetFD* fd) -> absl::StatusOr<size_t> {
