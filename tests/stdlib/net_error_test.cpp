@@ -282,6 +282,38 @@ TEST_P(NetTest, CallsWithoutSocket) {
   });
 }
 
+// Move-assigning over an open socket closes it; moving onto itself keeps
+// it; the descriptors all go.
+TEST_P(NetTest, MoveAssignmentReleasesTheSocketItReplaces) {
+  run_test([] {
+    int before = gort::test::count_fds();
+    auto a = must(gort::net::listen("tcp", "127.0.0.1:0"));
+    auto b = must(gort::net::listen("tcp", "127.0.0.1:0"));
+    std::string b_addr = b.addr();
+    EXPECT_EQ(gort::test::count_fds(), before + 2);
+    a = std::move(b);
+    EXPECT_EQ(gort::test::count_fds(), before + 1);
+    EXPECT_EQ(a.addr(), b_addr);
+    EXPECT_FALSE(b.valid());
+    auto& self = a;
+    a = std::move(self);
+    EXPECT_TRUE(a.valid());
+    auto c = must(gort::net::dial("tcp", a.addr()));
+    auto s = must(a.accept());
+    gort::net::Conn d;
+    d = std::move(c);
+    EXPECT_FALSE(c.valid());
+    EXPECT_EQ(must(d.write(absl::MakeConstSpan("x", 1))), 1u);
+    char got = 0;
+    EXPECT_EQ(must(s.read(absl::MakeSpan(&got, 1))), 1u);
+    EXPECT_EQ(got, 'x');
+    s = gort::net::Conn();
+    d = gort::net::Conn();
+    a = gort::net::Listener();
+    EXPECT_EQ(gort::test::count_fds(), before);
+  });
+}
+
 TEST_P(NetTest, CallsOnClosedSocket) {
   run_test([] {
     auto ln = must(gort::net::listen("tcp", "127.0.0.1:0"));
