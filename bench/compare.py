@@ -16,8 +16,14 @@ ending in "/s" (throughput), where higher is better. See
 bench/bench_util.hpp and docs/benchmarks.md.
 
 With --http it also runs bench/http_compare (samples/http_server against its
-Go twin under wrk, one P each, pinned to different CPUs) and adds its row,
-http_hello/procs:1 requests/s, to the table.
+Go twin and the C floor bench/http_ceiling.c under wrk, one P each, pinned to
+different CPUs), once as it is and once with each server limited to half a
+CPU (--server-bound), and adds its rows: http_hello/procs:1 requests/s and
+server_cpu_us/request, http_hello_halfcpu/procs:1 requests/s. With --echo it
+runs bench/echo_compare (samples/echo_server, its Go twin and the C floor
+bench/echo_ceiling.c under bench/echo_load.c) and adds echo_server/procs:1
+and procs:2, msgs/s and server_cpu_us/msg. Rows named "<case> vs C floor"
+hold the C floor server's figure in the Go column.
 
 Standard library only.
 """
@@ -64,7 +70,18 @@ TARGETS = {
     ("tls_echo/procs:2", "msgs/s"): 1.0,
     ("idle_conns/procs:1", "bytes/conn"): 1.5,
     ("http_hello/procs:1", "requests/s"): 1.2,
+    # Server CPU per request or message (bench/http_compare, bench/echo_compare).
+    ("http_hello/procs:1", "server_cpu_us/request"): 0.75,
+    ("http_hello/procs:1 vs C floor", "server_cpu_us/request"): 1.10,
+    ("http_hello_halfcpu/procs:1", "requests/s"): 1.2,
+    ("echo_server/procs:1", "server_cpu_us/msg"): 0.75,
+    ("echo_server/procs:2", "server_cpu_us/msg"): 0.75,
 }
+
+# The C floor servers' side in the JSON of bench/http_compare and
+# bench/echo_compare; its CPU figures become "<case> vs C floor" rows.
+C_SIDE = "c"
+VS_C = " vs C floor"
 
 # Google Benchmark appends these to a benchmark's registered name.
 GB_SUFFIX = re.compile(r"/(iterations:\d+|repeats:\d+|threads:\d+|manual_time|real_time|process_time)")
@@ -96,8 +113,8 @@ def run_cmd(cmd, env=None, cwd=None, timeout=None):
 def programs():
     """Names of programs that have both a C++ source and a Go twin."""
     cpp = {f[:-4] for f in os.listdir(BENCH) if f.endswith(".cpp")}
-    # Other Go programs (bench/go/http_server, for bench/http_compare) are not
-    # benchmark twins.
+    # Other Go programs (bench/go/http_server and echo_server, for
+    # bench/http_compare and bench/echo_compare) are not benchmark twins.
     go = {d for d in os.listdir(GO_DIR) if d.endswith("_bench")
           and os.path.isfile(os.path.join(GO_DIR, d, "main.go"))}
     for name in sorted(cpp - go):
@@ -377,27 +394,34 @@ def write_markdown(path, section):
         f.write(text)
 
 
-def run_http(build_dir, args, results):
-    """Runs bench/http_compare and adds its row to results; returns True on
-    failure. Its progress goes straight to stderr."""
-    out = os.path.join(build_dir, "bench-go", "http_compare.json")
-    cmd = [os.path.join(BENCH, "http_compare"), "--build-dir", build_dir, "--json", out]
+def run_server_script(script, extra, build_dir, args, results):
+    """Runs bench/<script> (http_compare or echo_compare) with --json and adds
+    its cases to results, the C floor's CPU figures as "<case> vs C floor"
+    rows; returns True on failure. Its progress goes straight to stderr."""
+    out = os.path.join(build_dir, "bench-go", script + ".json")
+    cmd = [os.path.join(BENCH, script), "--build-dir", build_dir, "--json", out] + extra
     cmd += ["--quick"] if args.quick else ["--runs", str(args.repetitions)]
     if args.no_build:
         cmd.append("--no-build")
     log(" ".join(cmd))
     try:
+        if os.path.exists(out):
+            os.remove(out)
         p = subprocess.run(cmd, cwd=ROOT, stdout=sys.stderr, timeout=None)
         if p.returncode != 0:
             log("FAILED %s: exit status %d" % (" ".join(cmd), p.returncode))
             return True
         with open(out) as f:
-            data = json.load(f)
-    except (OSError, ValueError) as e:
-        log("FAILED bench/http_compare: %s" % e)
+            cases = json.load(f)["cases"]
+    except (OSError, ValueError, KeyError) as e:
+        log("FAILED bench/%s: %s" % (script, e))
         return True
-    results[data["case"]] = {"gort": {data["metric"]: data["gort"]},
-                             "go": {data["metric"]: data["go"]}}
+    for case, sides in cases.items():
+        results[case] = {"gort": sides["gort"], "go": sides["go"]}
+        if C_SIDE in sides:
+            cpu = [m for m in sides[C_SIDE] if "cpu_us/" in m]
+            results[case + VS_C] = {"gort": {m: sides["gort"][m] for m in cpu},
+                                    "go": {m: sides[C_SIDE][m] for m in cpu}}
     return False
 
 
@@ -434,9 +458,16 @@ def main(argv):
     ap.add_argument("--no-build", action="store_true", help="use the existing binaries")
     ap.add_argument("--timeout", type=float, default=600, help="seconds allowed for one run")
     ap.add_argument("--http", action="store_true",
-                    help="also run bench/http_compare (wrk against samples/http_server and its "
-                         "Go twin; --repetitions runs of 10 s per side, one of 2 s with --quick); "
-                         "needs wrk and taskset")
+                    help="also run bench/http_compare (wrk against samples/http_server, its "
+                         "Go twin and the C floor; requests/s and server CPU per request), "
+                         "and again with --server-bound (each server limited to half a CPU); "
+                         "--repetitions runs of 10 s per side, one of 2 s with --quick; "
+                         "needs wrk, taskset and root")
+    ap.add_argument("--echo", action="store_true",
+                    help="also run bench/echo_compare (samples/echo_server, its Go twin and the "
+                         "C floor under bench/echo_load.c; msgs/s and server CPU per message "
+                         "with 1 and 2 Ps); --repetitions runs of 5 s per side, one of 2 s with "
+                         "--quick; needs taskset")
     args = ap.parse_args(argv)
     if args.repetitions is None:
         args.repetitions = 1 if args.quick else 5
@@ -486,7 +517,7 @@ def main(argv):
         for c in go_cases:
             if c in cpp_cases and flt.search(c):
                 plan.append((n, c, cpp_cases[c]))
-    if not plan and not args.http:
+    if not plan and not (args.http or args.echo):
         log("no cases match --filter %r" % args.filter)
         return 1
 
@@ -525,8 +556,10 @@ def main(argv):
             failed += 1
 
     if args.http:
-        if run_http(build_dir, args, results):
-            failed += 1
+        failed += run_server_script("http_compare", ["--ceiling"], build_dir, args, results)
+        failed += run_server_script("http_compare", ["--server-bound"], build_dir, args, results)
+    if args.echo:
+        failed += run_server_script("echo_compare", [], build_dir, args, results)
 
     rows = build_rows(results)
     print(text_table(rows))

@@ -1,0 +1,175 @@
+// echo_server is the Go twin of samples/echo_server (gort), for
+// bench/echo_compare: a TCP echo server with one goroutine per connection,
+// the same flags, limits and shutdown, written on the net package.
+//
+// Differences: the read buffer is 4 KiB (Go's usual size, as in
+// bench/go/net_bench's tcp_echo) where the gort sample reads into 16 KiB;
+// the connection limit is a buffered channel used as a semaphore (Go's
+// netutil.LimitListener does the same); the idle timeout is a read
+// deadline set before every read, as the gort sample renews its own.
+//
+// Usage: echo_server [-listen 127.0.0.1:7000] [-procs N] [-max-conns 10000]
+//
+//	[-idle-timeout SECONDS]
+//
+// Prints "listening on HOST:PORT" once it accepts connections, so a port
+// of 0 can be used and read back.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const readBuffer = 4096
+
+// connSet tracks open connections so that shutdown can close them.
+type connSet struct {
+	slots   chan struct{}
+	mu      sync.Mutex
+	closing bool
+	conns   map[net.Conn]struct{}
+	wg      sync.WaitGroup
+}
+
+func (s *connSet) add(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	return true
+}
+
+func (s *connSet) remove(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+func (s *connSet) closeAll() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closing = true
+	for c := range s.conns {
+		c.Close()
+	}
+	return len(s.conns)
+}
+
+func (s *connSet) wait(limit time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(limit):
+		return false
+	}
+}
+
+// handle echoes everything it reads until end of stream, an error or the
+// idle timeout.
+func handle(c net.Conn, idle time.Duration) {
+	buf := make([]byte, readBuffer)
+	for {
+		if idle > 0 {
+			c.SetReadDeadline(time.Now().Add(idle))
+		}
+		n, err := c.Read(buf)
+		if n > 0 {
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func acceptLoop(ln net.Listener, conns *connSet, idle time.Duration) error {
+	for {
+		conns.slots <- struct{}{}
+		c, err := ln.Accept()
+		if err != nil {
+			<-conns.slots
+			return err
+		}
+		go func() {
+			if conns.add(c) {
+				handle(c, idle)
+				conns.remove(c)
+			}
+			c.Close()
+			<-conns.slots
+		}()
+	}
+}
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:7000", "address to listen on")
+	procs := flag.Int("procs", 0, "GOMAXPROCS (0: the default)")
+	maxConns := flag.Int("max-conns", 10000, "at most this many connections")
+	idleTimeout := flag.Int("idle-timeout", 300, "close a connection idle for this many seconds (0: never)")
+	flag.Parse()
+	if *maxConns < 1 || *idleTimeout < 0 || flag.NArg() != 0 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	if *procs > 0 {
+		runtime.GOMAXPROCS(*procs)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "echo_server: %v\n", err)
+		os.Exit(1)
+	}
+	// Set up before the port is announced, as the gort sample does.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	fmt.Printf("listening on %s\n", ln.Addr())
+
+	conns := &connSet{slots: make(chan struct{}, *maxConns), conns: map[net.Conn]struct{}{}}
+	idle := time.Duration(*idleTimeout) * time.Second
+	acceptDone := make(chan error, 1)
+	go func() { acceptDone <- acceptLoop(ln, conns, idle) }()
+
+	var acceptErr error
+	stopped := false
+	select {
+	case <-sig:
+		stopped = true
+	case acceptErr = <-acceptDone:
+	}
+	signal.Stop(sig)
+	ln.Close()
+	open := conns.closeAll()
+	if stopped {
+		<-acceptDone
+	}
+	drained := conns.wait(5 * time.Second)
+	if stopped {
+		note := ""
+		if !drained {
+			note = ", some did not finish in time"
+		}
+		fmt.Fprintf(os.Stderr, "echo_server: shutting down (%d connection(s) closed%s)\n", open, note)
+		return
+	}
+	fmt.Fprintf(os.Stderr, "echo_server: accept: %v\n", acceptErr)
+	os.Exit(1)
+}

@@ -1,0 +1,364 @@
+"""What bench/http_compare and bench/echo_compare share: building the Go
+and C servers, running a server process (pinned, optionally in a CPU-limited
+cgroup), reading its CPU time, and cleaning up whatever happens.
+
+Server CPU time is read from /proc: the first field of
+/proc/PID/task/TID/schedstat (nanoseconds on a CPU) summed over the
+process's threads, cross-checked with utime + stime of /proc/PID/stat
+(clock ticks, but counting threads that have exited too). The difference
+of two readings, divided by the work done in between, is the server's CPU
+per request or per message: what a user of the server pays for, and a
+figure the load generator's own limits do not cap.
+
+Standard library only.
+"""
+
+import os
+import re
+import select
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GO_DIR = os.path.join(ROOT, "bench", "go")
+CGROUP_CPU = "/sys/fs/cgroup/cpu"
+CGROUP_PREFIX = "gort-bench-"
+
+
+class BenchError(Exception):
+    pass
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def tail(text, lines=15):
+    return "\n".join((text or "").strip().splitlines()[-lines:])
+
+
+def run_cmd(cmd, env=None, cwd=None, timeout=None):
+    """Runs cmd, returns its stdout; BenchError with its output's tail on
+    failure or timeout (subprocess.run kills the child then)."""
+    try:
+        p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise BenchError("timed out after %ss: %s" % (timeout, " ".join(cmd)))
+    if p.returncode != 0:
+        raise BenchError("exit status %d: %s\n%s" % (p.returncode, " ".join(cmd),
+                                                      tail(p.stderr or p.stdout)))
+    return p.stdout
+
+
+def stop_on_sigterm():
+    """Makes SIGTERM raise KeyboardInterrupt, as Ctrl-C does, so that the
+    finally blocks stop the servers and remove the cgroups."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt("signal %d" % signum)
+    signal.signal(signal.SIGTERM, handler)
+
+
+def build_go(build_dir, name):
+    """go build ./<name> (a program in bench/go) into
+    <build-dir>/bench-go/bin/<name>, with bench/compare.py's isolated
+    settings: nothing is downloaded."""
+    work = os.path.join(build_dir, "bench-go")
+    out = os.path.join(work, "bin", name)
+    env = dict(os.environ)
+    env.update({"GOCACHE": os.path.join(work, "gocache"), "GOPATH": os.path.join(work, "gopath"),
+                "GOFLAGS": "-mod=mod", "GOPROXY": "off", "GO111MODULE": "on",
+                "CGO_ENABLED": "0"})
+    log("go build -o %s ./%s" % (os.path.relpath(out, ROOT), name))
+    run_cmd(["go", "build", "-o", out, "./" + name], env=env, cwd=GO_DIR)
+    return out
+
+
+def go_binary(build_dir, name):
+    return os.path.join(build_dir, "bench-go", "bin", name)
+
+
+def build_c(build_dir, name):
+    """cc -O2 bench/<name>.c into <build-dir>/bench-ceiling/<name>."""
+    out = c_binary(build_dir, name)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    cc = os.environ.get("CC", "cc")
+    log("%s -O2 -o %s bench/%s.c" % (cc, os.path.relpath(out, ROOT), name))
+    run_cmd([cc, "-O2", "-o", out, os.path.join(ROOT, "bench", name + ".c")], cwd=ROOT)
+    return out
+
+
+def c_binary(build_dir, name):
+    return os.path.join(build_dir, "bench-ceiling", name)
+
+
+def ninja(build_dir, targets):
+    log("ninja -C %s %s" % (build_dir, " ".join(targets)))
+    run_cmd(["ninja", "-C", build_dir] + targets, cwd=ROOT)
+    return [os.path.join(build_dir, t) for t in targets]
+
+
+# ---- CPU time of a process -------------------------------------------------
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat_cpu_ns(pid):
+    """utime + stime of the whole process (live and exited threads), in ns;
+    the kernel keeps the sum exact and rounds it down to a clock tick."""
+    with open("/proc/%d/stat" % pid) as f:
+        data = f.read()
+    # The command name, field 2, is in parentheses and may hold spaces.
+    fields = data[data.rindex(")") + 2:].split()
+    utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15
+    return (utime + stime) * 1_000_000_000 // CLK_TCK
+
+
+def _schedstat_cpu_ns(pid):
+    """Nanoseconds on a CPU summed over the live threads, or None if the
+    kernel has no schedstat."""
+    total = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                total += int(f.read().split()[0])
+        except FileNotFoundError:
+            if not os.path.exists("/proc/%d/task/%s" % (pid, tid)):
+                continue  # the thread exited while we looked
+            return None
+    return total
+
+
+class CpuReading:
+    def __init__(self, pid):
+        self.schedstat = _schedstat_cpu_ns(pid)
+        self.stat = _stat_cpu_ns(pid)
+
+
+def cpu_used_ns(before, after):
+    """The CPU time between two readings, in ns: the schedstat sum when it
+    is available and agrees with /proc/PID/stat; stat's figure (10 ms
+    resolution) when a thread exited in between, taking its time out of
+    the sum."""
+    stat_ns = after.stat - before.stat
+    if before.schedstat is None or after.schedstat is None:
+        return stat_ns
+    sched_ns = after.schedstat - before.schedstat
+    tick = 1_000_000_000 // CLK_TCK
+    if abs(sched_ns - stat_ns) > 2 * tick + stat_ns // 50:
+        log("note: schedstat (%.3f s) and /proc/PID/stat (%.3f s) disagree, a thread exited; "
+            "using stat" % (sched_ns / 1e9, stat_ns / 1e9))
+        return stat_ns
+    return sched_ns
+
+
+# ---- a CPU-limited cgroup ---------------------------------------------------
+
+class CpuCgroup:
+    """A cgroup v1 CPU controller group limited to quota_us per period_us
+    (50000/100000: half a CPU). Processes join it before they exec
+    (preexec), so that every thread they ever start is limited. remove()
+    kills anything left in it and deletes it; use it as a context manager."""
+
+    def __init__(self, quota_us, period_us=100000):
+        if not os.path.isdir(CGROUP_CPU):
+            raise BenchError("%s is not mounted (cgroup v1 cpu controller); --server-bound "
+                             "needs it" % CGROUP_CPU)
+        remove_stale_cgroups()
+        self.path = os.path.join(CGROUP_CPU, "%s%d-%d" % (CGROUP_PREFIX, os.getpid(),
+                                                          time.monotonic_ns()))
+        try:
+            os.mkdir(self.path)
+        except OSError as e:
+            raise BenchError("cannot create a cgroup (are we root?): %s" % e)
+        try:
+            # The period first: the quota may not exceed what it allows.
+            self._write("cpu.cfs_period_us", period_us)
+            self._write("cpu.cfs_quota_us", quota_us)
+        except BaseException:
+            self.remove()
+            raise
+
+    def _write(self, name, value):
+        with open(os.path.join(self.path, name), "w") as f:
+            f.write("%d\n" % value)
+
+    def preexec(self):
+        """For Popen(preexec_fn=...): moves the child into the group."""
+        with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
+            f.write("%d\n" % os.getpid())
+
+    def stat(self):
+        """cpu.stat as a dict: nr_periods, nr_throttled, throttled_time."""
+        out = {}
+        with open(os.path.join(self.path, "cpu.stat")) as f:
+            for line in f:
+                k, _, v = line.partition(" ")
+                if v.strip().isdigit():
+                    out[k] = int(v)
+        return out
+
+    def remove(self):
+        _remove_cgroup(self.path)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def _remove_cgroup(path):
+    for attempt in range(50):
+        try:
+            with open(os.path.join(path, "cgroup.procs")) as f:
+                pids = [int(l) for l in f if l.strip()]
+        except FileNotFoundError:
+            return
+        for pid in pids:  # only processes this script started get here
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.1)  # a killed process leaves its cgroup when it is reaped
+    log("warning: could not remove the cgroup %s" % path)
+
+
+def remove_stale_cgroups():
+    """Removes the groups of earlier runs of these scripts that were killed
+    before they could (their owner's pid, in the name, is gone)."""
+    try:
+        names = os.listdir(CGROUP_CPU)
+    except OSError:
+        return
+    for name in names:
+        m = re.fullmatch(re.escape(CGROUP_PREFIX) + r"(\d+)-\d+", name)
+        if m and not os.path.exists("/proc/%s" % m.group(1)):
+            try:
+                os.rmdir(os.path.join(CGROUP_CPU, name))
+            except OSError:
+                pass  # not empty: a stray server, left for someone to look at
+
+
+# ---- a server process --------------------------------------------------------
+
+class Server:
+    """One server process started as `taskset -c CPUS EXE ARGS...`, its
+    output in temporary files (a pipe nobody reads could fill and block
+    it). It must print "listening on HOST:PORT" within 10 s. stop() sends
+    SIGTERM (SIGKILL after 10 s) and fails, with the server's stderr tail,
+    unless the server exits cleanly."""
+
+    def __init__(self, exe, args, cpus, env=None, cgroup=None):
+        self.exe = exe
+        self.out = tempfile.TemporaryFile()
+        self.err = tempfile.TemporaryFile()
+        cmd = ["taskset", "-c", cpus, exe] + args
+        self.p = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=self.out,
+                                  stderr=self.err,
+                                  preexec_fn=cgroup.preexec if cgroup else None)
+        try:
+            self.addr = self._wait_listening()
+        except BaseException:
+            self.kill()
+            raise
+
+    def _read(self, f):
+        f.seek(0)
+        return f.read().decode(errors="replace")
+
+    def stderr_tail(self):
+        return tail(self._read(self.err), 10)
+
+    def _wait_listening(self):
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            m = re.search(r"listening on (\S+)\n", self._read(self.out))
+            if m:
+                return m.group(1)
+            if self.p.poll() is not None:
+                raise BenchError("%s exited with status %s before listening:\n%s"
+                                 % (self.exe, self.p.returncode, self.stderr_tail()))
+            time.sleep(0.02)
+        raise BenchError("%s did not print 'listening on ADDR' within 10 s:\n%s"
+                         % (self.exe, self.stderr_tail()))
+
+    @property
+    def pid(self):
+        return self.p.pid
+
+    def cpu(self):
+        """A CpuReading; fails if the server has died."""
+        self.check_alive()
+        try:
+            return CpuReading(self.p.pid)
+        except (FileNotFoundError, ProcessLookupError):
+            self.check_alive()
+            raise
+
+    def check_alive(self):
+        if self.p.poll() is not None:
+            raise BenchError("%s died (status %s) during the run:\n%s"
+                             % (self.exe, self.p.returncode, self.stderr_tail()))
+
+    def stop(self):
+        """SIGTERM and wait; BenchError if it was dead already or exits badly."""
+        if self.p.poll() is not None:
+            self.check_alive()
+        self.p.send_signal(signal.SIGTERM)
+        try:
+            self.p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise BenchError("%s did not exit within 10 s of SIGTERM:\n%s"
+                             % (self.exe, self.stderr_tail()))
+        if self.p.returncode not in (0, -signal.SIGTERM):
+            raise BenchError("%s exited with status %s after SIGTERM:\n%s"
+                             % (self.exe, self.p.returncode, self.stderr_tail()))
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+        self.out.close()
+        self.err.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if exc_type is None:
+                self.stop()
+            elif self.p.poll() is not None and exc_type is not KeyboardInterrupt:
+                # What failed (the load generator, say) may be the symptom.
+                log("%s exited with status %s during the run:\n%s"
+                    % (self.exe, self.p.returncode, self.stderr_tail()))
+        finally:
+            self.kill()
+
+
+# ---- summaries ------------------------------------------------------------------
+
+def median(values):
+    return statistics.median(values)
+
+
+def fmt_runs(values, fmt="%.0f"):
+    return " ".join(fmt % v for v in values)
+
+
+def verdict(ratio, target, higher_better):
+    ok = ratio >= target if higher_better else ratio <= target
+    return "target %s %.2f: %s" % (">=" if higher_better else "<=", target,
+                                    "met" if ok else "MISSED")
