@@ -156,6 +156,60 @@ def cpu_used_ns(before, after):
     return sched_ns
 
 
+# ---- system calls and context switches (perf stat) ---------------------------
+
+PERF_EVENTS = ["raw_syscalls:sys_enter", "context-switches", "cpu-migrations"]
+
+
+class PerfStat:
+    """`perf stat` attached to a running process (all its threads) until
+    stop(), which returns {event: count}. Tracing every system call costs
+    the traced process CPU time: figures measured meanwhile are inflated."""
+
+    def __init__(self, pid, events=PERF_EVENTS):
+        self.out = tempfile.NamedTemporaryFile(prefix="perfstat-", suffix=".csv")
+        self.err = tempfile.TemporaryFile()
+        self.p = subprocess.Popen(["perf", "stat", "-x", ",", "-e", ",".join(events),
+                                   "-p", str(pid), "-o", self.out.name],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=self.err)
+        time.sleep(0.2)  # attached to every thread before the work starts
+        if self.p.poll() is not None:
+            self.close()
+            raise BenchError("perf stat failed:\n" + self._err())
+
+    def _err(self):
+        self.err.seek(0)
+        return tail(self.err.read().decode(errors="replace"))
+
+    def stop(self):
+        try:
+            self.p.send_signal(signal.SIGINT)
+            self.p.wait(timeout=10)
+            with open(self.out.name) as f:
+                text = f.read()
+            counts = {}
+            for line in text.splitlines():
+                fields = line.split(",")
+                if len(fields) >= 3 and not line.startswith("#"):
+                    try:
+                        counts[fields[2]] = float(fields[0])
+                    except ValueError:  # "<not counted>"
+                        pass
+            if not counts:
+                raise BenchError("perf stat counted nothing:\n%s\n%s" % (text, self._err()))
+            return counts
+        finally:
+            self.close()
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+        self.out.close()
+        self.err.close()
+
+
 # ---- a CPU-limited cgroup ---------------------------------------------------
 
 class CpuCgroup:
