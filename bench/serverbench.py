@@ -13,6 +13,7 @@ figure the load generator's own limits do not cap.
 Standard library only.
 """
 
+import ctypes
 import os
 import re
 import select
@@ -41,12 +42,23 @@ def tail(text, lines=15):
     return "\n".join((text or "").strip().splitlines()[-lines:])
 
 
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def die_with_parent():
+    """For Popen(preexec_fn=...): the child gets SIGKILL if this script
+    dies, even by SIGKILL, when no finally block runs. It survives exec
+    (taskset execs the server)."""
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 def run_cmd(cmd, env=None, cwd=None, timeout=None):
     """Runs cmd, returns its stdout; BenchError with its output's tail on
     failure or timeout (subprocess.run kills the child then)."""
     try:
         p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
-                           timeout=timeout)
+                           timeout=timeout, preexec_fn=die_with_parent)
     except subprocess.TimeoutExpired:
         raise BenchError("timed out after %ss: %s" % (timeout, " ".join(cmd)))
     if p.returncode != 0:
@@ -172,7 +184,7 @@ class PerfStat:
         self.p = subprocess.Popen(["perf", "stat", "-x", ",", "-e", ",".join(events),
                                    "-p", str(pid), "-o", self.out.name],
                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                  stderr=self.err)
+                                  stderr=self.err, preexec_fn=die_with_parent)
         time.sleep(0.2)  # attached to every thread before the work starts
         if self.p.poll() is not None:
             self.close()
@@ -215,7 +227,8 @@ class PerfStat:
 class CpuCgroup:
     """A cgroup v1 CPU controller group limited to quota_us per period_us
     (50000/100000: half a CPU). Processes join it before they exec
-    (preexec), so that every thread they ever start is limited. remove()
+    (join, from a preexec_fn), so that every thread they ever start is
+    limited. remove()
     kills anything left in it and deletes it; use it as a context manager."""
 
     def __init__(self, quota_us, period_us=100000):
@@ -241,8 +254,8 @@ class CpuCgroup:
         with open(os.path.join(self.path, name), "w") as f:
             f.write("%d\n" % value)
 
-    def preexec(self):
-        """For Popen(preexec_fn=...): moves the child into the group."""
+    def join(self):
+        """Moves the calling process into the group (from a preexec_fn)."""
         with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
             f.write("%d\n" % os.getpid())
 
@@ -318,9 +331,13 @@ class Server:
         self.out = tempfile.TemporaryFile()
         self.err = tempfile.TemporaryFile()
         cmd = ["taskset", "-c", cpus, exe] + args
+
+        def setup():
+            die_with_parent()
+            if cgroup:
+                cgroup.join()
         self.p = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=self.out,
-                                  stderr=self.err,
-                                  preexec_fn=cgroup.preexec if cgroup else None)
+                                  stderr=self.err, preexec_fn=setup)
         try:
             self.addr = self._wait_listening()
         except BaseException:
