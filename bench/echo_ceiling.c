@@ -5,8 +5,7 @@
 // One thread, one edge-triggered epoll set, non-blocking sockets, no
 // deadlines and no connection limit: per message one read and one send
 // (a read shorter than the buffer means the socket is empty, so no read
-// is spent on EAGAIN; edge-triggered epoll reports bytes that arrive
-// later as a new event). Bytes the socket does not take at once are kept
+// is spent on EAGAIN; see c_server.h). Bytes the socket does not take at once are kept
 // and sent when it is writable again, and reading that connection waits
 // until they are out, as a blocking echo loop would.
 //
@@ -16,17 +15,7 @@
 // Prints "listening on HOST:PORT" once it accepts connections; exits 0 on
 // SIGTERM or SIGINT.
 #define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/epoll.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include "c_server.h"
 
 enum { kBuf = 4096 };
 
@@ -37,17 +26,6 @@ struct pending {
 };
 
 static struct pending pend[1 << 16];
-static volatile sig_atomic_t stop;
-
-static void on_signal(int sig) {
-  (void)sig;
-  stop = 1;
-}
-
-static void die(const char* what) {
-  perror(what);
-  exit(1);
-}
 
 static void drop(int fd) {
   free(pend[fd].data);
@@ -68,7 +46,7 @@ static int flush(int fd, struct pending* p) {
 }
 
 // Echoes what is queued on fd; returns 0 when the connection is finished.
-static int serve(int fd) {
+static int serve(int fd, uint32_t events) {
   struct pending* p = &pend[fd];
   if (p->data != NULL) {
     int r = flush(fd, p);
@@ -78,7 +56,7 @@ static int serve(int fd) {
   for (;;) {
     ssize_t n = read(fd, buf, sizeof buf);
     if (n == 0) return 0;
-    if (n < 0) return errno == EAGAIN ? 1 : errno == EINTR ? serve(fd) : 0;
+    if (n < 0) return errno == EAGAIN ? 1 : errno == EINTR ? serve(fd, events) : 0;
     ssize_t w = send(fd, buf, (size_t)n, MSG_NOSIGNAL);
     if (w < 0 && errno != EAGAIN && errno != EINTR) return 0;
     if (w < n) {
@@ -90,83 +68,19 @@ static int serve(int fd) {
       memcpy(p->data, buf + off, p->len);
       return 1;  // EPOLLOUT (armed with EPOLLET from the start) resumes
     }
-    if ((size_t)n < sizeof buf) return 1;  // short read: the socket is empty
+    // A short read: the socket is empty, unless the peer's FIN was there
+    // too (c_server.h).
+    if ((size_t)n < sizeof buf && !(events & EPOLLRDHUP)) return 1;
   }
-}
-
-static int parse_listen(const char* s, struct sockaddr_in* sa) {
-  char host[64];
-  const char* colon = strrchr(s, ':');
-  if (colon == NULL || (size_t)(colon - s) >= sizeof host) return 0;
-  memcpy(host, s, (size_t)(colon - s));
-  host[colon - s] = '\0';
-  char* end;
-  long port = strtol(colon + 1, &end, 10);
-  if (*end != '\0' || port < 0 || port > 65535) return 0;
-  memset(sa, 0, sizeof *sa);
-  sa->sin_family = AF_INET;
-  sa->sin_port = htons((uint16_t)port);
-  return inet_pton(AF_INET, host, &sa->sin_addr) == 1;
 }
 
 int main(int argc, char** argv) {
-  const char* listen_addr = "127.0.0.1:7000";
-  for (int i = 1; i < argc; i += 2) {
-    if (i + 1 >= argc) {
-      fprintf(stderr, "usage: echo_ceiling [-listen IPv4:PORT] [-procs N]\n");
-      return 2;
-    }
-    if (strcmp(argv[i], "-listen") == 0) listen_addr = argv[i + 1];
-  }
-  struct sockaddr_in sa;
-  if (!parse_listen(listen_addr, &sa)) {
-    fprintf(stderr, "echo_ceiling: -listen wants IPv4:PORT, got %s\n", listen_addr);
-    return 2;
-  }
-
-  struct sigaction act = {.sa_handler = on_signal};
-  sigaction(SIGTERM, &act, NULL);
-  sigaction(SIGINT, &act, NULL);
-
-  int one = 1;
-  int ls = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (ls < 0) die("socket");
-  setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (bind(ls, (struct sockaddr*)&sa, sizeof sa) != 0) die("bind");
-  if (listen(ls, 1024) != 0) die("listen");
-  socklen_t len = sizeof sa;
-  getsockname(ls, (struct sockaddr*)&sa, &len);
-  char ip[INET_ADDRSTRLEN];
-  inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
-  printf("listening on %s:%d\n", ip, ntohs(sa.sin_port));
-  fflush(stdout);
-
-  int ep = epoll_create1(EPOLL_CLOEXEC);
-  if (ep < 0) die("epoll_create1");
-  struct epoll_event ev = {.events = EPOLLIN, .data.fd = ls};
-  if (epoll_ctl(ep, EPOLL_CTL_ADD, ls, &ev) != 0) die("epoll_ctl");
-  struct epoll_event events[256];
-  while (!stop) {
-    int n = epoll_wait(ep, events, 256, -1);
-    if (n < 0 && errno != EINTR) die("epoll_wait");
-    for (int i = 0; i < n; i++) {
-      int fd = events[i].data.fd;
-      if (fd == ls) {
-        int c;
-        while ((c = accept4(ls, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-          if (c >= (int)(sizeof pend / sizeof pend[0])) {
-            close(c);
-            continue;
-          }
-          setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-          struct epoll_event ce = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
-                                   .data.fd = c};
-          if (epoll_ctl(ep, EPOLL_CTL_ADD, c, &ce) != 0) close(c);
-        }
-        continue;
-      }
-      if (!serve(fd)) drop(fd);
-    }
-  }
+  const char* addr = c_server_listen_flag(argc, argv, "echo_ceiling", "127.0.0.1:7000");
+  int ls = c_server_listen("echo_ceiling", addr);
+  // EPOLLOUT from the start, so that a socket that was full reports when it
+  // drains. Edge-triggered, it costs nothing otherwise: the kernel signals
+  // write space only after a send has found the buffer full.
+  c_server_loop(ls, (int)(sizeof pend / sizeof pend[0]),
+                EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, serve, drop);
   return 0;
 }

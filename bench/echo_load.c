@@ -17,18 +17,10 @@
 // differs from what was sent, or a stalled drain print an error on stderr
 // and exit 1; bad flags exit 2.
 #define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/epoll.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
+
+#include "c_server.h"
 
 enum { kMaxSize = 4096 };
 
@@ -108,21 +100,6 @@ static int pull(struct conn* c) {
   }
 }
 
-static int parse_addr(const char* s, struct sockaddr_in* sa) {
-  char host[64];
-  const char* colon = strrchr(s, ':');
-  if (colon == NULL || (size_t)(colon - s) >= sizeof host) return 0;
-  memcpy(host, s, (size_t)(colon - s));
-  host[colon - s] = '\0';
-  char* end;
-  long port = strtol(colon + 1, &end, 10);
-  if (*end != '\0' || port <= 0 || port > 65535) return 0;
-  memset(sa, 0, sizeof *sa);
-  sa->sin_family = AF_INET;
-  sa->sin_port = htons((uint16_t)port);
-  return inet_pton(AF_INET, host, &sa->sin_addr) == 1;
-}
-
 static void usage(void) {
   fprintf(stderr, "usage: echo_load -connect IPv4:PORT [-c CONNS] [-size BYTES] [-d SECONDS]\n");
   exit(2);
@@ -151,7 +128,7 @@ int main(int argc, char** argv) {
     }
   }
   struct sockaddr_in sa;
-  if (addr == NULL || !parse_addr(addr, &sa)) usage();
+  if (addr == NULL || !parse_ipv4_port(addr, &sa) || sa.sin_port == 0) usage();
   msg_size = (size_t)size;
   for (size_t i = 0; i < msg_size; i++) msg[i] = (char)('a' + i % 26);
 

@@ -16,33 +16,13 @@
 // Prints "listening on ADDR" once it accepts connections; exits 0 on SIGTERM
 // or SIGINT.
 #define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/epoll.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
+
+#include "c_server.h"
 
 // Bytes of "\r\n\r\n" matched so far, per descriptor (requests may be split
 // across reads).
 static unsigned char matched[1 << 16];
-static volatile sig_atomic_t stop;
-
-static void on_signal(int sig) {
-  (void)sig;
-  stop = 1;
-}
-
-static void die(const char* what) {
-  perror(what);
-  exit(1);
-}
 
 // The response to GET / of samples/http_server, byte for byte but for the
 // Server header's value, which has the same length. The Date is formatted
@@ -67,12 +47,12 @@ static void refresh_response(void) {
 
 // Reads everything queued on fd and answers each complete request; returns
 // 0 when the connection is finished.
-static int serve(int fd) {
+static int serve(int fd, uint32_t events) {
   char buf[4096];
   for (;;) {
     ssize_t n = read(fd, buf, sizeof buf);
     if (n == 0) return 0;
-    if (n < 0) return errno == EAGAIN ? 1 : errno == EINTR ? serve(fd) : 0;
+    if (n < 0) return errno == EAGAIN ? 1 : errno == EINTR ? serve(fd, events) : 0;
     int complete = 0;
     unsigned m = matched[fd];
     for (ssize_t i = 0; i < n; i++) {
@@ -91,72 +71,21 @@ static int serve(int fd) {
     for (int k = 0; k < complete; k++) {
       if (send(fd, resp, resp_len, MSG_NOSIGNAL) != (ssize_t)resp_len) return 0;
     }
-    if ((size_t)n < sizeof buf) return 1;  // short read: the socket is empty
+    // A short read: the socket is empty, unless the peer's FIN was there
+    // too (c_server.h).
+    if ((size_t)n < sizeof buf && !(events & EPOLLRDHUP)) return 1;
   }
 }
 
+// Forgets fd's partial match, then closes it.
+static void drop(int fd) {
+  matched[fd] = 0;
+  close(fd);
+}
+
 int main(int argc, char** argv) {
-  const char* listen_addr = "127.0.0.1:8080";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (strcmp(argv[i], "-listen") == 0) listen_addr = argv[i + 1];
-  }
-  char host[64];
-  const char* colon = strrchr(listen_addr, ':');
-  if (colon == NULL || (size_t)(colon - listen_addr) >= sizeof host) {
-    fprintf(stderr, "http_ceiling: -listen wants IPv4:PORT, got %s\n", listen_addr);
-    return 2;
-  }
-  memcpy(host, listen_addr, (size_t)(colon - listen_addr));
-  host[colon - listen_addr] = '\0';
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
-  if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
-    fprintf(stderr, "http_ceiling: bad IPv4 address %s\n", host);
-    return 2;
-  }
-
-  struct sigaction act = {.sa_handler = on_signal};
-  sigaction(SIGTERM, &act, NULL);
-  sigaction(SIGINT, &act, NULL);
-
-  int one = 1;
-  int ls = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (ls < 0) die("socket");
-  setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (bind(ls, (struct sockaddr*)&sa, sizeof sa) != 0) die("bind");
-  if (listen(ls, 1024) != 0) die("listen");
-  socklen_t len = sizeof sa;
-  getsockname(ls, (struct sockaddr*)&sa, &len);
-  char ip[INET_ADDRSTRLEN];
-  inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
-  printf("listening on %s:%d\n", ip, ntohs(sa.sin_port));
-  fflush(stdout);
-
-  int ep = epoll_create1(EPOLL_CLOEXEC);
-  if (ep < 0) die("epoll_create1");
-  struct epoll_event ev = {.events = EPOLLIN, .data.fd = ls};
-  if (epoll_ctl(ep, EPOLL_CTL_ADD, ls, &ev) != 0) die("epoll_ctl");
-  struct epoll_event events[256];
-  while (!stop) {
-    int n = epoll_wait(ep, events, 256, -1);
-    if (n < 0 && errno != EINTR) die("epoll_wait");
-    for (int i = 0; i < n; i++) {
-      int fd = events[i].data.fd;
-      if (fd == ls) {
-        int c;
-        while ((c = accept4(ls, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-          if (c >= (int)sizeof matched) {
-            close(c);
-            continue;
-          }
-          setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-          matched[c] = 0;
-          struct epoll_event ce = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.fd = c};
-          if (epoll_ctl(ep, EPOLL_CTL_ADD, c, &ce) != 0) close(c);
-        }
-        continue;
-      }
-      if (!serve(fd)) close(fd);
-    }
-  }
+  const char* addr = c_server_listen_flag(argc, argv, "http_ceiling", "127.0.0.1:8080");
+  int ls = c_server_listen("http_ceiling", addr);
+  c_server_loop(ls, (int)sizeof matched, EPOLLIN | EPOLLRDHUP | EPOLLET, serve, drop);
   return 0;
 }

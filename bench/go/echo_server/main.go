@@ -5,7 +5,8 @@
 // Differences: the read buffer is 4 KiB (Go's usual size, as in
 // bench/go/net_bench's tcp_echo) where the gort sample reads into 16 KiB;
 // the connection limit is a buffered channel used as a semaphore (Go's
-// netutil.LimitListener does the same); the idle timeout is a read
+// netutil.LimitListener does the same; internal/connset, shared with
+// bench/go/http_server); the idle timeout is a read
 // deadline set before every read, as the gort sample renews its own.
 //
 // Usage: echo_server [-listen 127.0.0.1:7000] [-procs N] [-max-conns 10000]
@@ -23,63 +24,13 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"sync"
 	"syscall"
 	"time"
+
+	"gortbench/internal/connset"
 )
 
 const readBuffer = 4096
-
-// connSet tracks open connections so that shutdown can close them.
-type connSet struct {
-	slots   chan struct{}
-	mu      sync.Mutex
-	closing bool
-	conns   map[net.Conn]struct{}
-	wg      sync.WaitGroup
-}
-
-func (s *connSet) add(c net.Conn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closing {
-		return false
-	}
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
-	return true
-}
-
-func (s *connSet) remove(c net.Conn) {
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
-	s.wg.Done()
-}
-
-func (s *connSet) closeAll() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closing = true
-	for c := range s.conns {
-		c.Close()
-	}
-	return len(s.conns)
-}
-
-func (s *connSet) wait(limit time.Duration) bool {
-	done := make(chan struct{})
-	go func() {
-		s.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return true
-	case <-time.After(limit):
-		return false
-	}
-}
 
 // handle echoes everything it reads until end of stream, an error or the
 // idle timeout.
@@ -98,25 +49,6 @@ func handle(c net.Conn, idle time.Duration) {
 		if err != nil {
 			return
 		}
-	}
-}
-
-func acceptLoop(ln net.Listener, conns *connSet, idle time.Duration) error {
-	for {
-		conns.slots <- struct{}{}
-		c, err := ln.Accept()
-		if err != nil {
-			<-conns.slots
-			return err
-		}
-		go func() {
-			if conns.add(c) {
-				handle(c, idle)
-				conns.remove(c)
-			}
-			c.Close()
-			<-conns.slots
-		}()
 	}
 }
 
@@ -143,33 +75,17 @@ func main() {
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	fmt.Printf("listening on %s\n", ln.Addr())
 
-	conns := &connSet{slots: make(chan struct{}, *maxConns), conns: map[net.Conn]struct{}{}}
 	idle := time.Duration(*idleTimeout) * time.Second
-	acceptDone := make(chan error, 1)
-	go func() { acceptDone <- acceptLoop(ln, conns, idle) }()
-
-	var acceptErr error
-	stopped := false
-	select {
-	case <-sig:
-		stopped = true
-	case acceptErr = <-acceptDone:
-	}
+	r := connset.New(*maxConns).Serve(ln, sig, func(c net.Conn) { handle(c, idle) }, 5*time.Second)
 	signal.Stop(sig)
-	ln.Close()
-	open := conns.closeAll()
-	if stopped {
-		<-acceptDone
-	}
-	drained := conns.wait(5 * time.Second)
-	if stopped {
+	if r.Stopped {
 		note := ""
-		if !drained {
+		if !r.Drained {
 			note = ", some did not finish in time"
 		}
-		fmt.Fprintf(os.Stderr, "echo_server: shutting down (%d connection(s) closed%s)\n", open, note)
+		fmt.Fprintf(os.Stderr, "echo_server: shutting down (%d connection(s) closed%s)\n", r.Open, note)
 		return
 	}
-	fmt.Fprintf(os.Stderr, "echo_server: accept: %v\n", acceptErr)
+	fmt.Fprintf(os.Stderr, "echo_server: accept: %v\n", r.AcceptErr)
 	os.Exit(1)
 }

@@ -7,8 +7,9 @@
 //
 // Differences: the Server header says "go" rather than "gort"; /json reports
 // runtime.NumGoroutine and GOMAXPROCS; the connection limit is a buffered
-// channel used as a semaphore; shutdown is signal.Notify rather than a
-// polled flag.
+// channel used as a semaphore (internal/connset, shared with
+// bench/go/echo_server); shutdown is signal.Notify rather than a polled
+// flag.
 //
 // Usage: http_server [-listen 127.0.0.1:8080] [-procs N] [-max-conns 10000]
 //
@@ -26,9 +27,10 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
+
+	"gortbench/internal/connset"
 )
 
 const (
@@ -607,75 +609,6 @@ func serveConn(c *net.TCPConn, idle time.Duration) {
 
 // ---- the server: accept loop, limits, shutdown ---------------------------
 
-// connSet tracks open connections so that shutdown can close them.
-type connSet struct {
-	slots   chan struct{}
-	mu      sync.Mutex
-	closing bool
-	conns   map[*net.TCPConn]struct{}
-	wg      sync.WaitGroup
-}
-
-func (s *connSet) add(c *net.TCPConn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closing {
-		return false
-	}
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
-	return true
-}
-
-func (s *connSet) remove(c *net.TCPConn) {
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
-	s.wg.Done()
-}
-
-func (s *connSet) closeAll() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closing = true
-	for c := range s.conns {
-		c.Close()
-	}
-}
-
-func (s *connSet) wait(limit time.Duration) bool {
-	done := make(chan struct{})
-	go func() {
-		s.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return true
-	case <-time.After(limit):
-		return false
-	}
-}
-
-func acceptLoop(ln *net.TCPListener, conns *connSet, idle time.Duration) error {
-	for {
-		conns.slots <- struct{}{}
-		c, err := ln.AcceptTCP()
-		if err != nil {
-			<-conns.slots
-			return err
-		}
-		go func() {
-			if conns.add(c) {
-				serveConn(c, idle)
-				conns.remove(c)
-			}
-			c.Close()
-			<-conns.slots
-		}()
-	}
-}
-
 func main() {
 	listen := flag.String("listen", "127.0.0.1:8080", "address to listen on")
 	procs := flag.Int("procs", 0, "GOMAXPROCS (0: the default)")
@@ -696,30 +629,16 @@ func main() {
 	}
 	fmt.Printf("listening on %s\n", ln.Addr())
 
-	conns := &connSet{slots: make(chan struct{}, *maxConns), conns: map[*net.TCPConn]struct{}{}}
 	idle := time.Duration(*idleTimeout) * time.Second
-	acceptDone := make(chan error, 1)
-	go func() { acceptDone <- acceptLoop(ln.(*net.TCPListener), conns, idle) }()
-
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	var acceptErr error
-	stopped := false
-	select {
-	case <-sig:
-		stopped = true
-	case acceptErr = <-acceptDone:
-	}
-	ln.Close()
-	conns.closeAll()
-	if stopped {
-		acceptErr = <-acceptDone
-	}
-	conns.wait(5 * time.Second)
-	if stopped {
+	r := connset.New(*maxConns).Serve(ln, sig, func(c net.Conn) {
+		serveConn(c.(*net.TCPConn), idle)
+	}, 5*time.Second)
+	if r.Stopped {
 		fmt.Fprintln(os.Stderr, "http_server: shutting down")
 		return
 	}
-	fmt.Fprintf(os.Stderr, "http_server: accept: %v\n", acceptErr)
+	fmt.Fprintf(os.Stderr, "http_server: accept: %v\n", r.AcceptErr)
 	os.Exit(1)
 }
