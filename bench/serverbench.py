@@ -419,6 +419,44 @@ class Server:
             self.kill()
 
 
+# ---- what else ran meanwhile -----------------------------------------------------
+
+def _machine_busy_ns():
+    """CPU time all CPUs spent outside idle and iowait since boot, in ns
+    (first line of /proc/stat, clock ticks)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    busy = sum(v[:8]) - v[3] - v[4]  # user nice system idle iowait irq softirq steal
+    return busy * 1_000_000_000 // CLK_TCK
+
+
+def _own_ns():
+    """CPU time of this script and of its children that have been waited
+    for (the load generator)."""
+    import resource
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        r = resource.getrusage(who)
+        total += r.ru_utime + r.ru_stime
+    return int(total * 1e9)
+
+
+class Others:
+    """Measures the CPU time that processes other than the server, the load
+    generator and this script used during a window: the machine is shared,
+    and a build next door inflates every figure. start() before the load
+    generator is started, stop(server_cpu_ns) after it has been waited for;
+    the result is in CPUs (CPU time / wall time)."""
+
+    def start(self):
+        self.t0, self.busy0, self.own0 = time.monotonic(), _machine_busy_ns(), _own_ns()
+
+    def stop(self, server_ns):
+        wall = time.monotonic() - self.t0
+        others = (_machine_busy_ns() - self.busy0) - (_own_ns() - self.own0) - server_ns
+        return max(0.0, others / 1e9 / wall)
+
+
 # ---- summaries ------------------------------------------------------------------
 
 def median(values):
@@ -427,6 +465,12 @@ def median(values):
 
 def fmt_runs(values, fmt="%.0f"):
     return " ".join(fmt % v for v in values)
+
+
+def paired_ratios(a, b):
+    """Run-by-run ratios a[i] / b[i]: the two sides of one run are minutes
+    apart at most, so a change of the machine's speed between runs cancels."""
+    return [x / y for x, y in zip(a, b)]
 
 
 def verdict(ratio, target, higher_better):
