@@ -13,6 +13,7 @@ figure the load generator's own limits do not cap.
 Standard library only.
 """
 
+import contextlib
 import ctypes
 import os
 import re
@@ -446,15 +447,102 @@ class Others:
     generator and this script used during a window: the machine is shared,
     and a build next door inflates every figure. start() before the load
     generator is started, stop(server_cpu_ns) after it has been waited for;
-    the result is in CPUs (CPU time / wall time)."""
+    the result is in ns (clock-tick resolution)."""
 
     def start(self):
-        self.t0, self.busy0, self.own0 = time.monotonic(), _machine_busy_ns(), _own_ns()
+        self.busy0, self.own0 = _machine_busy_ns(), _own_ns()
 
     def stop(self, server_ns):
-        wall = time.monotonic() - self.t0
         others = (_machine_busy_ns() - self.busy0) - (_own_ns() - self.own0) - server_ns
-        return max(0.0, others / 1e9 / wall)
+        return max(0, others)
+
+
+# ---- a measured round: the sides take turns -------------------------------------
+
+# Names of the figures measure_round returns for each side. The scripts add
+# their unit: COUNT, RATE and CPU_US are per request or per message.
+CPU_US = "server_cpu_us"     # server CPU time / count
+RATE = "rate"                # count / the load generator's seconds
+UTIL = "server_cpus"         # server CPU time / the load generator's seconds
+OTHERS = "others_cpus"       # CPU other processes used / wall time of the slices
+THROTTLED = "throttled_pct"  # periods in which the cgroup quota ran out
+SYSCALLS = "syscalls"        # --syscalls: system calls / count
+SWITCHES = "context_switches"  # --syscalls: context switches / count
+
+
+def measure_round(sides, start, load, duration, slice_s, warmup, turn, syscalls=False):
+    """One run of every side with fresh servers, taking turns.
+
+    start(side) returns (Server, CpuCgroup or None) for a new server;
+    load(server, seconds) runs the load generator against it and returns
+    (requests or messages completed, seconds it measured). Every server is
+    started, warmed up for `warmup` seconds, then the sides take turns in
+    slices of about slice_s seconds until each has had `duration`, the
+    order rotating by one each slice (starting at `turn`), so that a change
+    of the machine's speed -- this shared host changes by a factor of two
+    within seconds -- falls on all sides alike. The server's CPU time is
+    read just before and after each slice. With syscalls, perf stat counts
+    each side's system calls in one unsliced piece instead.
+
+    Returns {side: {figure: value}} with the names above. Servers and
+    cgroups are stopped and removed whatever happens."""
+    slices = 1 if syscalls else max(1, int(round(duration / slice_s)))
+    each = duration / slices
+    acc = {side: dict(cpu=0, count=0, load_s=0.0, wall_s=0.0, others=0, periods=0,
+                      throttled=0, syscalls=0.0, switches=0.0) for side in sides}
+    with contextlib.ExitStack() as stack:
+        servers = {}
+        for side in sides:
+            srv, cgroup = start(side)
+            if cgroup:
+                stack.callback(cgroup.remove)
+            stack.enter_context(srv)  # entered last: stopped before its cgroup goes
+            servers[side] = (srv, cgroup)
+        for side in sides:
+            if warmup > 0:
+                load(servers[side][0], warmup)
+        for k in range(slices):
+            r = (turn + k) % len(sides)
+            for side in sides[r:] + sides[:r]:
+                srv, cgroup = servers[side]
+                a = acc[side]
+                perf = PerfStat(srv.pid) if syscalls else None
+                try:
+                    others = Others()
+                    t0, before = time.monotonic(), srv.cpu()
+                    others.start()
+                    thr0 = cgroup.stat() if cgroup else None
+                    count, secs = load(srv, each)
+                    time.sleep(0.05)  # the load generator's closes reach the server
+                    after, t1 = srv.cpu(), time.monotonic()
+                    cpu = cpu_used_ns(before, after)
+                    a["cpu"] += cpu
+                    a["count"] += count
+                    a["load_s"] += secs
+                    a["wall_s"] += t1 - t0
+                    a["others"] += others.stop(cpu)
+                    if perf:
+                        counts = perf.stop()
+                        a["syscalls"] += counts.get("raw_syscalls:sys_enter", 0)
+                        a["switches"] += counts.get("context-switches", 0)
+                    if cgroup:
+                        thr = cgroup.stat()
+                        a["periods"] += thr["nr_periods"] - thr0["nr_periods"]
+                        a["throttled"] += thr["nr_throttled"] - thr0["nr_throttled"]
+                finally:
+                    if perf:
+                        perf.close()
+    out = {}
+    for side, a in acc.items():
+        r = {CPU_US: a["cpu"] / 1e3 / a["count"], RATE: a["count"] / a["load_s"],
+             UTIL: a["cpu"] / 1e9 / a["load_s"], OTHERS: a["others"] / 1e9 / a["wall_s"]}
+        if servers[side][1]:
+            r[THROTTLED] = 100.0 * a["throttled"] / a["periods"] if a["periods"] else 0.0
+        if syscalls:
+            r[SYSCALLS] = a["syscalls"] / a["count"]
+            r[SWITCHES] = a["switches"] / a["count"]
+        out[side] = r
+    return out
 
 
 # ---- summaries ------------------------------------------------------------------
