@@ -188,8 +188,9 @@ class PerfStat:
                                   stderr=self.err, preexec_fn=die_with_parent)
         time.sleep(0.2)  # attached to every thread before the work starts
         if self.p.poll() is not None:
+            err = self._err()
             self.close()
-            raise BenchError("perf stat failed:\n" + self._err())
+            raise BenchError("perf stat failed:\n" + err)
 
     def _err(self):
         self.err.seek(0)
@@ -412,7 +413,8 @@ class Server:
         try:
             if exc_type is None:
                 self.stop()
-            elif self.p.poll() is not None and exc_type is not KeyboardInterrupt:
+            elif (self.p.poll() is not None and exc_type is not KeyboardInterrupt
+                  and self.exe not in str(exc)):
                 # What failed (the load generator, say) may be the symptom.
                 log("%s exited with status %s during the run:\n%s"
                     % (self.exe, self.p.returncode, self.stderr_tail()))
@@ -506,6 +508,7 @@ def measure_round(sides, start, load, duration, slice_s, warmup, turn, syscalls=
             for side in sides[r:] + sides[:r]:
                 srv, cgroup = servers[side]
                 a = acc[side]
+                srv.check_alive()
                 perf = PerfStat(srv.pid) if syscalls else None
                 try:
                     others = Others()
