@@ -16,7 +16,7 @@
 //   sysmon_overhead/procs:2  2 goroutines each run a fixed multiply-xorshift
 //                       hash chain (240 M steps, ~0.5 s), no spinners,
 //                       nothing to switch to; ns/iter (per chain step, per
-//                       goroutine) with preemption on, median of 5 rounds.
+//                       goroutine) with preemption on, median of 9 rounds.
 //                       gort also reports overhead_pct: the same chains with
 //                       Config::preempt = false, and overhead_vs_threads_pct:
 //                       on two plain std::threads, no runtime at all; each
@@ -35,8 +35,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,7 +54,7 @@ using gortbench::Stopwatch;
 
 constexpr int64_t kSleeps = 200;
 constexpr int64_t kChainSteps = 240'000'000;  // ~0.5 s per goroutine here
-constexpr int kOverheadRounds = 5;
+constexpr int kOverheadRounds = 9;
 
 // The spinners' loop: a relaxed load and a relaxed store, no call, so only an
 // asynchronous preemption takes the P away.
@@ -174,16 +176,19 @@ ChainTimes chains_in_gort(int procs, int64_t steps, bool preempt, double* wakeup
         // Counted in the steady state, from 100 ms after the start (past
         // sysmon's back-off from 20 µs) to the first chain's end, by a
         // plain thread that runs no goroutine.
-        std::atomic<bool> first_done{false};
+        // It sleeps in between rather than poll, so as not to be a cost of
+        // its own.
+        std::mutex mu;
+        std::condition_variable cv;
+        bool first_done = false;
         std::thread counter;
         if (wakeups_per_s != nullptr) {
           counter = std::thread([&] {
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            std::unique_lock<std::mutex> lock(mu);
+            if (cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return first_done; })) return;
             int64_t s0 = sysmon_sleeps();
             Stopwatch window;
-            while (!first_done.load(std::memory_order_acquire)) {
-              std::this_thread::sleep_for(std::chrono::milliseconds(1));
-            }
+            cv.wait(lock, [&] { return first_done; });
             int64_t s1 = sysmon_sleeps();
             if (s0 >= 0 && s1 >= 0) *wakeups_per_s = static_cast<double>(s1 - s0) / window.seconds();
           });
@@ -193,7 +198,11 @@ ChainTimes chains_in_gort(int procs, int64_t steps, bool preempt, double* wakeup
           wg.add(1);
           gort::go([&, i] {
             loops[static_cast<size_t>(i)] = timed_chain(&ready, procs, steps, i);
-            first_done.store(true, std::memory_order_release);
+            {
+              std::lock_guard<std::mutex> lock(mu);
+              first_done = true;
+            }
+            cv.notify_one();
             wg.done();
           });
         }
