@@ -5,18 +5,13 @@
 //
 // The time slice is one hour in the first test and in the unsafe-point
 // retries, so sysmon never asks on its own: only the timer can take the P
-// from the spinner. The last test counts sysmon's wake-ups while the timers
-// do the preempting.
+// from the spinner.
 #include <atomic>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <mutex>
-#include <string>
 #include <thread>
 
 #include "gmp/sched.hpp"
-#include "gort/os.hpp"
 #include "gort/sync.hpp"
 #include "gort/time.hpp"
 #include "preempt/preempt.hpp"
@@ -142,120 +137,6 @@ TEST(SliceTimer, RetriesAfterAnOsLockIsReleased) {
     unsafe->store(true);
     gort::test::spin_for(d);
   });
-}
-
-// sysmon's wake-ups while CPU-bound goroutines keep every P busy: their
-// slice timers preempt them, so sysmon paces itself (up to 10 ms between
-// rounds, as Go's) instead of waking every tenth of a slice (about 1,000 a
-// second before). Counted from its thread's voluntary context switches.
-int64_t sysmon_sleeps() {
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(e.path() / "comm");
-    std::string name;
-    if (!std::getline(comm, name) || name != "gort-sysmon") continue;
-    std::ifstream status(e.path() / "status");
-    for (std::string line; std::getline(status, line);) {
-      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) return std::stoll(line.substr(24));
-    }
-  }
-  return -1;
-}
-
-TEST(SysmonPace, FewWakeUpsWhileSpinnersKeepEveryPBusy) {
-  SKIP_WITHOUT_ASYNC_PREEMPTION();
-  std::atomic<bool> spinning{true};
-  int64_t sleeps = -1;
-  double seconds = 0;
-  Watchdog dog(30s, [&] { spinning.store(false); });
-  run_cfg(preempt_cfg(2), [&] {
-    gort::WaitGroup wg;
-    for (int i = 0; i < 2; i++) {
-      wg.add(1);
-      gort::go([&] {
-        gort::test::spin_while(spinning);
-        wg.done();
-      });
-    }
-    // A plain thread counts, so that no goroutine of ours needs a P.
-    std::thread counter([&] {
-      std::this_thread::sleep_for(200ms);  // past sysmon's back-off
-      int64_t s0 = sysmon_sleeps();
-      auto t0 = std::chrono::steady_clock::now();
-      std::this_thread::sleep_for(1s);
-      int64_t s1 = sysmon_sleeps();
-      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (s0 >= 0 && s1 >= 0) sleeps = s1 - s0;
-      spinning.store(false);
-    });
-    wg.wait();
-    counter.join();
-  });
-  ASSERT_GE(sleeps, 0) << "no thread named gort-sysmon";
-  // About 100 a second; the bound leaves room for a loaded machine's late
-  // wake-ups, and is far below the 1,000 of a tenth-of-a-slice pace.
-  EXPECT_LE(static_cast<double>(sleeps) / seconds, 300.0) << sleeps << " sysmon wake-ups in " << seconds << " s";
-}
-
-// The same with network work that only sysmon finds: on one P, two
-// spinners keep the run queue from ever running dry, so the scheduler never
-// polls, and a ping-pong over two pipes advances only when sysmon polls (every
-// 10 ms) and injects the woken goroutine. Injecting is not activity for
-// sysmon's back-off (Go's rule); when it was, sysmon stayed at its 20 µs pace
-// (about 1,000 wake-ups a second here, 7,000 under an HTTP load).
-TEST(SysmonPace, NetworkWorkSysmonInjectsDoesNotResetItsBackOff) {
-  SKIP_WITHOUT_ASYNC_PREEMPTION();
-  std::atomic<bool> spinning{true};
-  std::atomic<int> round_trips{0};
-  int64_t sleeps = -1;
-  double seconds = 0;
-  Watchdog dog(30s, [&] { spinning.store(false); });
-  run_cfg(preempt_cfg(1), [&] {
-    auto there = gort::os::pipe();
-    auto back = gort::os::pipe();
-    ASSERT_TRUE(there.ok() && back.ok());
-    gort::WaitGroup wg;
-    wg.add(2);
-    gort::go([&] {
-      char c = 'x';
-      while (spinning.load()) {
-        if (!there->second.write(absl::MakeConstSpan(&c, 1)).ok()) break;
-        if (auto n = back->first.read(absl::MakeSpan(&c, 1)); !n.ok() || *n != 1) break;
-        round_trips.fetch_add(1);
-      }
-      (void)there->second.close();
-      wg.done();
-    });
-    gort::go([&] {
-      char c;
-      for (;;) {
-        auto n = there->first.read(absl::MakeSpan(&c, 1));
-        if (!n.ok() || *n != 1 || !back->second.write(absl::MakeConstSpan(&c, 1)).ok()) break;
-      }
-      wg.done();
-    });
-    for (int i = 0; i < 2; i++) {
-      wg.add(1);
-      gort::go([&] {
-        gort::test::spin_while(spinning);
-        wg.done();
-      });
-    }
-    std::thread counter([&] {
-      std::this_thread::sleep_for(200ms);
-      int64_t s0 = sysmon_sleeps();
-      auto t0 = std::chrono::steady_clock::now();
-      std::this_thread::sleep_for(1s);
-      int64_t s1 = sysmon_sleeps();
-      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (s0 >= 0 && s1 >= 0) sleeps = s1 - s0;
-      spinning.store(false);
-    });
-    counter.join();
-    wg.wait();
-  });
-  ASSERT_GE(sleeps, 0) << "no thread named gort-sysmon";
-  EXPECT_GT(round_trips.load(), 10) << "sysmon did not poll the network for the busy P";
-  EXPECT_LE(static_cast<double>(sleeps) / seconds, 300.0) << sleeps << " sysmon wake-ups in " << seconds << " s";
 }
 
 }  // namespace
