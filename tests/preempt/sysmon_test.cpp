@@ -36,14 +36,34 @@ int64_t sysmon_sleeps() {
   return -1;
 }
 
+struct WakeupRate {
+  int64_t sleeps = -1;
+  double seconds = 0;
+  double per_second() const { return static_cast<double>(sleeps) / seconds; }
+};
+
+// On a plain thread: sysmon's wake-ups over one second, from 200 ms in
+// (past its back-off from 20 µs); then clears *running.
+WakeupRate count_wakeups(std::atomic<bool>* running) {
+  WakeupRate r;
+  std::this_thread::sleep_for(200ms);
+  int64_t s0 = sysmon_sleeps();
+  auto t0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(1s);
+  int64_t s1 = sysmon_sleeps();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (s0 >= 0 && s1 >= 0) r.sleeps = s1 - s0;
+  running->store(false);
+  return r;
+}
+
 // CPU-bound goroutines keep every P busy: their slice timers preempt them,
 // so sysmon does not wake every tenth of a slice (about 1,000 a second
 // before).
 TEST(SysmonPace, FewWakeUpsWhileSpinnersKeepEveryPBusy) {
   SKIP_WITHOUT_ASYNC_PREEMPTION();
   std::atomic<bool> spinning{true};
-  int64_t sleeps = -1;
-  double seconds = 0;
+  WakeupRate rate;
   Watchdog dog(30s, [&] { spinning.store(false); });
   run_cfg(preempt_cfg(2), [&] {
     gort::WaitGroup wg;
@@ -55,23 +75,14 @@ TEST(SysmonPace, FewWakeUpsWhileSpinnersKeepEveryPBusy) {
       });
     }
     // A plain thread counts, so that no goroutine of ours needs a P.
-    std::thread counter([&] {
-      std::this_thread::sleep_for(200ms);  // past sysmon's back-off
-      int64_t s0 = sysmon_sleeps();
-      auto t0 = std::chrono::steady_clock::now();
-      std::this_thread::sleep_for(1s);
-      int64_t s1 = sysmon_sleeps();
-      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (s0 >= 0 && s1 >= 0) sleeps = s1 - s0;
-      spinning.store(false);
-    });
+    std::thread counter([&] { rate = count_wakeups(&spinning); });
     wg.wait();
     counter.join();
   });
-  ASSERT_GE(sleeps, 0) << "no thread named gort-sysmon";
+  ASSERT_GE(rate.sleeps, 0) << "no thread named gort-sysmon";
   // About 100 a second; the bound leaves room for a loaded machine's late
   // wake-ups, and is far below the 1,000 of a tenth-of-a-slice pace.
-  EXPECT_LE(static_cast<double>(sleeps) / seconds, 300.0) << sleeps << " sysmon wake-ups in " << seconds << " s";
+  EXPECT_LE(rate.per_second(), 300.0) << rate.sleeps << " sysmon wake-ups in " << rate.seconds << " s";
 }
 
 // The same with network work that only sysmon finds: on one P, two
@@ -84,8 +95,7 @@ TEST(SysmonPace, NetworkWorkSysmonInjectsDoesNotResetItsBackOff) {
   SKIP_WITHOUT_ASYNC_PREEMPTION();
   std::atomic<bool> spinning{true};
   std::atomic<int> round_trips{0};
-  int64_t sleeps = -1;
-  double seconds = 0;
+  WakeupRate rate;
   Watchdog dog(30s, [&] { spinning.store(false); });
   run_cfg(preempt_cfg(1), [&] {
     auto there = gort::os::pipe();
@@ -118,22 +128,13 @@ TEST(SysmonPace, NetworkWorkSysmonInjectsDoesNotResetItsBackOff) {
         wg.done();
       });
     }
-    std::thread counter([&] {
-      std::this_thread::sleep_for(200ms);
-      int64_t s0 = sysmon_sleeps();
-      auto t0 = std::chrono::steady_clock::now();
-      std::this_thread::sleep_for(1s);
-      int64_t s1 = sysmon_sleeps();
-      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (s0 >= 0 && s1 >= 0) sleeps = s1 - s0;
-      spinning.store(false);
-    });
+    std::thread counter([&] { rate = count_wakeups(&spinning); });
     counter.join();
     wg.wait();
   });
-  ASSERT_GE(sleeps, 0) << "no thread named gort-sysmon";
+  ASSERT_GE(rate.sleeps, 0) << "no thread named gort-sysmon";
   EXPECT_GT(round_trips.load(), 0) << "sysmon did not poll the network for the busy P";
-  EXPECT_LE(static_cast<double>(sleeps) / seconds, 300.0) << sleeps << " sysmon wake-ups in " << seconds << " s";
+  EXPECT_LE(rate.per_second(), 300.0) << rate.sleeps << " sysmon wake-ups in " << rate.seconds << " s";
 }
 
 }  // namespace
