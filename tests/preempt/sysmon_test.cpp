@@ -57,6 +57,17 @@ WakeupRate count_wakeups(std::atomic<bool>* running) {
   return r;
 }
 
+// n goroutines spinning in a call-free loop while *spinning, each done on wg.
+void go_spinners(gort::WaitGroup* wg, const std::atomic<bool>* spinning, int n) {
+  for (int i = 0; i < n; i++) {
+    wg->add(1);
+    gort::go([wg, spinning] {
+      gort::test::spin_while(*spinning);
+      wg->done();
+    });
+  }
+}
+
 // CPU-bound goroutines keep every P busy: their slice timers preempt them,
 // so sysmon does not wake every tenth of a slice (about 1,000 a second
 // before).
@@ -67,13 +78,7 @@ TEST(SysmonPace, FewWakeUpsWhileSpinnersKeepEveryPBusy) {
   Watchdog dog(30s, [&] { spinning.store(false); });
   run_cfg(preempt_cfg(2), [&] {
     gort::WaitGroup wg;
-    for (int i = 0; i < 2; i++) {
-      wg.add(1);
-      gort::go([&] {
-        gort::test::spin_while(spinning);
-        wg.done();
-      });
-    }
+    go_spinners(&wg, &spinning, 2);
     // A plain thread counts, so that no goroutine of ours needs a P.
     std::thread counter([&] { rate = count_wakeups(&spinning); });
     wg.wait();
@@ -121,13 +126,7 @@ TEST(SysmonPace, NetworkWorkSysmonInjectsDoesNotResetItsBackOff) {
       }
       wg.done();
     });
-    for (int i = 0; i < 2; i++) {
-      wg.add(1);
-      gort::go([&] {
-        gort::test::spin_while(spinning);
-        wg.done();
-      });
-    }
+    go_spinners(&wg, &spinning, 2);
     std::thread counter([&] { rate = count_wakeups(&spinning); });
     counter.join();
     wg.wait();
