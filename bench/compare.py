@@ -78,6 +78,14 @@ TARGETS = {
     ("echo_server/procs:2", "server_cpu_us/msg"): 0.75,
 }
 
+# Targets on gort's own value, for metrics Go has no twin of (lower is
+# better). Keys are (case, metric).
+GORT_TARGETS = {
+    ("sysmon_overhead/procs:2", "overhead_pct"): 1.0,
+    ("sysmon_overhead/procs:2", "loop_overhead_vs_threads_pct"): 1.0,
+    ("sysmon_overhead/procs:2", "sysmon_wakeups_per_s"): 200.0,
+}
+
 # The C floor servers' side in the JSON of bench/http_compare and
 # bench/echo_compare; its CPU figures become "<case> vs C floor" rows.
 C_SIDE = "c"
@@ -273,6 +281,9 @@ def build_rows(results):
                 ok = ratio >= target if higher_is_better(metric) else ratio <= target
                 verdict = "%s %s %s" % ("met" if ok else "MISSED",
                                         ">=" if higher_is_better(metric) else "<=", fmt_num(target))
+            elif (case, metric) in GORT_TARGETS and g is not None:
+                limit = GORT_TARGETS[(case, metric)]
+                verdict = "%s gort <= %s" % ("met" if g <= limit else "MISSED", fmt_num(limit))
             rows.append({
                 "case": case, "metric": metric, "gort": g, "go": o, "ratio": ratio,
                 "gort_spread": spread(gv) if gv else None, "go_spread": spread(ov) if ov else None,

@@ -205,20 +205,30 @@ namespace {
 struct SystemCall {
   void (*fn)(void*);
   void* arg;
+  // ASan: the caller's stack, to tell ASan when switching back to it.
+  const void* from_bottom = nullptr;
+  size_t from_size = 0;
 };
 
 void systemstack_entry(bctx::transfer_t t) {
   auto* c = static_cast<SystemCall*>(t.data);
+#ifdef GORT_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, &c->from_bottom, &c->from_size);
+#endif
   c->fn(c->arg);
-  // Back to the caller; this context is simply abandoned.
+  // Back to the caller; this context is simply abandoned (no fake stack
+  // to keep: null).
+#ifdef GORT_ASAN
+  __sanitizer_start_switch_fiber(nullptr, c->from_bottom, c->from_size);
+#endif
   bctx::jump_fcontext(t.fctx, nullptr);
 }
 
 }  // namespace
 
 void systemstack(void (*fn)(void*), void* arg) {
-#if defined(GORT_ASAN) || defined(GORT_TSAN_ON)
-  fn(arg);  // no fiber annotations for this one-off stack: run in place
+#if defined(GORT_TSAN_ON)
+  fn(arg);  // no TSan fiber for this one-off stack: run in place
 #else
   M* m = getm();
   G* g = m != nullptr ? m->curg : nullptr;
@@ -235,7 +245,18 @@ void systemstack(void (*fn)(void*), void* arg) {
   top = (top - 256) & ~uintptr_t{15};
   SystemCall call{fn, arg};
   bctx::fcontext_t ctx = bctx::make_fcontext(reinterpret_cast<void*>(top), top - lo - 4096, &systemstack_entry);
+#ifdef GORT_ASAN
+  // Told, as every switch is: ASan's no-return hooks and its stack checks
+  // would otherwise take the M's stack for the goroutine's (or the signal
+  // stack's: a dying goroutine's traceback is printed from a fault handler,
+  // and libdw needs more than the small signal stack ASan gives a thread).
+  void* fake = nullptr;
+  __sanitizer_start_switch_fiber(&fake, reinterpret_cast<void*>(lo + 4096), top - lo - 4096);
   bctx::jump_fcontext(ctx, &call);
+  __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#else
+  bctx::jump_fcontext(ctx, &call);
+#endif
 #endif
 }
 

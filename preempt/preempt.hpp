@@ -89,6 +89,13 @@ PreemptRequest preempt_one(P* p);
 bool arm_slice_timer(P* p, uint32_t tick, int64_t deadline);
 // Deletes every M's slice timer (sysmon_stop, after the Ms have left).
 void delete_slice_timers();
+// Whether m's slice timer times its run with schedtick `tick`: it will
+// signal the end of the slice, and the handler retries an unsafe point by
+// itself, so sysmon need not wake for that run's deadline.
+bool slice_timer_times(const M* m, uint32_t tick);
+// How soon a preemption that met an unsafe point is tried again: a tenth of
+// the slice, at most 100 µs.
+int64_t preempt_retry_ns();
 // Whether async preemption is possible in this process (x86-64, not TSan,
 // gort not linked into the main executable).
 bool async_preempt_supported();

@@ -38,6 +38,7 @@
 #include <cstdio>
 
 #include "gmp/sched.hpp"
+#include "gmp/timer.hpp"
 #include "preempt/preempt.hpp"
 
 namespace gort::internal {
@@ -48,7 +49,8 @@ namespace {
 // sleep is most often short (a page fault waiting for mmap_lock while
 // another thread faults, a brief futex wait), and each retake costs a
 // membarrier, a hand-off and a thread wake-up. 1 ms leaves the short ones
-// alone and still frees a P from a real block within about a millisecond.
+// alone and still frees a P that work waits for within about two
+// milliseconds (retake_blocked asks sysmon for the looks that takes).
 constexpr int64_t kBlockedNs = 1000 * 1000;
 
 bool g_retake_enabled = false;
@@ -115,17 +117,32 @@ bool retake_blocked(P* p, BlockedWatch* w, int64_t now, int64_t* next_look) {
     return false;
   }
   int64_t cpu = thread_cpu_ns(m->cpuclock);
+  // sysmon looks again within kBlockedNs, rather than at its own pace (up to
+  // 10 ms while Ps run), only when that could matter: something waits for
+  // this P, and the thread may be asleep. A CPU-bound goroutine with nothing
+  // queued behind it costs no extra wake-ups (issue: sysmon's wake-ups while
+  // Ps are busy); a goroutine that blocks with work queued behind it loses
+  // its P within about two milliseconds.
+  int64_t t0 = timers_first(p);
+  bool waited_for = !p->runq.empty() || sched.runqsize.load(std::memory_order_relaxed) > 0 ||
+                    (t0 != 0 && t0 < now + kBlockedNs);
+  auto look_at = [&](int64_t when) {
+    if (waited_for && when < *next_look) *next_look = when;
+  };
   // Asleep since w->since unless it used more than a sixteenth of the time
   // (not "no CPU at all": the preemption signals sysmon keeps sending a run
   // this long are handled, and each costs the sleeper a few µs).
   if (w->cpu < 0 || (cpu - w->cpu) * 16 > now - w->since) {
+    // On the CPU for most of the interval: it did not sleep long enough in
+    // it to matter, and sysmon's next look at its own pace will tell.
+    bool busy = w->cpu >= 0 && (cpu - w->cpu) * 2 >= now - w->since;
     w->cpu = cpu;
     w->since = now;
-    if (now + kBlockedNs < *next_look) *next_look = now + kBlockedNs;
+    if (!busy) look_at(now + kBlockedNs);
     return false;
   }
   if (now - w->since < kBlockedNs) {
-    if (w->since + kBlockedNs < *next_look) *next_look = w->since + kBlockedNs;
+    look_at(w->since + kBlockedNs);
     return false;
   }
   if (!thread_sleeps(tid)) {

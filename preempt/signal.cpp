@@ -8,6 +8,7 @@
 #include <sys/ucontext.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -72,6 +73,23 @@ constexpr uint32_t kTagTimer = 0xA6;
 // A traceback request (M::tb, gmp/unwind.hpp).
 constexpr uint32_t kTagTraceback = 0xA7;
 
+// The handler found an unsafe point in a run that the M's slice timer
+// times: have the timer ask again shortly (what sysmon's retry did when it
+// looked every tenth of a slice; it now sleeps up to 10 ms while Ps run). A
+// run the timer does not time (its first slice, or a timer stopped by
+// entersyscall) is sysmon's to retry. timer_settime is async-signal-safe.
+void retry_soon(M* m) {
+  P* p = m->p;
+  if (p == nullptr || m->slice_timer_state.load(std::memory_order_acquire) != 2 ||
+      m->slice_timer_deadline.load(std::memory_order_relaxed) == 0 ||
+      m->slice_timer_tick.load(std::memory_order_relaxed) != p->schedtick) {
+    return;
+  }
+  itimerspec its = {};
+  its.it_value.tv_nsec = static_cast<long>(preempt_retry_ns());
+  timer_settime(static_cast<timer_t>(m->slice_timer), 0, &its, nullptr);
+}
+
 void on_signal(int sig, siginfo_t* info, void* ucv) {
   int saved_errno = errno;
   uint32_t value = static_cast<uint32_t>(info->si_value.sival_int);
@@ -113,8 +131,12 @@ void on_signal(int sig, siginfo_t* info, void* ucv) {
     errno = saved_errno;
     return;
   }
-  if (g->is_g0 || !g->preempt.load(std::memory_order_relaxed) || m->locks.load(std::memory_order_relaxed) != 0 ||
-      g->nopreempt != 0 || m->in_blocking.load(std::memory_order_relaxed) || g->stack_lo == nullptr) {
+  if (g->is_g0 || !g->preempt.load(std::memory_order_relaxed) || m->in_blocking.load(std::memory_order_relaxed)) {
+    errno = saved_errno;
+    return;
+  }
+  if (m->locks.load(std::memory_order_relaxed) != 0 || g->nopreempt != 0 || g->stack_lo == nullptr) {
+    retry_soon(m);
     errno = saved_errno;
     return;
   }
@@ -125,12 +147,14 @@ void on_signal(int sig, siginfo_t* info, void* ucv) {
   uintptr_t hi = reinterpret_cast<uintptr_t>(g->stack_hi);
   if (rsp > hi || rsp < lo + 128 + 8 + kFrameHeadroom + gort_xsave_size || !pc_preemptible(rip) ||
       m->oslocks.load(std::memory_order_relaxed) != 0) {
+    retry_soon(m);
     errno = saved_errno;
     return;
   }
   uint64_t mask;
   std::memcpy(&mask, &uc->uc_sigmask, sizeof mask);
   if (mask != m->sigmask) {
+    retry_soon(m);
     errno = saved_errno;
     return;
   }
@@ -140,6 +164,7 @@ void on_signal(int sig, siginfo_t* info, void* ucv) {
   bool locks_m = preempt_lock_reserve();
   if (!frames_preemptible(g, uc, locks_m ? TlsCheck::kNo : TlsCheck::kYes)) {
     if (locks_m) sched.npreemptlocked.fetch_sub(1, std::memory_order_relaxed);
+    retry_soon(m);
     errno = saved_errno;
     return;
   }
@@ -158,6 +183,8 @@ void on_signal(int sig, siginfo_t* info, void* ucv) {
 }  // namespace
 
 int preempt_signal() { return g_sig; }
+
+int64_t preempt_retry_ns() { return std::min<int64_t>(sched.time_slice_ns / 10 + 1, 100 * 1000); }
 
 bool async_preempt_supported() { return g_supported; }
 
@@ -322,6 +349,12 @@ bool arm_slice_timer(P* p, uint32_t tick, int64_t deadline) {
     return false;
   }
   return true;
+}
+
+bool slice_timer_times(const M* m, uint32_t tick) {
+  return m != nullptr && m->slice_timer_state.load(std::memory_order_acquire) == 2 &&
+         m->slice_timer_deadline.load(std::memory_order_acquire) != 0 &&
+         m->slice_timer_tick.load(std::memory_order_acquire) == tick;
 }
 
 void delete_slice_timers() {

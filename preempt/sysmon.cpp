@@ -20,14 +20,22 @@
 //   - moves the Ps to a changed default number once a second
 //     (procs_update_check, gmp/procresize.cpp).
 //
-// Sleep: 20 µs between rounds while something happens (a P retaken,
-// network work injected; a preemption does not count), doubling after 50
-// quiet rounds up to 10 ms; but never past the moment a running G's slice
-// ends (that is what keeps preemption latency near one slice, where Go's
-// sysmon, backed off to 10 ms, preempts only at its second look). When
-// every P is idle and no M is in blocking(), it sleeps until a P starts
-// running again, so an idle program costs nothing. With schedtrace on, as in
-// Go, it never sleeps that deep nor past the next trace.
+// Sleep: 20 µs between rounds while something happens (a P retaken, dead
+// Gs released; a preemption or network work it injects does not count, as
+// in Go), doubling after 50
+// quiet rounds up to 10 ms, as Go's sysmon. A run that its M's slice timer
+// times (a G whose last run used its whole slice) is preempted by that
+// timer exactly at the slice's end, and the signal handler retries an
+// unsafe point itself: sysmon does not wake for it. It does wake by the
+// slice's end of an untimed run (a G's first long run, which it sees at its
+// paced round: that first slice may last up to one round longer, as in
+// Go), for a retry of its own signal, and for retake_blocked's looks at a
+// thread that may be asleep while work waits for its P. So CPU-bound
+// goroutines cost about 100 wake-ups a second, not one per tenth of a
+// slice (docs/preemption.md, "What sysmon costs"). When every P is idle
+// and no M is in blocking(), it sleeps until a P starts running again, so
+// an idle program costs nothing. With schedtrace on, as in Go, it never
+// sleeps that deep nor past the next trace.
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -154,10 +162,14 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
     if (st == PStatus::kRunning) {
       stall_check_running(p, &pd.stall, now);
       uint32_t t = p->schedtick_seen.load(std::memory_order_relaxed);
+      // The M's own slice timer ends this run on time and retries unsafe
+      // points itself: sysmon neither wakes for its deadline nor signals
+      // it, unless it outlives a second slice (a backstop).
+      bool timed = slice_timer_times(m, t);
       if (pd.schedtick != t || pd.schedwhen == 0) {
         pd.schedtick = t;
         pd.schedwhen = now;
-      } else if (pd.schedwhen + slice <= now) {
+      } else if (pd.schedwhen + (timed ? 2 * slice : slice) <= now) {
         // Not counted in n (as in Go's retake): CPU-bound goroutines are
         // preempted every slice, and resetting the back-off each time kept
         // sysmon at its 20 µs tick for good — some 6,000-8,000 wake-ups a
@@ -173,7 +185,7 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
         // call-free loop runs).
         switch (preempt_one(p)) {
           case PreemptRequest::kSignalled:
-            pd.schedwhen = now - slice + std::min<int64_t>(slice / 10 + 1, kMinDelayNs * 5);
+            pd.schedwhen = now - slice + preempt_retry_ns();
             break;
           case PreemptRequest::kPending:
             pd.schedwhen = now - slice + std::max<int64_t>(slice / 10, kMinDelayNs * 5);
@@ -183,7 +195,7 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
             break;
         }
       }
-      *next_deadline = std::min(*next_deadline, pd.schedwhen + slice);
+      if (!timed) *next_deadline = std::min(*next_deadline, pd.schedwhen + slice);
     } else if (st == PStatus::kBlocking) {
       // A goroutine that calls blocking() in a loop takes its P back in
       // exitsyscall's fast path after every call, so the syscall tick
@@ -261,10 +273,11 @@ void sysmon_loop(Sysmon* s) {
       if (last != 0 && last + kPollIntervalNs < now && !sched.netpoll_blocked.load()) {
         sched.last_poll.store(now, std::memory_order_relaxed);
         GQueue list;
-        if (sched.hooks.netpoll(0, &list) && !list.empty()) {
-          inject(&list);
-          acted++;
-        }
+        // Not activity for the back-off (as in Go, where only retake
+        // resets it): a server whose P never runs dry is polled here every
+        // 10 ms for good, and each reset kept sysmon at a 20 µs pace, some
+        // 1,000 wake-ups a second instead of 100.
+        if (sched.hooks.netpoll(0, &list) && !list.empty()) inject(&list);
       }
     }
     // Overdue timers while every P is idle and nobody polls: get an M.
@@ -276,15 +289,10 @@ void sysmon_loop(Sysmon* s) {
 
     idle = acted > 0 ? 0 : idle + 1;
     if (acted > 0) delay = kMinDelayNs;
+    // Wake by the first deadline of an untimed run (or a retake look), if
+    // it comes before the paced round.
     int64_t sleep = delay;
-    if (deadline != INT64_MAX) {
-      // Wake by the end of the first running slice, with a margin of a
-      // tenth of a slice for the observation error.
-      int64_t until = deadline - now;
-      sleep = std::clamp<int64_t>(until, kMinDelayNs, std::max<int64_t>(kMinDelayNs, sched.time_slice_ns / 10));
-      sleep = std::min(sleep, delay > sleep ? sleep : delay);
-      sleep = std::max<int64_t>(sleep, kMinDelayNs);
-    }
+    if (deadline != INT64_MAX) sleep = std::clamp<int64_t>(deadline - now, kMinDelayNs, delay);
     bool all_idle = sched.npidle.load(std::memory_order_acquire) == sched.procs() &&
                     sched.nblocking.load(std::memory_order_acquire) == 0 && !stall_pending;
     sigquit_poll();
@@ -311,6 +319,8 @@ void sysmon_start() {
   s->thread = std::thread([s] {
     // SIGQUIT goes to this thread from its first round to its last.
     sigquit_start();
+    // Named for top -H, gdb and the wake-up count in bench/preempt_bench.
+    pthread_setname_np(pthread_self(), "gort-sysmon");
     // Short sleeps must be short: the default 50 µs timer slack would
     // stretch every 20 µs tick.
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);

@@ -3,10 +3,12 @@
 // to the thread of a G whose slice ends, so that preemption does not wait
 // for sysmon to get a CPU.
 //
-// The time slice is one hour in the first test, so sysmon never asks on its
-// own: only the timer can take the P from the spinner.
+// The time slice is one hour in the first test and in the unsafe-point
+// retries, so sysmon never asks on its own: only the timer can take the P
+// from the spinner.
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
 
 #include "gmp/sched.hpp"
@@ -86,6 +88,55 @@ TEST(SliceTimer, ArmedByTheThreadWhenACpuBoundGoroutineResumes) {
   });
   EXPECT_GE(checked.load(), 5);
   EXPECT_EQ(wrong.load(), 0);
+}
+
+// The slice is one hour, so sysmon never signals the spinner (nor does its
+// backstop): the only request is a timer armed from a plain thread while the
+// spinner is at an unsafe point. The handler must have the timer ask again
+// (preempt/signal.cpp, retry_soon), or the spinner keeps the P for good and
+// the main goroutine never runs.
+template <typename UnsafeFor>
+void expect_timer_retries_unsafe_point(UnsafeFor unsafe_for) {
+  std::atomic<bool> spinning{true};
+  std::atomic<bool> unsafe{false};
+  std::atomic<bool> main_ran{false};
+  Watchdog dog(10s, [&] { spinning.store(false); });
+  run_cfg(preempt_cfg(1, absl::Hours(1)), [&] {
+    gort::go([&] {
+      unsafe_for(&unsafe, 200ms);
+      gort::test::spin_while(spinning);
+    });
+    std::thread armer([&] {
+      while (!unsafe.load()) std::this_thread::sleep_for(1ms);
+      gort::internal::P* p = gort::internal::sched.allp[0];
+      EXPECT_TRUE(gort::internal::arm_slice_timer(p, p->schedtick_seen.load(), gort::internal::nanotime()));
+    });
+    gort::sleep(absl::Milliseconds(1));
+    main_ran.store(true);
+    spinning.store(false);
+    armer.join();
+  });
+  EXPECT_FALSE(dog.fired()) << "the slice timer gave up after an unsafe point";
+  EXPECT_TRUE(main_ran.load());
+}
+
+TEST(SliceTimer, RetriesAfterANoPreemptSection) {
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
+  expect_timer_retries_unsafe_point([](std::atomic<bool>* unsafe, std::chrono::milliseconds d) {
+    gort::NoPreempt np;
+    unsafe->store(true);
+    gort::test::spin_for(d);
+  });
+}
+
+TEST(SliceTimer, RetriesAfterAnOsLockIsReleased) {
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
+  static std::mutex mu;
+  expect_timer_retries_unsafe_point([](std::atomic<bool>* unsafe, std::chrono::milliseconds d) {
+    std::lock_guard<std::mutex> lock(mu);
+    unsafe->store(true);
+    gort::test::spin_for(d);
+  });
 }
 
 }  // namespace

@@ -144,6 +144,11 @@ void destroy_heap(void* storage) {
   delete *static_cast<Tuple**>(storage);
 }
 
+// gort::run's main: callable with no arguments, returning void or int.
+template <class F>
+concept RunMain = std::is_invocable_v<F&> &&
+                  (std::is_void_v<std::invoke_result_t<F&>> || std::is_convertible_v<std::invoke_result_t<F&>, int>);
+
 }  // namespace internal
 
 // Starts the runtime, runs `main` (returning void or int) as goroutine 1 and
@@ -151,12 +156,13 @@ void destroy_heap(void* storage) {
 // running or parked are abandoned, as in Go, and the runtime's threads are
 // stopped and joined before `run` returns. `run` may be called again after it
 // returns; it may not be nested or called concurrently.
+//
+// Constrained (internal::RunMain), so a main that takes arguments or returns
+// something else is reported at the call.
 template <class F>
+  requires internal::RunMain<F>
 int run(F main, Config cfg = {}) {
-  static_assert(std::is_invocable_v<F&>, "gort::run: main must be callable with no arguments");
   using R = std::invoke_result_t<F&>;
-  static_assert(std::is_void_v<R> || std::is_convertible_v<R, int>,
-                "gort::run: main must return void or int");
   auto body = [](void* arg, int* result) {
     F& f = *static_cast<F*>(arg);
     if constexpr (std::is_void_v<R>) {
@@ -185,11 +191,13 @@ int run(F main, Config cfg = {}) {
 // Always inlined, so that the new goroutine's record of where it was
 // started ("created by F" in tracebacks, docs/debugging.md) points into the
 // caller, not into this template.
+//
+// Constrained: f must be callable with the decayed args (as by
+// std::thread), or the call does not compile, reported at the call.
 template <class F, class... Args>
+  requires std::is_invocable_v<std::decay_t<F>, std::decay_t<Args>...>
 __attribute__((always_inline)) inline void go(F&& f, Args&&... args) {
   using Tuple = std::tuple<std::decay_t<F>, std::decay_t<Args>...>;
-  static_assert(std::is_invocable_v<std::decay_t<F>, std::decay_t<Args>...>,
-                "gort::go: f is not callable with these arguments");
   constexpr bool kInline = sizeof(Tuple) <= kInlineClosureSize && alignof(Tuple) <= 16;
   void* storage;
   // Allocate first: if the runtime is not running this panics, and if it is

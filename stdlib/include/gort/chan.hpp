@@ -307,30 +307,45 @@ struct Noop {
 };
 }  // namespace internal
 
+namespace internal {
+// What on_recv's callback may take: the received value (nullopt: closed), or
+// nothing. A constraint rather than a static_assert, so that a wrong
+// callback is reported at the on_recv call.
+template <class F, class T>
+concept RecvCallback = std::is_invocable_v<F&, std::optional<T>> || std::is_invocable_v<F&>;
+template <class F>
+concept CaseCallback = std::is_invocable_v<F&>;
+}  // namespace internal
+
 // A receive case: f is called with std::optional<T> (nullopt: the channel is
 // closed), or with no argument if it does not take one.
 template <class T, class F = internal::Noop>
+  requires internal::RecvCallback<F, T>
 RecvCase<T, F> on_recv(const Chan<T>& ch, F f = {}) {
   return RecvCase<T, F>{ch.core(), std::move(f), {}};
 }
 
 template <class T, class F = internal::Noop>
+  requires internal::RecvCallback<F, T>
 RecvCase<T, F> on_recv(const RecvChan<T>& ch, F f = {}) {
   return RecvCase<T, F>{ch.core(), std::move(f), {}};
 }
 
 // A send case: f() is called once the value has been sent.
 template <class T, class U, class F = internal::Noop>
+  requires std::is_constructible_v<T, U&&> && internal::CaseCallback<F>
 SendCase<T, F> on_send(const Chan<T>& ch, U&& v, F f = {}) {
   return SendCase<T, F>{ch.core(), T(std::forward<U>(v)), std::move(f)};
 }
 template <class T, class U, class F = internal::Noop>
+  requires std::is_constructible_v<T, U&&> && internal::CaseCallback<F>
 SendCase<T, F> on_send(const SendChan<T>& ch, U&& v, F f = {}) {
   return SendCase<T, F>{ch.core(), T(std::forward<U>(v)), std::move(f)};
 }
 
 // Makes the select non-blocking: chosen when no other case is ready.
 template <class F = internal::Noop>
+  requires internal::CaseCallback<F>
 DefaultCase<F> on_default(F f = {}) {
   return DefaultCase<F>{std::move(f)};
 }
@@ -348,9 +363,7 @@ struct CaseTraits<RecvCase<T, F>> {
     if constexpr (std::is_invocable_v<F&, std::optional<T>>) {
       c.f(std::move(v));
     } else {
-      static_assert(std::is_invocable_v<F&>,
-                    "gort::on_recv: callback must take std::optional<T> or nothing");
-      c.f();
+      c.f();  // internal::RecvCallback
     }
   }
 };
@@ -371,7 +384,6 @@ template <class... Cases, size_t... I>
 size_t select_impl(std::index_sequence<I...>, Cases&... cases) {
   constexpr size_t n = sizeof...(Cases);
   constexpr size_t ndefault = (0 + ... + (CaseTraits<Cases>::is_default ? 1 : 0));
-  static_assert(ndefault <= 1, "gort::select: at most one default case");
   constexpr size_t default_index = [] {
     size_t idx = n;
     size_t i = 0;
@@ -385,6 +397,14 @@ size_t select_impl(std::index_sequence<I...>, Cases&... cases) {
   return idx;
 }
 
+// select's cases: each made by on_recv, on_send or on_default, and at most
+// one on_default.
+template <class C>
+concept SelectCaseOf = requires { CaseTraits<std::remove_cvref_t<C>>::is_default; };
+template <class... Cases>
+concept SelectCases = (SelectCaseOf<Cases> && ...) &&
+                      (0 + ... + (CaseTraits<std::remove_cvref_t<Cases>>::is_default ? 1 : 0)) <= 1;
+
 }  // namespace internal
 
 // Go's select: runs exactly one ready case, chosen uniformly at random
@@ -392,8 +412,10 @@ size_t select_impl(std::index_sequence<I...>, Cases&... cases) {
 // an on_default case it parks until a case is ready; with one it never
 // blocks. Cases on nil channels are never ready; a receive from a closed
 // channel is always ready (with std::nullopt). A select with no cases (or
-// only nil channels and no default) blocks forever.
+// only nil channels and no default) blocks forever. Anything but cases, or
+// a second on_default, does not compile (internal::SelectCases).
 template <class... Cases>
+  requires internal::SelectCases<Cases...>
 size_t select(Cases&&... cases) {
   return internal::select_impl(std::index_sequence_for<Cases...>{}, cases...);
 }

@@ -66,17 +66,17 @@ class Group {
   // The group's context (a default-constructed group: background()).
   const Context& context() const { return ctx_; }
 
+  // f: callable with no arguments (a constraint: reported at the call).
   template <class F>
+    requires std::is_invocable_v<std::decay_t<F>&>
   void go(F&& f) {
-    static_assert(std::is_invocable_v<std::decay_t<F>&>, "errgroup::Group::go: f must be callable with no arguments");
     if (sem_) sem_.send(0);
     spawn(std::forward<F>(f));
   }
 
   template <class F>
-  bool try_go(F&& f) {
-    static_assert(std::is_invocable_v<std::decay_t<F>&>,
-                  "errgroup::Group::try_go: f must be callable with no arguments");
+    requires std::is_invocable_v<std::decay_t<F>&>
+  [[nodiscard]] bool try_go(F&& f) {
     if (sem_ && gort::select(on_send(sem_, char{0}), on_default()) == 1) return false;
     spawn(std::forward<F>(f));
     return true;

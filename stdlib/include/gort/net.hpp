@@ -139,7 +139,10 @@ class Conn {
   // function called after this returns) keeps a single stack page while
   // idle instead of two. Go programs get the same from their allocator (a
   // fresh buffer is untouched memory); see docs/net.md. Costs a
-  // zero-timeout poll(2) per wake-up on top of the read.
+  // zero-timeout poll(2) when called while data may already be there (the
+  // last read did not drain the socket), none when it parks and the poller
+  // wakes it: then, as after a drained read, the read that follows is the
+  // only system call.
   absl::Status wait_readable();
   // Writes all of buf, parking while the socket buffer is full; returns
   // buf.size() unless an error occurs (then the status; some bytes may
