@@ -23,8 +23,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"runtime"
-	"syscall"
 	"time"
 
 	"gortbench/internal/connset"
@@ -62,19 +60,7 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if *procs > 0 {
-		runtime.GOMAXPROCS(*procs)
-	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "echo_server: %v\n", err)
-		os.Exit(1)
-	}
-	// Set up before the port is announced, as the gort sample does.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	fmt.Printf("listening on %s\n", ln.Addr())
-
+	ln, sig := connset.Start("echo_server", *listen, *procs)
 	idle := time.Duration(*idleTimeout) * time.Second
 	r := connset.New(*maxConns).Serve(ln, sig, func(c net.Conn) { handle(c, idle) }, 5*time.Second)
 	signal.Stop(sig)

@@ -24,10 +24,8 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/signal"
 	"runtime"
 	"strconv"
-	"syscall"
 	"time"
 
 	"gortbench/internal/connset"
@@ -619,19 +617,8 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if *procs > 0 {
-		runtime.GOMAXPROCS(*procs)
-	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "http_server: %v\n", err)
-		os.Exit(1)
-	}
-	fmt.Printf("listening on %s\n", ln.Addr())
-
+	ln, sig := connset.Start("http_server", *listen, *procs)
 	idle := time.Duration(*idleTimeout) * time.Second
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	r := connset.New(*maxConns).Serve(ln, sig, func(c net.Conn) {
 		serveConn(c.(*net.TCPConn), idle)
 	}, 5*time.Second)

@@ -6,11 +6,35 @@
 package connset
 
 import (
+	"fmt"
 	"net"
 	"os"
+	"os/signal"
+	"runtime"
 	"sync"
+	"syscall"
 	"time"
 )
+
+// Start is the twins' common start: GOMAXPROCS (procs > 0), the listener
+// (on failure: "prog: error" and exit 1), SIGINT and SIGTERM delivered on
+// the returned channel (set up before the port is announced, as the gort
+// samples do), then "listening on HOST:PORT" on stdout, the line the
+// benchmark scripts and the integration tests wait for.
+func Start(prog, addr string, procs int) (net.Listener, chan os.Signal) {
+	if procs > 0 {
+		runtime.GOMAXPROCS(procs)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", prog, err)
+		os.Exit(1)
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	fmt.Printf("listening on %s\n", ln.Addr())
+	return ln, sig
+}
 
 // Set holds a server's open connections. The zero value is not usable;
 // call New.
