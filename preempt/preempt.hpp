@@ -19,7 +19,9 @@
 //   6. the interrupted context runs with the M's own signal mask (not
 //      inside a signal handler), and its live frames hold no signal frame
 //      (frames_preemptible: a handler with SA_NODEFER).
-// Otherwise nothing happens and sysmon asks again a little later. The
+// Otherwise nothing happens and the request is made again a little later:
+// by the M's slice timer, which the handler re-arms, when the timer times
+// the run (slice_timer_times), else by sysmon. The
 // preempted goroutine then resumes on this M, which runs nothing else
 // meanwhile (gmp/lockedm.cpp), so C++ code in the middle of thread-local
 // state (an inlined thread_local initialiser, a thread_local's address in a

@@ -80,11 +80,7 @@ constexpr uint32_t kTagTraceback = 0xA7;
 // entersyscall) is sysmon's to retry. timer_settime is async-signal-safe.
 void retry_soon(M* m) {
   P* p = m->p;
-  if (p == nullptr || m->slice_timer_state.load(std::memory_order_acquire) != 2 ||
-      m->slice_timer_deadline.load(std::memory_order_relaxed) == 0 ||
-      m->slice_timer_tick.load(std::memory_order_relaxed) != p->schedtick) {
-    return;
-  }
+  if (p == nullptr || !slice_timer_times(m, p->schedtick)) return;
   itimerspec its = {};
   its.it_value.tv_nsec = static_cast<long>(preempt_retry_ns());
   timer_settime(static_cast<timer_t>(m->slice_timer), 0, &its, nullptr);

@@ -22,9 +22,8 @@
 //
 // Sleep: 20 µs between rounds while something happens (a P retaken, dead
 // Gs released; a preemption or network work it injects does not count, as
-// in Go), doubling after 50
-// quiet rounds up to 10 ms, as Go's sysmon. A run that its M's slice timer
-// times (a G whose last run used its whole slice) is preempted by that
+// in Go), doubling after 50 quiet rounds up to 10 ms, as Go's sysmon. A run
+// that its M's slice timer times (a G whose last run used its whole slice) is preempted by that
 // timer exactly at the slice's end, and the signal handler retries an
 // unsafe point itself: sysmon does not wake for it. It does wake by the
 // slice's end of an untimed run (a G's first long run, which it sees at its

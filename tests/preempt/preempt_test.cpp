@@ -2,8 +2,9 @@
 // preempt/sysmon.cpp, preempt/safe_points.cpp, preempt/preempt_api.cpp):
 // call-free loops cannot starve other goroutines, preempted goroutines resume
 // intact on other threads, NoPreempt and Config::preempt = false switch it
-// off, code registration, the signal's configuration and chaining, sysmon's
-// idle cost, and shutdown with a spinner still running.
+// off, code registration, the signal's configuration and chaining, and
+// shutdown with a spinner still running. sysmon's own cost is in
+// sysmon_test.cpp.
 //
 // Pattern used throughout: the spinner itself starts the goroutine that must
 // make progress. With one P that goroutine lands in the spinner's runnext
@@ -746,83 +747,6 @@ TEST(PreemptSignal, SignalNumberFromEnvironment) {
     EXPECT_TRUE(other_stopped_spinner.load());
     EXPECT_GE(preempts.load(), 1u);
     EXPECT_EQ(g_foreign_sigurg.load(), 0) << "SIGURG was used although GORT_PREEMPT_SIGNAL chose another";
-  };
-  GORT_EXPECT_SUBPROCESS_OK(60, reporting(child));
-}
-
-// ---- sysmon's idle cost ----
-
-// A CPU-bound goroutine is preempted every slice; sysmon should then wake
-// about every slice/10 (1 ms), not fall back to its 20 µs tick after each
-// preemption as it used to (some 6,000 wake-ups a second, each taking the
-// core from a goroutine on a small machine). With preemption off it used to
-// be worse: it re-asked the spinner every 100 µs. Counted as the process's
-// voluntary context switches: sysmon's sleeps, nearly nothing else here.
-// Parameter: Config::preempt.
-class SysmonCpuBound : public ::testing::TestWithParam<bool> {};
-INSTANTIATE_TEST_SUITE_P(Preempt, SysmonCpuBound, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return info.param ? "on" : "off";
-                         });
-
-TEST_P(SysmonCpuBound, WakesAboutOncePerTenthOfASlice) {
-  if (GetParam()) SKIP_WITHOUT_ASYNC_PREEMPTION();
-  const bool preempt = GetParam();
-  auto child = [preempt] {
-    rusage r0{}, r1{};
-    std::atomic<bool> spinning{true};
-    std::atomic<bool> measured{false};
-    gort::run(
-        [&] {
-          // Two Ps: with preemption off the spinner keeps its P, and the
-          // sleeping main goroutine needs the other.
-          gort::go([&] { spin_while(spinning); });
-          gort::sleep(absl::Milliseconds(50));  // let start-up settle
-          getrusage(RUSAGE_SELF, &r0);
-          gort::sleep(absl::Seconds(1));
-          getrusage(RUSAGE_SELF, &r1);
-          measured = true;
-          spinning = false;
-        },
-        preempt_cfg(2, absl::Milliseconds(10), preempt));
-    ASSERT_TRUE(measured.load());
-    int64_t voluntary = r1.ru_nvcsw - r0.ru_nvcsw;
-    std::fprintf(stderr, "[info] preempt %s, one spinner for 1 s: %lld voluntary context switches\n",
-                 preempt ? "on" : "off", static_cast<long long>(voluntary));
-    // About 1,000 expected (one per ms); the 20 µs tick gave 5,000 and more,
-    // the 100 µs re-asking 10,000.
-    EXPECT_LT(voluntary, 2500);
-  };
-  GORT_EXPECT_SUBPROCESS_OK(60, reporting(child));
-}
-
-TEST(Sysmon, IdleProgramCostsNearlyNoCpu) {
-  auto child = [] {
-    for (int procs : {1, 4}) {
-      rusage r0{}, r1{};
-      gort::run(
-          [&] {
-            // A goroutine parked for good (nothing can wake it; the sleeping
-            // main keeps the deadlock detector quiet).
-            gort::go([] {
-              Event never;
-              never.wait();
-            });
-            gort::sleep(absl::Milliseconds(100));  // let start-up settle
-            getrusage(RUSAGE_SELF, &r0);
-            gort::sleep(absl::Seconds(1));
-            getrusage(RUSAGE_SELF, &r1);
-          },
-          preempt_cfg(procs));
-      auto us = [](const timeval& tv) { return int64_t{tv.tv_sec} * 1000000 + tv.tv_usec; };
-      int64_t cpu_us = us(r1.ru_utime) - us(r0.ru_utime) + us(r1.ru_stime) - us(r0.ru_stime);
-      int64_t switches = (r1.ru_nvcsw - r0.ru_nvcsw) + (r1.ru_nivcsw - r0.ru_nivcsw);
-      std::fprintf(stderr, "[info] %d P idle for 1 s: %lld us CPU, %lld context switches\n", procs,
-                   static_cast<long long>(cpu_us), static_cast<long long>(switches));
-      EXPECT_LT(cpu_us, 50000) << procs << " P: an idle second cost " << cpu_us << " us of CPU";
-      // sysmon at its 20 µs tick would switch 50,000 times a second.
-      EXPECT_LT(switches, 1000) << procs << " P";
-    }
   };
   GORT_EXPECT_SUBPROCESS_OK(60, reporting(child));
 }

@@ -4,9 +4,13 @@
 // what it injects from the network is not activity. Its wake-ups are
 // counted from its thread's voluntary context switches (the thread is named
 // gort-sysmon), by a plain thread, so that no goroutine of the test needs a
-// P to count.
+// P to count; and, in child processes, the whole process's context switches
+// and CPU beside a spinner and when idle.
+#include <sys/resource.h>
+
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -14,6 +18,7 @@
 
 #include "gort/os.hpp"
 #include "gort/sync.hpp"
+#include "gort/time.hpp"
 #include "tests/preempt/helpers.hpp"
 
 namespace {
@@ -134,6 +139,84 @@ TEST(SysmonPace, NetworkWorkSysmonInjectsDoesNotResetItsBackOff) {
   ASSERT_GE(rate.sleeps, 0) << "no thread named gort-sysmon";
   EXPECT_GT(round_trips.load(), 0) << "sysmon did not poll the network for the busy P";
   EXPECT_LE(rate.per_second(), 300.0) << rate.sleeps << " sysmon wake-ups in " << rate.seconds << " s";
+}
+
+// ---- the whole process's cost: a spinner, an idle program ----
+
+// A CPU-bound goroutine is preempted every slice; sysmon must not fall back
+// to its 20 µs tick after each preemption as it once did (some 6,000
+// wake-ups a second, each taking the core from a goroutine on a small
+// machine), nor, with preemption off, re-ask the spinner every 100 µs. It
+// now wakes at its paced rounds (about 100 a second; the tests above count
+// sysmon's own sleeps). Counted here as the process's voluntary context
+// switches: sysmon's sleeps, nearly nothing else. Parameter:
+// Config::preempt.
+class SysmonCpuBound : public ::testing::TestWithParam<bool> {};
+INSTANTIATE_TEST_SUITE_P(Preempt, SysmonCpuBound, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "on" : "off";
+                         });
+
+TEST_P(SysmonCpuBound, FewContextSwitchesBesideASpinner) {
+  if (GetParam()) SKIP_WITHOUT_ASYNC_PREEMPTION();
+  const bool preempt = GetParam();
+  auto child = [preempt] {
+    rusage r0{}, r1{};
+    std::atomic<bool> spinning{true};
+    std::atomic<bool> measured{false};
+    gort::run(
+        [&] {
+          // Two Ps: with preemption off the spinner keeps its P, and the
+          // sleeping main goroutine needs the other.
+          gort::go([&] { gort::test::spin_while(spinning); });
+          gort::sleep(absl::Milliseconds(50));  // let start-up settle
+          getrusage(RUSAGE_SELF, &r0);
+          gort::sleep(absl::Seconds(1));
+          getrusage(RUSAGE_SELF, &r1);
+          measured = true;
+          spinning = false;
+        },
+        gort::test::preempt_cfg(2, absl::Milliseconds(10), preempt));
+    ASSERT_TRUE(measured.load());
+    int64_t voluntary = r1.ru_nvcsw - r0.ru_nvcsw;
+    std::fprintf(stderr, "[info] preempt %s, one spinner for 1 s: %lld voluntary context switches\n",
+                 preempt ? "on" : "off", static_cast<long long>(voluntary));
+    // About 100 expected (a tenth-of-a-slice pace gave 1,000); the 20 µs
+    // tick gave 5,000 and more, the 100 µs re-asking 10,000.
+    EXPECT_LT(voluntary, 2500);
+  };
+  GORT_EXPECT_SUBPROCESS_OK(60, gort::test::reporting(child));
+}
+
+TEST(Sysmon, IdleProgramCostsNearlyNoCpu) {
+  auto child = [] {
+    for (int procs : {1, 4}) {
+      rusage r0{}, r1{};
+      gort::run(
+          [&] {
+            // A goroutine parked for good (nothing can wake it; the sleeping
+            // main keeps the deadlock detector quiet).
+            gort::go([] {
+              gort::test::Event never;
+              never.wait();
+            });
+            gort::sleep(absl::Milliseconds(100));  // let start-up settle
+            getrusage(RUSAGE_SELF, &r0);
+            gort::sleep(absl::Seconds(1));
+            getrusage(RUSAGE_SELF, &r1);
+          },
+          gort::test::preempt_cfg(procs));
+      auto us = [](const timeval& tv) { return int64_t{tv.tv_sec} * 1000000 + tv.tv_usec; };
+      int64_t cpu_us = us(r1.ru_utime) - us(r0.ru_utime) + us(r1.ru_stime) - us(r0.ru_stime);
+      int64_t switches = (r1.ru_nvcsw - r0.ru_nvcsw) + (r1.ru_nivcsw - r0.ru_nivcsw);
+      std::fprintf(stderr, "[info] %d P idle for 1 s: %lld us CPU, %lld context switches\n", procs,
+                   static_cast<long long>(cpu_us), static_cast<long long>(switches));
+      EXPECT_LT(cpu_us, 50000) << procs << " P: an idle second cost " << cpu_us << " us of CPU";
+      // sysmon at its 20 µs tick would switch 50,000 times a second.
+      EXPECT_LT(switches, 1000) << procs << " P";
+    }
+  };
+  GORT_EXPECT_SUBPROCESS_OK(60, gort::test::reporting(child));
 }
 
 }  // namespace
