@@ -23,6 +23,7 @@
 #include <mutex>
 
 #include "gmp/sched.hpp"
+#include "gort/detail/race.hpp"
 #include "gmp/switch.hpp"
 #include "gmp/symbolize.hpp"
 #include "gmp/timer.hpp"
@@ -257,7 +258,11 @@ void check_dead_locked() {
   // Any thread besides the runtime's own (its Ms and sysmon) could still
   // send on a channel or start a goroutine: then nothing is provably dead
   // (as Go, which does not report deadlocks while cgo threads exist).
-  if (os_thread_count() > sched.mcount + sched.nsystem_threads.load()) return;
+  // ThreadSanitizer runs one thread of its own in a race build, started
+  // with the process's first pthread_create (sysmon's, at the latest) and
+  // again in a forked child.
+  int32_t sanitizer_threads = kRaceEnabled ? 1 : 0;
+  if (os_thread_count() > sched.mcount + sched.nsystem_threads.load() + sanitizer_threads) return;
   Death d;
   d.text[0] = "fatal error: all goroutines are asleep - deadlock!\n";
   d.all = true;

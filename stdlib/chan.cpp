@@ -146,7 +146,12 @@ ChanCore* chan_make(const ElemType* et, size_t cap) {
 void chan_retain(ChanCore* c) { c->refs.fetch_add(1, std::memory_order_relaxed); }
 
 void chan_release(ChanCore* c) {
+  // Whoever drops the last handle destroys the elements still buffered:
+  // for the race detector, everything each holder did happens before that
+  // (as the acq_rel count orders it for the hardware).
+  race_release(&c->refs);
   if (c->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  race_acquire(&c->refs);
   if (c->cap > 0) {
     // Nobody else holds the channel, so nothing is in flight.
     size_t n = ring_len(c);

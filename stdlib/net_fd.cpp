@@ -136,7 +136,25 @@ int64_t wall_offset(int64_t now) {
   return off;
 }
 
+// Go's ioSync (race_io_write, race_io_read): one address for every
+// descriptor.
+char g_race_io_sync;
+
 }  // namespace
+
+void race_io_write(const void* p, size_t len) {
+  if constexpr (internal::kRaceEnabled) {
+    internal::race_release(&g_race_io_sync);
+    internal::race_read_range(p, len);
+  }
+}
+
+void race_io_read(void* p, size_t n) {
+  if constexpr (internal::kRaceEnabled) {
+    internal::race_write_range(p, n);
+    internal::race_acquire(&g_race_io_sync);
+  }
+}
 
 void NetFD::enable_inq() {
   inq_ = is_stream() && setsockopt_int(SOL_TCP, TCP_INQ, 1) == 0;
@@ -302,6 +320,7 @@ IoResult NetFD::read(char* p, size_t len) {
   });
   if (n < 0) return r;
   r.n = static_cast<size_t>(n);
+  race_io_read(p, r.n);
   rfull_ = r.n == len;
   // A short read of a stream socket (TCP, Unix) took everything that was
   // queued, and so did one after which TCP reports nothing left (a read
@@ -346,6 +365,7 @@ IoResult NetFD::write(const char* p, size_t len) {
   IoLock io(this, wmu_);
   IoResult r;
   if ((r.err = io.err()) != 0 || (r.err = prepare('w')) != 0) return r;
+  race_io_write(p, len);
   for (;;) {
     size_t chunk = len - r.n;
     if (is_stream() || kind_ != FdKind::kSocket) chunk = std::min(chunk, kMaxRW);
@@ -380,7 +400,10 @@ IoResult NetFD::recvfrom(char* p, size_t len, SockAddr* from) {
     from->len = sizeof from->ss;
     return sys_recvfrom(sysfd_, p, len, 0, from->sa(), &from->len);
   });
-  if (n >= 0) r.n = static_cast<size_t>(n);
+  if (n >= 0) {
+    r.n = static_cast<size_t>(n);
+    race_io_read(p, r.n);
+  }
   return r;
 }
 
@@ -388,6 +411,7 @@ IoResult NetFD::sendto(const char* p, size_t len, const SockAddr& to) {
   IoLock io(this, wmu_);
   IoResult r;
   if ((r.err = io.err()) != 0 || (r.err = prepare('w')) != 0) return r;
+  race_io_write(p, len);
   ssize_t n = io_loop('w', &r.err, [&] { return sys_sendto(sysfd_, p, len, MSG_NOSIGNAL, to.sa(), to.len); });
   if (n >= 0) r.n = static_cast<size_t>(n);
   return r;

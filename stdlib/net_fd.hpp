@@ -35,6 +35,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/time/time.h"
 #include "gort/chan.hpp"
+#include "gort/detail/race.hpp"
 #include "gort/sync.hpp"
 #include "stdlib/net_addr.hpp"
 #include "stdlib/net_error.hpp"
@@ -220,6 +221,17 @@ inline void move_fd(NetFD*& to, NetFD*& from) noexcept {
 inline void drop_fd(NetFD* fd) noexcept {
   if (fd != nullptr) NetFD::release(fd);
 }
+
+// What a read or a write does for the race detector (docs/race.md, I/O),
+// as Go's package syscall does: a write reads its bytes and publishes
+// everything the writer did so far (releases ioSync); a read that
+// returned writes its bytes and acquires ioSync. Every write thus happens
+// before every later read, of any descriptor: the two ends of a socket
+// pair are two descriptors. race_io_write is called before the system call
+// (a peer may read the bytes before it returns), race_io_read after it.
+// Empty outside race builds.
+void race_io_write(const void* p, size_t len);
+void race_io_read(void* p, size_t n);
 
 // Deadline `t` as a poll deadline (a nanotime): 0 none, else > 0. `now`
 // is the current nanotime.

@@ -26,6 +26,7 @@
 #include "gort/chan.hpp"
 #include "gort/sync.hpp"
 #include "stdlib/net_error.hpp"
+#include "stdlib/net_fd.hpp"
 
 namespace gort::tls {
 
@@ -530,7 +531,10 @@ absl::StatusOr<size_t> Conn::read(absl::Span<char> buf) {
   SslResult r;
   absl::Status s = ssl_call(*st_, 'r', [&] { return SSL_read_ex(st_->ssl, buf.data(), buf.size(), &n); }, &r);
   if (!s.ok()) return s;
-  if (r.err == SSL_ERROR_NONE) return n;
+  if (r.err == SSL_ERROR_NONE) {
+    net::detail::race_io_read(buf.data(), n);
+    return n;
+  }
   if (r.err == SSL_ERROR_ZERO_RETURN) return size_t{0};  // close_notify (or end of stream)
   if (r.err == SSL_ERROR_SYSCALL && r.sys_errno != 0) {
     return net::detail::io_error(r.sys_errno, net::detail::op_prefix("read", "tcp", local_addr(), remote_addr()),
@@ -545,6 +549,7 @@ absl::StatusOr<size_t> Conn::write(absl::Span<const char> buf) {
   if (buf.empty()) return size_t{0};
   size_t n = 0;
   SslResult r;
+  net::detail::race_io_write(buf.data(), buf.size());
   absl::Status s = ssl_call(*st_, 'w', [&] { return SSL_write_ex(st_->ssl, buf.data(), buf.size(), &n); }, &r);
   if (!s.ok()) return s;
   if (r.err == SSL_ERROR_NONE) return n;

@@ -3,7 +3,7 @@
 // and Go's happens-before edges (spawn, channels, sync, context, timers,
 // run's end) keep correctly synchronised programs quiet.
 //
-// Each program runs in a death-test child: ThreadSanitizer reports on
+// Each program runs in a death-test child (tests/race_testing.hpp): TSan reports on
 // stderr and, at exit, turns the status into 66 when it reported anything.
 // Only meaningful in a -Db_sanitize=thread build; elsewhere every case is
 // skipped.
@@ -18,45 +18,15 @@
 #include "gort/context.hpp"
 #include "gort/detail/race.hpp"
 #include "gort/gort.hpp"
+#include "tests/race_testing.hpp"
 #include "tests/testing.hpp"
 
 namespace gort {
 namespace {
 
-constexpr int kReported = 66;  // TSan's exitcode
-constexpr const char* kDataRace = "WARNING: ThreadSanitizer: data race";
+using test::race_child;
 
-// Where racy reads go, so that the compiler keeps them.
-volatile size_t g_sink;
-
-// Runs body on `procs` Ps in the child, then exits through exit() so that
-// TSan can set the status.
-template <class F>
-[[noreturn]] void race_child(int procs, F body, unsigned watchdog_seconds = 60) {
-  ::alarm(watchdog_seconds);
-  Config cfg;
-  cfg.procs = procs;
-  run(body, cfg);
-  std::fflush(nullptr);
-  std::exit(0);
-}
-
-class Race : public ::testing::TestWithParam<int> {
- protected:
-  void SetUp() override {
-    if (!internal::kRaceEnabled) GTEST_SKIP() << "not a -Db_sanitize=thread build (docs/race.md)";
-  }
-  int procs() const { return GetParam(); }
-};
-
-// A racy program reports, with both accesses' stacks naming the function
-// that made them, and exits with TSan's status.
-#define EXPECT_RACE(procs, body, first_fn, second_fn)                                      \
-  EXPECT_EXIT(race_child(procs, body), ::testing::ExitedWithCode(kReported),               \
-              std::string(kDataRace) + "(.|\n)*" + first_fn + "(.|\n)*" + second_fn)
-#define EXPECT_NO_RACE(procs, body)                                      \
-  EXPECT_EXIT(race_child(procs, body), ::testing::ExitedWithCode(0), \
-              ::testing::Not(::testing::HasSubstr("ThreadSanitizer")))
+class Race : public test::RaceTest {};
 
 // ---- planted races ----
 
@@ -105,7 +75,7 @@ TEST_P(Race, WriteAfterBufferedSendIsNotOrderedByIt) {
     go([ch, hold, &both] {
       (void)ch.recv();
       for (int i = 0; i < 200; i++) yield();  // let the sender write first, usually
-      g_sink = static_cast<size_t>(read_after_recv());
+      test::g_race_sink = static_cast<size_t>(read_after_recv());
       both.done();
       (void)hold.recv();
     });
@@ -129,7 +99,7 @@ TEST_P(Race, WriteAfterDoneIsReported) {
     });
     wg.wait();
     sleep(absl::Milliseconds(20));
-    g_sink = static_cast<size_t>(read_result());
+    test::g_race_sink = static_cast<size_t>(read_result());
   };
   EXPECT_RACE(procs(), body, "write_result_late|read_result", "read_result|write_result_late");
 }
@@ -159,7 +129,7 @@ TEST_P(Race, MapReadWithoutItsMutexIsReported) {
       if (k % 10 == 0) yield();
     }
     wg.wait();
-    g_sink = n;
+    test::g_race_sink = n;
   };
   EXPECT_RACE(procs(), body, "map_put|map_size_unlocked", "map_size_unlocked|map_put");
 }
@@ -366,9 +336,7 @@ TEST_P(Race, LiveGoroutineLimitIsAFatalErrorWithGosText) {
               "fatal error: race: limit on 8128 simultaneously alive goroutines is exceeded, dying");
 }
 
-INSTANTIATE_TEST_SUITE_P(Procs, Race, ::testing::Values(1, 2), [](const auto& info) {
-  return "procs" + std::to_string(info.param);
-});
+GORT_INSTANTIATE_RACE(Race);
 
 }  // namespace
 }  // namespace gort

@@ -18,6 +18,7 @@
 // otherwise nothing.
 #pragma once
 
+#include <cstddef>
 
 #if defined(GORT_RACE) || defined(__SANITIZE_THREAD__)
 #define GORT_RACE_ANNOTATE 1
@@ -31,6 +32,8 @@
 extern "C" {
 void __tsan_acquire(void* addr);
 void __tsan_release(void* addr);
+void __tsan_read_range(void* addr, unsigned long size);
+void __tsan_write_range(void* addr, unsigned long size);
 void __tsan_ignore_thread_begin();
 void __tsan_ignore_thread_end();
 void AnnotateIgnoreSyncBegin(const char* file, int line);
@@ -70,6 +73,28 @@ inline void race_release(const void* addr) {
   __tsan_release(const_cast<void*>(addr));
 #else
   (void)addr;
+#endif
+}
+
+// The calling goroutine read (race_read_range) or wrote (race_write_range)
+// [addr, addr + size): what the runtime did on its behalf with a system
+// call or uninstrumented code, such as the bytes of a Conn::write and a
+// Conn::read (Go's raceReadRange/raceWriteRange in package syscall).
+inline void race_read_range(const void* addr, std::size_t size) {
+#ifdef GORT_RACE_ANNOTATE
+  if (size != 0) __tsan_read_range(const_cast<void*>(addr), size);
+#else
+  (void)addr;
+  (void)size;
+#endif
+}
+
+inline void race_write_range(void* addr, std::size_t size) {
+#ifdef GORT_RACE_ANNOTATE
+  if (size != 0) __tsan_write_range(addr, size);
+#else
+  (void)addr;
+  (void)size;
 #endif
 }
 

@@ -1,0 +1,66 @@
+// tests/race_testing.hpp — the race detector's test harness (docs/race.md),
+// shared by the suites that plant races and check quiet programs.
+//
+//   - RaceTest: a fixture parameterized by the number of Ps; every case
+//     skips itself outside a -Db_sanitize=thread build. Suites derive a
+//     fixture named Race* from it: the `race` test suite runs `*/Race*.*`.
+//   - race_child(procs, body): runs body in gort::run in a death-test child
+//     with a watchdog, then exits through exit(), where ThreadSanitizer sets
+//     the status (66) if it reported anything.
+//   - EXPECT_RACE(procs, body, first_fn, second_fn): the program reports a
+//     data race whose report names both functions, in that order.
+//   - EXPECT_NO_RACE(procs, body): it exits 0 and TSan says nothing.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "gort/detail/race.hpp"
+#include "gort/gort.hpp"
+
+namespace gort::test {
+
+inline constexpr int kRaceReported = 66;  // TSan's exitcode
+inline constexpr const char* kDataRace = "WARNING: ThreadSanitizer: data race";
+
+// Where racy reads go, so that the compiler keeps them.
+inline volatile size_t g_race_sink;
+
+template <class F>
+[[noreturn]] void race_child(int procs, F body, unsigned watchdog_seconds = 60) {
+  ::alarm(watchdog_seconds);
+  Config cfg;
+  cfg.procs = procs;
+  run(body, cfg);
+  std::fflush(nullptr);
+  std::exit(0);
+}
+
+class RaceTest : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    if (!internal::kRaceEnabled) GTEST_SKIP() << "not a -Db_sanitize=thread build (docs/race.md)";
+  }
+  int procs() const { return GetParam(); }
+};
+
+// Runs each TEST_P of `Suite` with 1 and 2 Ps.
+#define GORT_INSTANTIATE_RACE(Suite)                                                       \
+  INSTANTIATE_TEST_SUITE_P(Procs, Suite, ::testing::Values(1, 2), [](const auto& info) { \
+    return "procs" + std::to_string(info.param);                                          \
+  })
+
+}  // namespace gort::test
+
+#define EXPECT_RACE(procs, body, first_fn, second_fn)                                                   \
+  EXPECT_EXIT(::gort::test::race_child(procs, body), ::testing::ExitedWithCode(::gort::test::kRaceReported), \
+              std::string(::gort::test::kDataRace) + "(.|\n)*" + first_fn + "(.|\n)*" + second_fn)
+#define EXPECT_NO_RACE(procs, body)                                                   \
+  EXPECT_EXIT(::gort::test::race_child(procs, body), ::testing::ExitedWithCode(0), \
+              ::testing::Not(::testing::HasSubstr("ThreadSanitizer")))
