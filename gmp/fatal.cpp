@@ -13,6 +13,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -74,10 +75,10 @@ namespace {
 
 std::atomic<int> g_dying_tid{0};
 
-// Not instrumented, as on_fault (signals.cpp): no ASan stack lookup before _exit.
+// Not instrumented, as on_fault (signals.cpp): no ASan stack lookup before the exit.
 __attribute__((no_sanitize("address"))) void on_watchdog(int) {
   write_stderr("\ngort: printing the traceback took too long; giving up\n");
-  _exit(2);
+  exit_now(2);
 }
 
 // Seconds without progress after which a dying process stops printing: a
@@ -106,8 +107,14 @@ void print_tracebacks(void* arg) {
   arm_watchdog();
   // One traceback at a time; a thread printing one finishes soon, and none
   // is stopped yet (freeze_world comes after).
-  std::timed_mutex& mu = symbolizer_mutex();
-  bool locked = mu.try_lock_for(std::chrono::seconds(5));
+  // Polled for up to 5 s rather than try_lock_for: GCC 12's race detector
+  // does not see pthread_mutex_clocklock, and would then report the unlock.
+  std::mutex& mu = symbolizer_mutex();
+  bool locked = false;
+  for (int i = 0; i < 5000 && !(locked = mu.try_lock()); i++) {
+    timespec ts{0, 1000 * 1000};
+    nanosleep(&ts, nullptr);
+  }
   if (all) freeze_world(500 * 1000 * 1000, d->sched_locked);
   TraceWriter w(2);
   w.set_watchdog(kWatchdogSeconds);
@@ -153,10 +160,15 @@ void print_tracebacks(void* arg) {
     pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
     abort();
   }
-  _exit(2);
+  exit_now(2);
 }
 
 }  // namespace
+
+void exit_now(int code) {
+  ::syscall(SYS_exit_group, code);
+  __builtin_unreachable();
+}
 
 bool dying_on_this_thread() {
   return g_dying_tid.load(std::memory_order_acquire) == static_cast<int>(gettid());
@@ -168,7 +180,7 @@ void die(Death* d) {
   if (!g_dying_tid.compare_exchange_strong(prev, me, std::memory_order_acq_rel)) {
     if (prev == me) {
       write_stderr("\nfatal error: the runtime failed while printing a traceback\n");
-      _exit(2);
+      exit_now(2);
     }
     // Another thread is dying and prints for both: wait for its exit.
     for (;;) pause();

@@ -15,6 +15,7 @@
 #include "gmp/clock_rand.hpp"
 #include "gmp/fatal.hpp"
 #include "gmp/proc.hpp"
+#include "gmp/race.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/switch.hpp"
 #include "gmp/timer.hpp"
@@ -109,7 +110,7 @@ void newm(P* p, bool spinning) {
     if (spinning) sched.nmspinning.fetch_sub(1, std::memory_order_acq_rel);
     return;
   }
-  M* m = new M;
+  M* m = new_untracked<M>();
   m->id = sched.mnext.fetch_add(1, std::memory_order_relaxed);
   m->g0.is_g0 = true;
   m->g0.status.store(GStatus::kRunning, std::memory_order_relaxed);

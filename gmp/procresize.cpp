@@ -37,6 +37,7 @@
 #include "gmp/debugvars.hpp"
 #include "gmp/fatal.hpp"
 #include "gmp/proc.hpp"
+#include "gmp/race.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/timer.hpp"
 #include "gmp/tls.hpp"
@@ -80,7 +81,7 @@ void procresize_locked(M* m, int32_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock
   for (int32_t i = old; i < n; i++) {
     P* p = sched.allp[static_cast<size_t>(i)];
     if (p == nullptr) {
-      p = new P;
+      p = new_untracked<P>();
       p->id = i;
       timers_init(p);
       sched.allp.set(i, p);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "gmp/g.hpp"
+#include "gort/detail/race.hpp"
 
 namespace gort::internal {
 
@@ -26,5 +27,21 @@ void tsan_start_fiber(G* g);
 // drops any report whose earlier access belongs to a destroyed fiber, and
 // Go reports races with goroutines that have finished.
 void tsan_release_fiber(G* g);
+
+// Allocate and free a runtime object (an M, a P) out of the race
+// detector's sight. TSan counts an allocation as a write by the allocating
+// thread (sysmon, say), and code compiled with TSan that reads the
+// object's fields from a goroutine (getg(), the tests' current_m()) would
+// race with it; the runtime's own accesses are not instrumented at all.
+template <class T>
+T* new_untracked() {
+  RaceIgnore ignore;
+  return new T;
+}
+template <class T>
+void delete_untracked(T* x) {
+  RaceIgnore ignore;
+  delete x;
+}
 
 }  // namespace gort::internal

@@ -194,11 +194,11 @@ void teardown() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   int32_t nalloc = sched.allp.allocated();
   for (int32_t i = 0; i < nalloc; i++) timers_destroy(sched.allp[static_cast<size_t>(i)]);
   setm(nullptr);  // this thread's M is deleted next
-  for (M* m : sched.allm) delete m;
+  for (M* m : sched.allm) delete_untracked(m);
   sched.allm.clear();
   sched.allp.set_size(0, 0);
   for (int32_t i = 0; i < nalloc; i++) {
-    delete sched.allp[static_cast<size_t>(i)];
+    delete_untracked(sched.allp[static_cast<size_t>(i)]);
     sched.allp.set(i, nullptr);  // procresize makes a P where it finds none
   }
 #ifdef GORT_ASAN
@@ -243,14 +243,14 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
   if (sched.hooks.netpoll_init != nullptr) sched.hooks.netpoll_init();
 
   for (int i = 0; i < cfg.procs; i++) {
-    P* p = new P;
+    P* p = new_untracked<P>();
     p->id = i;
     timers_init(p);
     sched.allp.set(i, p);
   }
   sched.allp.set_size(cfg.procs, cfg.procs);
   sched.steal_order.reset(static_cast<uint32_t>(cfg.procs));
-  M* m0 = new M;
+  M* m0 = new_untracked<M>();
   m0->id = sched.mnext.fetch_add(1);
   m0->is_main = true;
   m0->g0.is_g0 = true;
@@ -296,7 +296,7 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
   if (sched.hooks.sysmon_stop != nullptr) sched.hooks.sysmon_stop();
   teardown();
   {
-    std::lock_guard<std::timed_mutex> lock(symbolizer_mutex());
+    std::lock_guard<std::mutex> lock(symbolizer_mutex());
     symbolizer_reset();
   }
   run_end_callbacks();

@@ -440,8 +440,8 @@ void find_root(Symbolizer& s) {
 
 }  // namespace
 
-std::timed_mutex& symbolizer_mutex() {
-  static std::timed_mutex* mu = new std::timed_mutex;
+std::mutex& symbolizer_mutex() {
+  static std::mutex* mu = new std::mutex;
   return *mu;
 }
 

@@ -47,7 +47,7 @@ struct SymPC {
   std::string module;   // the ELF file the PC lies in; empty if none
 };
 
-std::timed_mutex& symbolizer_mutex();
+std::mutex& symbolizer_mutex();
 
 // The libdw session (null if libdw could not read this process). Lock held.
 Dwfl* symbolizer_dwfl();

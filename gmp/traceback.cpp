@@ -439,7 +439,7 @@ struct StackCall {
 void stack_body(void* arg) {
   using namespace internal;
   auto* c = static_cast<StackCall*>(arg);
-  std::lock_guard<std::timed_mutex> symbols(symbolizer_mutex());
+  std::lock_guard<std::mutex> symbols(symbolizer_mutex());
   int level = traceback_settings().level >= 2 ? 2 : 1;
   TraceWriter w(c->out);
   if (c->g != nullptr) {

@@ -70,7 +70,7 @@ void put_duration(TraceWriter& w, int64_t ns) {
 // False if a traceback is being printed (gort::stack): sysmon must not
 // wait for it; the report comes at a later round.
 bool report(M* m, G* g, int64_t ns, const char* what, const char* why) {
-  std::unique_lock<std::timed_mutex> lock(symbolizer_mutex(), std::try_to_lock);
+  std::unique_lock<std::mutex> lock(symbolizer_mutex(), std::try_to_lock);
   if (!lock.owns_lock()) return false;
   GoroutineFrames f;
   std::vector<char>& buf = copy_buffer();

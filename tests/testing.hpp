@@ -10,9 +10,13 @@
 //     when run returned.
 //   - Event, Gate, Countdown: tiny parking primitives built directly on
 //     internal::park/ready, so that scheduler tests do not depend on stdlib/.
+//     They tell the race detector their happens-before edges, as stdlib's
+//     primitives do (docs/race.md): the scheduler itself orders nothing.
 //   - read_errno/write_errno, current_m(): opaque accessors that the compiler
 //     cannot hoist across a switch (see docs/runtime.md, "Thread state saved
 //     per goroutine").
+//   - GORT_SKIP_WITHOUT_ASYNC_PREEMPTION(): for tests that need it;
+//     stress_size(n): a stress test's size, smaller in the race build.
 //   - GORT_EXPECT_SUBPROCESS_OK: runs a statement in a death-test child with
 //     a watchdog, for behaviour that could hang or kill the whole suite.
 //   - has_frame, goroutine_block, count_goroutines, announced_block: reading
@@ -54,6 +58,7 @@
 #include "gmp/sched.hpp"
 #include "gmp/stack.hpp"
 #include "gmp/tls.hpp"
+#include "gort/detail/race.hpp"
 #include "gort/runtime.hpp"
 
 namespace gort::test {
@@ -176,6 +181,26 @@ inline std::string procs_name(const ::testing::TestParamInfo<int>& info) {
   INSTANTIATE_TEST_SUITE_P(Procs, Suite, ::testing::Values(1, 2, 4, 8), \
                            ::gort::test::procs_name)
 
+// Skips the calling test where goroutines are not preempted
+// asynchronously: the race detector's build, where preemption is
+// cooperative only (docs/race.md). For tests of asynchronous preemption and
+// tests whose goroutines loop without gort calls.
+#if defined(__x86_64__)
+inline constexpr bool kAsyncPreemption = !internal::kRaceEnabled;
+#else
+inline constexpr bool kAsyncPreemption = false;
+#endif
+#define GORT_SKIP_WITHOUT_ASYNC_PREEMPTION()                                                        \
+  do {                                                                                            \
+    if (!::gort::test::kAsyncPreemption)                                                          \
+      GTEST_SKIP() << "needs asynchronous preemption, which this build lacks (docs/race.md)";     \
+  } while (0)
+
+// A stress test's size: n, or a tenth of it (at least 1) in the race
+// detector's build, where a new goroutine costs milliseconds and every
+// access is checked (docs/race.md, Limits).
+constexpr int stress_size(int n) { return internal::kRaceEnabled ? (n / 10 > 0 ? n / 10 : 1) : n; }
+
 // ---- parking primitives for tests ----
 
 // A one-shot event with at most one waiter. wait() parks the calling
@@ -183,10 +208,11 @@ inline std::string procs_name(const ::testing::TestParamInfo<int>& info) {
 class Event {
  public:
   void wait() {
-    if (state_.load(std::memory_order_acquire) == kSet) return;
-    internal::park(&publish, this, internal::WaitReason::kTest);
+    if (state_.load(std::memory_order_acquire) != kSet) internal::park(&publish, this, internal::WaitReason::kTest);
+    internal::race_acquire(this);
   }
   void set() {
+    internal::race_release(this);
     uintptr_t old = state_.exchange(kSet, std::memory_order_acq_rel);
     // `this` may be gone once the waiter runs again: touch only `old`.
     if (old != 0 && old != kSet) internal::ready(reinterpret_cast<G*>(old));
@@ -219,11 +245,18 @@ class Event {
 // park can release it once the parking goroutine is saved.
 class WordLock {
  public:
-  void lock() { internal::lock_word(&w_); }
-  void unlock() { internal::unlock_word(&w_); }
+  void lock() {
+    internal::lock_word(&w_);
+    internal::race_acquire(this);
+  }
+  void unlock() {
+    internal::race_release(this);
+    internal::unlock_word(&w_);
+  }
   // Parks the calling goroutine (which holds the lock); the lock is released
   // on the next context, after the goroutine's context is saved.
   void park_and_unlock() {
+    internal::race_release(this);
     internal::park(&internal::park_unlock_word, &w_, internal::WaitReason::kTest);
   }
 
@@ -242,9 +275,11 @@ class Gate {
     }
     waiters_.push_back(internal::getg());
     mu_.park_and_unlock();
+    internal::race_acquire(this);
   }
   void open() {
     std::vector<G*> w;
+    internal::race_release(this);
     mu_.lock();
     open_ = true;
     w.swap(waiters_);

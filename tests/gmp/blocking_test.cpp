@@ -185,6 +185,7 @@ TEST(BlockingPlainThread, JustCallsF) {
 // must get its P back from the spinners, which needs them preempted; a
 // watchdog stops them after 10 s if that never happens.)
 TEST(BlockingOneP, CallIsNotInterruptedByThePreemptionSignal) {
+  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
   std::atomic<int> eintr{0}, timeouts{0};
   std::atomic<uint32_t> spinner_preempts{0};
   std::atomic<bool> spinning{true};
@@ -227,6 +228,7 @@ TEST(BlockingOneP, CallIsNotInterruptedByThePreemptionSignal) {
 // honouring the request there would switch goroutines on a thread that is
 // outside the scheduler, with a P that sysmon may hand to someone else.
 TEST(BlockingOneP, PendingPreemptRequestIsNotHonouredInsideF) {
+  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
   auto child = [] {
     for (int procs : {1, 2}) {
       std::atomic<int> same_thread{0}, rounds_done{0};
@@ -352,11 +354,13 @@ TEST(BlockingStress, HandoffAndReacquireRaces) {
       pinger.add(1);
       gort::go([&] {
         int v = 0;
-        while (!done.load()) {
+        // At least once: the callers may all be done before this runs (it
+        // did in the race detector's build, where each spawn is slow).
+        do {
           ping.send(v);
           v = *pong.recv();
           ping_pongs++;
-        }
+        } while (!done.load());
         ping.close();
         pinger.done();
       });
@@ -387,7 +391,7 @@ TEST(BlockingStress, HandoffAndReacquireRaces) {
 TEST(BlockingStress, CallableMayStartAndWakeGoroutines) {
   auto child = [] {
     for (int procs : {1, 2}) {
-      constexpr int kCalls = 300;
+      constexpr int kCalls = stress_size(300);
       constexpr int kSpawnsPerCall = 8;
       std::atomic<int64_t> children_ran{0};
       std::atomic<int64_t> woken{0};

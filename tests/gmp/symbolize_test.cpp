@@ -47,7 +47,7 @@ __attribute__((noinline)) void calls_inlined_callee() {
 class Symbolize : public ::testing::Test {
  protected:
   void TearDown() override {
-    std::lock_guard<std::timed_mutex> lock(symbolizer_mutex());
+    std::lock_guard<std::mutex> lock(symbolizer_mutex());
     internal::symbolizer_reset();
   }
 };
@@ -58,7 +58,7 @@ bool ends_with(const std::string& s, const std::string& tail) {
 
 TEST_F(Symbolize, FunctionFileAndLineOfAReturnAddress) {
   known_caller();
-  std::lock_guard<std::timed_mutex> lock(symbolizer_mutex());
+  std::lock_guard<std::mutex> lock(symbolizer_mutex());
   const SymPC& s = symbolize(g_ret - 1);
   ASSERT_EQ(s.frames.size(), 1u);
   EXPECT_EQ(s.frames[0].function, "gort::test::(anonymous namespace)::known_caller()");
@@ -76,7 +76,7 @@ TEST_F(Symbolize, FunctionFileAndLineOfAReturnAddress) {
 
 TEST_F(Symbolize, InlinedCallsAreLogicalFrames) {
   calls_inlined_callee();
-  std::lock_guard<std::timed_mutex> lock(symbolizer_mutex());
+  std::lock_guard<std::mutex> lock(symbolizer_mutex());
   const SymPC& s = symbolize(g_ret - 1);
   ASSERT_EQ(s.frames.size(), 2u);
   EXPECT_NE(s.frames[0].function.find("inlined_callee"), std::string::npos) << s.frames[0].function;
@@ -88,7 +88,7 @@ TEST_F(Symbolize, InlinedCallsAreLogicalFrames) {
 }
 
 TEST_F(Symbolize, RuntimeAndLibraryFramesAreMarked) {
-  std::lock_guard<std::timed_mutex> lock(symbolizer_mutex());
+  std::lock_guard<std::mutex> lock(symbolizer_mutex());
   const SymPC& y = symbolize(reinterpret_cast<uintptr_t>(&gort::yield));
   EXPECT_TRUE(y.frames.back().runtime);
   EXPECT_EQ(y.frames.back().function, "gort::yield()");
@@ -101,7 +101,7 @@ TEST_F(Symbolize, RuntimeAndLibraryFramesAreMarked) {
 }
 
 TEST_F(Symbolize, UnknownAddress) {
-  std::lock_guard<std::timed_mutex> lock(symbolizer_mutex());
+  std::lock_guard<std::mutex> lock(symbolizer_mutex());
   const SymPC& s = symbolize(0x10);
   ASSERT_EQ(s.frames.size(), 1u);
   EXPECT_EQ(s.frames[0].function, "");

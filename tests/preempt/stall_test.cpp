@@ -142,6 +142,7 @@ TEST(StallReport, GoroutineBlockedInTheKernelIsReported) {
 
 // CPU-bound goroutines that are preempted every slice are not stalls.
 TEST(StallReport, PreemptedWorkIsNotReported) {
+  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
   if (!gort::async_preemption_available()) GTEST_SKIP() << "no asynchronous preemption in this build";
   EXPECT_EXIT(
       {
