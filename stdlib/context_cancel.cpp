@@ -104,7 +104,10 @@ bool cancel_one(CancelNode* x, bool remove_from_parent, const absl::Status& err,
 
   if (x->flavour == CancelNode::Flavour::kAfterFunc) {
     auto* a = static_cast<AfterFuncNode*>(x);
-    if (!a->claimed.exchange(true, std::memory_order_acq_rel)) start(std::move(a->f));
+    if (!a->claimed.exchange(true, std::memory_order_acq_rel)) {
+      race_acquire(&a->f);  // what after_func's caller did, for the race detector
+      start(std::move(a->f));
+    }
   }
   // A stopped timer drops its reference (TimerNode::armed) in its ref hook.
   if (stop_timer) timer_stop(&static_cast<TimerNode*>(x)->t);
@@ -473,6 +476,9 @@ std::function<bool()> after_func(const Context& ctx, std::function<void()> f) {
   a->parent = ctx;
   a->depth = internal::depth_under(ctx);
   a->f = std::move(f);
+  // Calling after_func happens before f runs (Go: through the context's
+  // mutex, then the go statement): the cancel that starts f acquires this.
+  internal::race_release(&a->f);
   SourceRef src(a);
   internal::propagate(ctx, a, "gort::after_func");
   return [src = std::move(src)]() -> bool {

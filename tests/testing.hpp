@@ -15,7 +15,8 @@
 //   - read_errno/write_errno, current_m(): opaque accessors that the compiler
 //     cannot hoist across a switch (see docs/runtime.md, "Thread state saved
 //     per goroutine").
-//   - GORT_SKIP_WITHOUT_ASYNC_PREEMPTION(): for tests that need it;
+//   - SKIP_WITHOUT_ASYNC_PREEMPTION(): for tests that need it;
+//     GORT_SKIP_IN_RACE_BUILD(reason): for other mechanisms that build lacks;
 //     stress_size(n): a stress test's size, smaller in the race build.
 //   - GORT_EXPECT_SUBPROCESS_OK: runs a statement in a death-test child with
 //     a watchdog, for behaviour that could hang or kill the whole suite.
@@ -59,6 +60,7 @@
 #include "gmp/stack.hpp"
 #include "gmp/tls.hpp"
 #include "gort/detail/race.hpp"
+#include "gort/preempt.hpp"
 #include "gort/runtime.hpp"
 
 namespace gort::test {
@@ -181,19 +183,20 @@ inline std::string procs_name(const ::testing::TestParamInfo<int>& info) {
   INSTANTIATE_TEST_SUITE_P(Procs, Suite, ::testing::Values(1, 2, 4, 8), \
                            ::gort::test::procs_name)
 
-// Skips the calling test where goroutines are not preempted
-// asynchronously: the race detector's build, where preemption is
-// cooperative only (docs/race.md). For tests of asynchronous preemption and
-// tests whose goroutines loop without gort calls.
-#if defined(__x86_64__)
-inline constexpr bool kAsyncPreemption = !internal::kRaceEnabled;
-#else
-inline constexpr bool kAsyncPreemption = false;
-#endif
-#define GORT_SKIP_WITHOUT_ASYNC_PREEMPTION()                                                        \
-  do {                                                                                            \
-    if (!::gort::test::kAsyncPreemption)                                                          \
-      GTEST_SKIP() << "needs asynchronous preemption, which this build lacks (docs/race.md)";     \
+// Skips a test that needs asynchronous preemption where the build has none:
+// the race detector's (preemption is cooperative there, docs/race.md), a
+// static link, another architecture.
+#define SKIP_WITHOUT_ASYNC_PREEMPTION()                                                   \
+  if (!gort::async_preemption_available()) {                                              \
+    GTEST_SKIP() << "asynchronous preemption is not available in this build (TSan, not " \
+                    "x86-64, or gort linked statically)";                                 \
+  }
+
+// Skips the calling test in the race detector's build, for `reason` (a
+// mechanism that build lacks or changes; docs/race.md, Limits).
+#define GORT_SKIP_IN_RACE_BUILD(reason) \
+  do {                                  \
+    if (::gort::internal::kRaceEnabled) GTEST_SKIP() << "race build: " << (reason); \
   } while (0)
 
 // A stress test's size: n, or a tenth of it (at least 1) in the race

@@ -185,7 +185,7 @@ TEST(BlockingPlainThread, JustCallsF) {
 // must get its P back from the spinners, which needs them preempted; a
 // watchdog stops them after 10 s if that never happens.)
 TEST(BlockingOneP, CallIsNotInterruptedByThePreemptionSignal) {
-  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
   std::atomic<int> eintr{0}, timeouts{0};
   std::atomic<uint32_t> spinner_preempts{0};
   std::atomic<bool> spinning{true};
@@ -228,7 +228,7 @@ TEST(BlockingOneP, CallIsNotInterruptedByThePreemptionSignal) {
 // honouring the request there would switch goroutines on a thread that is
 // outside the scheduler, with a P that sysmon may hand to someone else.
 TEST(BlockingOneP, PendingPreemptRequestIsNotHonouredInsideF) {
-  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
   auto child = [] {
     for (int procs : {1, 2}) {
       std::atomic<int> same_thread{0}, rounds_done{0};

@@ -189,20 +189,28 @@ TEST_P(Proc, NestedSpawnTree) {
 // of Gs queued earlier, and a new goroutine likewise.
 TEST(ProcOneP, ReadiedAndSpawnedGoroutinesRunNext) {
   run_checked(1, [] {
-    std::vector<int> order;  // one P: no data race
+    // One P runs one goroutine at a time, but the scheduler's order is no
+    // happens-before edge (the race detector's build would say so): a lock.
+    std::vector<int> order;
+    WordLock mu;
+    auto append = [&](int v) {
+      mu.lock();
+      order.push_back(v);
+      mu.unlock();
+    };
     Event ev;
     Countdown cd(4);
     gort::go([&] {
       ev.wait();
-      order.push_back(0);
+      append(0);
       cd.done();
     });
     gort::yield();  // runs goroutine 0 until it parks
     ASSERT_TRUE(ev.has_waiter());
-    gort::go([&] { order.push_back(1); cd.done(); });  // runnext
-    gort::go([&] { order.push_back(2); cd.done(); });  // runnext; 1 to the tail
-    gort::go([&] {                                     // runnext; 2 to the tail
-      order.push_back(3);
+    gort::go([&] { append(1); cd.done(); });  // runnext
+    gort::go([&] { append(2); cd.done(); });  // runnext; 1 to the tail
+    gort::go([&] {                            // runnext; 2 to the tail
+      append(3);
       ev.set();  // 0 into runnext: it runs before 1 and 2
       cd.done();
     });
@@ -216,8 +224,8 @@ TEST(ProcOneP, YieldIsRoundRobin) {
   run_checked(1, [] {
     constexpr int kGs = 8;
     constexpr int64_t kTarget = 20000;
-    std::vector<int64_t> progress(kGs, 0);
-    bool stop = false;  // one P: plain variables are enough
+    std::vector<int64_t> progress(kGs, 0);  // each goroutine its own
+    std::atomic<bool> stop{false};
     Countdown cd(kGs);
     for (int i = 0; i < kGs; i++) {
       gort::go([&, i] {
@@ -245,7 +253,7 @@ TEST(ProcOneP, GlobalQueueIsNotStarvedByYieldLoop) {
   run_checked(1, [] {
     std::atomic<bool> ran{false};
     std::atomic<bool> spawned{false};
-    bool stop = false;
+    std::atomic<bool> stop{false};
     int64_t yields_after_spawn = -1;
     Countdown cd(1);
     gort::go([&] {  // keeps the local queue non-empty

@@ -138,6 +138,7 @@ TEST(SetProcs, RemovedPsHandOverGoroutinesAndTimers) {
 // completes; seen with the main goroutine in std::thread::join while the
 // plain thread's set_procs waits for that M's P). Open in issue 15's note.
 TEST(SetProcs, ResizeUnderLoad) {
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
   auto child = [] {
     for (int start : {1, 4}) {
       std::atomic<int64_t> msgs{0};

@@ -177,6 +177,7 @@ TEST(StackPool, GuardBelowEachStackFaults) {
 }
 
 TEST(StackPool, GuardsDoNotSplitMappings) {
+  GORT_SKIP_IN_RACE_BUILD("each recycled stack is mapped afresh");
   if (!kernel_has_guard_madvise()) GTEST_SKIP() << "kernel older than 6.13: mprotect guards";
   StackPool pool;
   pool.init(64 * 1024);

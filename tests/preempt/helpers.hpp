@@ -6,7 +6,7 @@
 //   - Watchdog: a plain thread that, if the test has not finished within a
 //     bound, runs a rescue action (typically: tell the spinners to stop), so
 //     a runtime that fails to preempt makes the test fail instead of hang.
-//   - SKIP_WITHOUT_ASYNC_PREEMPTION(): skips where the build has none.
+//   - SKIP_WITHOUT_ASYNC_PREEMPTION() (tests/testing.hpp): skips where the build has none.
 //   - self_async_preempts(): the calling goroutine's count of asynchronous
 //     preemptions (G::async_preempts).
 //
@@ -30,13 +30,6 @@
 
 #include "gort/preempt.hpp"
 #include "tests/testing.hpp"
-
-// Skips a test that needs asynchronous preemption where the build has none.
-#define SKIP_WITHOUT_ASYNC_PREEMPTION()                                                   \
-  if (!gort::async_preemption_available()) {                                              \
-    GTEST_SKIP() << "asynchronous preemption is not available in this build (TSan, not " \
-                    "x86-64, or gort linked statically)";                                 \
-  }
 
 namespace gort::test {
 

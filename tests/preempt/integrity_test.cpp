@@ -256,7 +256,7 @@ TEST(PreemptIntegrity, ReferencesAreSane) {
 // ---- registers, flags and FP/SIMD state ----
 
 TEST(PreemptIntegrity, RegistersAndFpStateSurviveHeavyPreemption) {
-  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
   if (!gort::async_preemption_available()) GTEST_SKIP() << "no async preemption in this build";
   auto child = [] {
     const References ref = compute_references();
@@ -356,7 +356,7 @@ TEST(PreemptIntegrity, RegistersAndFpStateSurviveHeavyPreemption) {
 // switches to FE_UPWARD and parks; `fresh` gets its first run from that
 // context (a direct switch on one P).
 TEST(PreemptIntegrity, FreshGoroutineDoesNotInheritAnUnrelatedRoundingMode) {
-  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
   std::atomic<int> fresh_mode{-1};
   std::atomic<int> main_mode_after{-1};
   run_cfg(preempt_cfg(1), [&] {
@@ -407,7 +407,7 @@ __attribute__((noinline)) uint64_t burn(int us) {
 }
 
 TEST(PreemptIntegrity, MallocStringsStreamsAndExceptionsUnderPreemption) {
-  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
   if (!gort::async_preemption_available()) GTEST_SKIP() << "no async preemption in this build";
   auto child = [] {
     enum Kind { kSpin, kMalloc, kString, kStream, kExcept, kNumKinds };

@@ -44,7 +44,6 @@ pid_t os_tid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
 // ---- a call-free loop does not starve others ----
 
 TEST(Preempt, CallFreeSpinnerDoesNotStarveAnotherGoroutineOnOneP) {
-  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
   SKIP_WITHOUT_ASYNC_PREEMPTION();
   std::atomic<bool> spinning{true};
   std::atomic<bool> other_stopped_spinner{false};
@@ -81,7 +80,6 @@ INSTANTIATE_TEST_SUITE_P(Slices, PreemptSlice, ::testing::Values(10000, 1000),
                          });
 
 TEST_P(PreemptSlice, SleeperKeepsTickingBesideASpinner) {
-  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
   SKIP_WITHOUT_ASYNC_PREEMPTION();
   constexpr int kTicks = 30;
   std::atomic<bool> spinning{true};
@@ -131,7 +129,6 @@ TEST_P(PreemptSlice, SleeperKeepsTickingBesideASpinner) {
 // is due at every preemption, so each preemption of the spinner should give
 // exactly one tick (plus the first, which starts the sleeper).
 TEST(Preempt, TimerReadiedGoroutineRunsBeforeThePreemptedOneOnFairnessTicks) {
-  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
   SKIP_WITHOUT_ASYNC_PREEMPTION();
   constexpr int kTicks = 600;
   std::atomic<bool> spinning{true};
@@ -191,7 +188,6 @@ __attribute__((noinline)) void unblock_signal_here(int sig) {
 // stale, leaving the goroutine to run until a retry happened to arrive
 // within one retry interval (on a busy machine: many intervals).
 TEST(Preempt, LateSignalStillPreemptsAfterSysmonRetried) {
-  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
   SKIP_WITHOUT_ASYNC_PREEMPTION();
 #if defined(__x86_64__)
   std::atomic<uint32_t> before{0};
@@ -250,7 +246,6 @@ uint64_t chain_reference(uint64_t seed, uint64_t rounds) {
 // 3 spinners on 2 Ps, preempted every ms, each resumes on the M (and OS
 // thread) it started on, every time.
 TEST(Preempt, AsyncPreemptedGoroutineResumesOnItsOwnThread) {
-  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
   SKIP_WITHOUT_ASYNC_PREEMPTION();
   constexpr int kSpinners = 3;
   struct Result {
@@ -292,7 +287,6 @@ TEST(Preempt, AsyncPreemptedGoroutineResumesOnItsOwnThread) {
 // While one spinner runs on the only P, the other waits for its own M, and
 // a detailed schedtrace says so from both sides (lockedm / lockedg).
 TEST(Preempt, SchedtraceShowsAPreemptedGoroutineWaitingForItsM) {
-  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
   SKIP_WITHOUT_ASYNC_PREEMPTION();
   std::string trace;
   int64_t waiter_id = 0;
@@ -327,7 +321,6 @@ TEST(Preempt, SchedtraceShowsAPreemptedGoroutineWaitingForItsM) {
 // Ms that waited for their preempted goroutines count as idle again once
 // those goroutines park: a deadlock after a preempted phase is reported.
 TEST(PreemptDeathTest, DeadlockAfterPreemptedSpinnersIsReported) {
-  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
   SKIP_WITHOUT_ASYNC_PREEMPTION();
   for (int procs : {1, 2}) {
     EXPECT_EXIT(
@@ -366,7 +359,6 @@ int process_threads() {
 // finishes with the right answer, and the threads the locked Ms need stay
 // within kMaxPreemptLockedMs (past it, preemptions move goroutines).
 TEST(Preempt, ManySpinnersKeepTheirThreadsWithinTheCap) {
-  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
   SKIP_WITHOUT_ASYNC_PREEMPTION();
   GORT_SKIP_OVER_RACE_LIMIT(1300);
   auto child = reporting([] {
@@ -403,7 +395,6 @@ TEST(Preempt, ManySpinnersKeepTheirThreadsWithinTheCap) {
 // Past kMaxPreemptLockedMs waiting Ms, a preemption moves the goroutine (as
 // a cooperative one does): it resumes elsewhere with its state intact.
 TEST(Preempt, PreemptedGoroutineResumesOnAnotherThreadWithStateIntact) {
-  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
   SKIP_WITHOUT_ASYNC_PREEMPTION();
   constexpr int kSpinners = 3;
   struct Result {
@@ -486,7 +477,6 @@ bool preempt_signal_blocked() {
 // is handed to a new thread while the main goroutine sits in blocking(), and
 // a call-free spinner on that thread must still let another goroutine run.
 TEST(Preempt, ThreadsStartedBySysmonAcceptThePreemptionSignal) {
-  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
   SKIP_WITHOUT_ASYNC_PREEMPTION();
   std::atomic<int> ran_blocked{0}, ran{0};
   std::atomic<bool> spinning{true};
@@ -524,7 +514,7 @@ TEST(Preempt, ThreadsStartedBySysmonAcceptThePreemptionSignal) {
 // ---- Config::preempt = false ----
 
 TEST(Preempt, PreemptOffLeavesOnlyCooperativePreemption) {
-  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
   // Sequence numbers of three events: the spinner finishes its call-free
   // 200 ms, the other goroutine runs, the spinner passes its next gort call.
   std::atomic<int> seq{0};
@@ -560,7 +550,6 @@ TEST(Preempt, PreemptOffLeavesOnlyCooperativePreemption) {
 // ---- NoPreempt ----
 
 TEST(Preempt, NoPreemptPreventsAsyncPreemptionForItsScope) {
-  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
   SKIP_WITHOUT_ASYNC_PREEMPTION();
   std::atomic<int> seq{0};
   std::atomic<int> scope_done{-1}, other_ran{-1};
@@ -766,7 +755,6 @@ TEST(PreemptSignal, SignalNumberFromEnvironment) {
 // ---- shutdown ----
 
 TEST(Preempt, RunReturnsWhileSpinnersStillRun) {
-  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
   SKIP_WITHOUT_ASYNC_PREEMPTION();
   auto child = [] {
     for (int procs : {1, 2}) {

@@ -25,7 +25,6 @@ using gort::test::run_cfg;
 using gort::test::Watchdog;
 
 TEST(SliceTimer, FiresForTheArmedRunOnly) {
-  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
   SKIP_WITHOUT_ASYNC_PREEMPTION();
   std::atomic<bool> spinning{true};
   std::atomic<bool> spinner_started{false};
@@ -61,7 +60,6 @@ TEST(SliceTimer, FiresForTheArmedRunOnly) {
 }
 
 TEST(SliceTimer, ArmedByTheThreadWhenACpuBoundGoroutineResumes) {
-  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
   SKIP_WITHOUT_ASYNC_PREEMPTION();
   std::atomic<int> checked{0};
   std::atomic<int> wrong{0};
@@ -123,7 +121,6 @@ void expect_timer_retries_unsafe_point(UnsafeFor unsafe_for) {
 }
 
 TEST(SliceTimer, RetriesAfterANoPreemptSection) {
-  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
   SKIP_WITHOUT_ASYNC_PREEMPTION();
   expect_timer_retries_unsafe_point([](std::atomic<bool>* unsafe, std::chrono::milliseconds d) {
     gort::NoPreempt np;
@@ -133,7 +130,6 @@ TEST(SliceTimer, RetriesAfterANoPreemptSection) {
 }
 
 TEST(SliceTimer, RetriesAfterAnOsLockIsReleased) {
-  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
   SKIP_WITHOUT_ASYNC_PREEMPTION();
   static std::mutex mu;
   expect_timer_retries_unsafe_point([](std::atomic<bool>* unsafe, std::chrono::milliseconds d) {

@@ -77,7 +77,6 @@ void go_spinners(gort::WaitGroup* wg, const std::atomic<bool>* spinning, int n) 
 // so sysmon does not wake every tenth of a slice (about 1,000 a second
 // before).
 TEST(SysmonPace, FewWakeUpsWhileSpinnersKeepEveryPBusy) {
-  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
   SKIP_WITHOUT_ASYNC_PREEMPTION();
   std::atomic<bool> spinning{true};
   WakeupRate rate;
@@ -159,7 +158,7 @@ INSTANTIATE_TEST_SUITE_P(Preempt, SysmonCpuBound, ::testing::Bool(),
                          });
 
 TEST_P(SysmonCpuBound, FewContextSwitchesBesideASpinner) {
-  GORT_SKIP_WITHOUT_ASYNC_PREEMPTION();
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
   if (GetParam()) SKIP_WITHOUT_ASYNC_PREEMPTION();
   const bool preempt = GetParam();
   auto child = [preempt] {

@@ -41,6 +41,21 @@ void AnnotateIgnoreSyncEnd(const char* file, int line);
 }
 #endif
 
+#if defined(__SANITIZE_THREAD__) && !defined(GORT_RACE)
+// The program's default TSan options (docs/race.md, "Build and run"): the
+// interceptors (malloc, memcpy, ...) record nothing for calls made from
+// modules built without TSan. gort's library is one: like Go's runtime it
+// is not instrumented, and it states the edges of Go's memory model
+// itself. Without this, a container the library grew on one goroutine and
+// moved on another, or OpenSSL's per-thread error queue used by two
+// goroutines in turn, would be reported as a race of the program's.
+// Weak: a program that defines its own should include the option (and
+// TSAN_OPTIONS still applies on top).
+extern "C" __attribute__((weak)) const char* __tsan_default_options() {
+  return "ignore_noninstrumented_modules=1";
+}
+#endif
+
 namespace gort::internal {
 
 // True in a build whose code the race detector sees (this translation unit
