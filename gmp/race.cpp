@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 
 #include "gmp/fatal.hpp"
 #include "gmp/lock.hpp"
@@ -76,6 +77,11 @@ void tsan_start_fiber(G* g) {
   if (g_kept_n == kKept || (g_kept_n > 0 && live + g_kept_n > kRaceLimitGoroutines)) reuse = pop_oldest_locked();
   unlock_word(&g_kept_lock);
   g->tsan_fiber = reuse != nullptr ? reuse : tsan_create_fiber();
+  // Reports name the goroutine beside TSan's thread number ("Thread T5
+  // 'goroutine 7' ... created by thread T3 at"), as Go's say "Goroutine 7".
+  char name[32];
+  std::snprintf(name, sizeof name, "goroutine %lld", static_cast<long long>(g->id));
+  __tsan_set_fiber_name(g->tsan_fiber, name);
   // The goroutine starts after everything its spawner did (goroutine_main
   // acquires): a new fiber would inherit it, a reused one must be told.
   race_release(g);

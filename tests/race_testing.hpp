@@ -8,7 +8,8 @@
 //     with a watchdog, then exits through exit(), where ThreadSanitizer sets
 //     the status (66) if it reported anything.
 //   - EXPECT_RACE(procs, body, first_fn, second_fn): the program reports a
-//     data race whose report names both functions, in that order.
+//     data race whose report names both functions, in that order, and the
+//     goroutines as such ("Thread T5 'goroutine 7'").
 //   - EXPECT_NO_RACE(procs, body): it exits 0 and TSan says nothing.
 #pragma once
 
@@ -60,7 +61,8 @@ class RaceTest : public ::testing::TestWithParam<int> {
 
 #define EXPECT_RACE(procs, body, first_fn, second_fn)                                                   \
   EXPECT_EXIT(::gort::test::race_child(procs, body), ::testing::ExitedWithCode(::gort::test::kRaceReported), \
-              std::string(::gort::test::kDataRace) + "(.|\n)*" + first_fn + "(.|\n)*" + second_fn)
+              std::string(::gort::test::kDataRace) + "(.|\n)*" + first_fn + "(.|\n)*" + second_fn + \
+                  "(.|\n)*Thread T[0-9]+ 'goroutine [0-9]+'")
 #define EXPECT_NO_RACE(procs, body)                                                   \
   EXPECT_EXIT(::gort::test::race_child(procs, body), ::testing::ExitedWithCode(0), \
               ::testing::Not(::testing::HasSubstr("ThreadSanitizer")))
