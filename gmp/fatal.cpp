@@ -24,12 +24,12 @@
 #include <mutex>
 
 #include "gmp/sched.hpp"
-#include "gort/detail/race.hpp"
 #include "gmp/switch.hpp"
 #include "gmp/symbolize.hpp"
 #include "gmp/timer.hpp"
 #include "gmp/tls.hpp"
 #include "gmp/traceback.hpp"
+#include "gort/detail/race.hpp"
 
 namespace gort::internal {
 

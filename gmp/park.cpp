@@ -23,15 +23,12 @@ namespace {
 
 // Runs the parking goroutine's callback (Go's waitunlockf) on the context
 // that comes next. In the race detector's build TSan is told to look away
-// meanwhile: what the callback touches and synchronises on is the parking
-// goroutine's business, not the next one's (the library's callbacks are
-// not instrumented anyway; a test's may be).
+// meanwhile (the guards are empty elsewhere): what the callback touches and
+// synchronises on is the parking goroutine's business, not the next one's
+// (the library's callbacks are not instrumented anyway; a test's may be).
 bool park_unlock(M* m, G* prev) {
-  if constexpr (kRaceEnabled) {
-    RaceIgnore accesses;
-    RaceIgnoreSync sync;
-    return m->park_unlock(prev, m->park_arg);
-  }
+  RaceIgnore accesses;
+  RaceIgnoreSync sync;
   return m->park_unlock(prev, m->park_arg);
 }
 

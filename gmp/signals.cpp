@@ -24,10 +24,10 @@
 #include <mutex>
 
 #include "gmp/fatal.hpp"
-#include "gort/detail/race.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
 #include "gmp/unwind.hpp"
+#include "gort/detail/race.hpp"
 
 namespace gort::internal {
 namespace {

@@ -136,25 +136,7 @@ int64_t wall_offset(int64_t now) {
   return off;
 }
 
-// Go's ioSync (race_io_write, race_io_read): one address for every
-// descriptor.
-char g_race_io_sync;
-
 }  // namespace
-
-void race_io_write(const void* p, size_t len) {
-  if constexpr (internal::kRaceEnabled) {
-    internal::race_release(&g_race_io_sync);
-    internal::race_read_range(p, len);
-  }
-}
-
-void race_io_read(void* p, size_t n) {
-  if constexpr (internal::kRaceEnabled) {
-    internal::race_write_range(p, n);
-    internal::race_acquire(&g_race_io_sync);
-  }
-}
 
 void NetFD::enable_inq() {
   inq_ = is_stream() && setsockopt_int(SOL_TCP, TCP_INQ, 1) == 0;

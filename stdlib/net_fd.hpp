@@ -229,9 +229,18 @@ inline void drop_fd(NetFD* fd) noexcept {
 // before every later read, of any descriptor: the two ends of a socket
 // pair are two descriptors. race_io_write is called before the system call
 // (a peer may read the bytes before it returns), race_io_read after it.
-// Empty outside race builds.
-void race_io_write(const void* p, size_t len);
-void race_io_read(void* p, size_t n);
+// Inline and empty outside race builds: they sit on every read and write.
+inline char g_race_io_sync;  // Go's ioSync: one address for every descriptor
+
+inline void race_io_write(const void* p, size_t len) {
+  internal::race_release(&g_race_io_sync);
+  internal::race_read_range(p, len);
+}
+
+inline void race_io_read(void* p, size_t n) {
+  internal::race_write_range(p, n);
+  internal::race_acquire(&g_race_io_sync);
+}
 
 // Deadline `t` as a poll deadline (a nanotime): 0 none, else > 0. `now`
 // is the current nanotime.
