@@ -55,7 +55,9 @@ TEST_P(RaceIo, BufferChangedDuringAWriteIsReported) {
     if (!r.read(absl::MakeSpan(sink)).ok()) std::exit(3);
     hold.close();
   };
-  EXPECT_RACE(procs(), body, "write_buffer|scribble_buffer", "scribble_buffer|write_buffer");
+  // write_buffer makes no access of its own, so TSan records no frame for
+  // it: the write's side is named by the library function that read.
+  EXPECT_RACE(procs(), body, "NetFD::write|scribble_buffer", "scribble_buffer|NetFD::write");
 }
 
 char g_in[64];
@@ -82,7 +84,7 @@ TEST_P(RaceIo, BufferLookedAtDuringAReadIsReported) {
     test::g_race_sink = static_cast<size_t>(peek_buffer());
     hold.close();
   };
-  EXPECT_RACE(procs(), body, "read_buffer|peek_buffer", "peek_buffer|read_buffer");
+  EXPECT_RACE(procs(), body, "NetFD::read|peek_buffer", "peek_buffer|NetFD::read");
 }
 
 int g_payload = 0;
