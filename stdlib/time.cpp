@@ -71,6 +71,16 @@ struct Timer::State {
   // Under send_mu: a one-shot arming whose value has not been sent yet (so
   // a stop that finds the timer idle knows a claimed firing is in flight).
   bool armed = false;
+  // Tickers: set when the last Ticker handle is gone. From then on the
+  // ticker stops as soon as nobody holds its channel either (Go 1.23
+  // collects a ticker nothing refers to): at once if nobody does, or at
+  // the first tick after the last copy of the channel is dropped. Nothing
+  // can get a new reference then, so the check cannot be undone.
+  std::atomic<bool> orphaned{false};
+
+  bool unreachable() const {
+    return orphaned.load(std::memory_order_acquire) && c.core()->refs.load(std::memory_order_acquire) == 1;
+  }
 
   static void ref(internal::Timer* t, int delta) {
     auto* s = static_cast<State*>(t->arg);
@@ -89,7 +99,9 @@ struct Timer::State {
   static void send_time(internal::Timer* t, int64_t, uint32_t seq) {
     auto* s = static_cast<State*>(t->arg);
     internal::lock_word(&s->send_mu);
-    if (internal::timer_seq(t) == seq) {
+    if (s->unreachable()) {
+      internal::timer_stop(t);  // the runner holds a reference across this call
+    } else if (internal::timer_seq(t) == seq) {
       s->armed = false;
       absl::Time now = absl::Now();
       internal::SelectCase sc{s->c.core(), &now, true, false};
@@ -201,6 +213,20 @@ Timer after_func(absl::Duration d, std::function<void()> f) {
 
 Chan<absl::Time> after(absl::Duration d) { return new_timer(d).chan(); }
 
+namespace {
+
+// What every copy of one Ticker shares (through the aliasing shared_ptr in
+// Ticker): the last copy to go marks the state orphaned.
+struct TickerHandles {
+  std::shared_ptr<Timer::State> s;
+  ~TickerHandles() {
+    s->orphaned.store(true, std::memory_order_release);
+    if (s->unreachable()) s->stop_or_reset(-1, 0);
+  }
+};
+
+}  // namespace
+
 Ticker new_ticker(absl::Duration d) {
   if (d <= absl::ZeroDuration()) throw panic_error("non-positive interval for NewTicker");
   require_running("gort::new_ticker");
@@ -208,7 +234,10 @@ Ticker new_ticker(absl::Duration d) {
   s->c = make_timer_chan();
   int64_t period = to_ns(d);
   internal::timer_add(&s->t, when_after(d), period);
-  return Ticker(std::move(s));
+  Timer::State* state = s.get();
+  auto handles = std::make_shared<TickerHandles>();
+  handles->s = std::move(s);
+  return Ticker(std::shared_ptr<Timer::State>(std::move(handles), state));
 }
 
 Chan<absl::Time> Ticker::chan() const { return s_ ? s_->c : Chan<absl::Time>(); }

@@ -19,6 +19,7 @@
 
 #include "absl/time/clock.h"
 #include "gmp/sched.hpp"
+#include "gmp/timer.hpp"
 #include "gort/chan.hpp"
 #include "gort/sync.hpp"
 #include "gort/time.hpp"
@@ -443,6 +444,78 @@ TEST_P(Time, TickerDropsTicksForASlowReceiver) {
     EXPECT_EQ(tick.chan().len(), 0u);
     EXPECT_TRUE(has_value(tick.chan())) << "a ticker's channel holds one tick";
     tick.stop();
+  });
+}
+
+// Go 1.23 collects a ticker nothing refers to; gort stops one once no copy
+// of it and no copy of its channel is left. The timer heaps then run empty.
+bool no_timer_left() {
+  return eventually([] { return gort::internal::timers_next() < 0; });
+}
+
+TEST_P(Time, TickerDroppedWithoutStopStops) {
+  run_test([] {
+    {
+      auto tick = gort::new_ticker(absl::Milliseconds(1));
+      ASSERT_TRUE(recv_within(tick.chan(), absl::Seconds(20)).has_value());
+    }
+    EXPECT_TRUE(no_timer_left()) << "a ticker with no handle left still ticks";
+  });
+}
+
+TEST_P(Time, TickerLivesWhileACopyOrItsChannelDoes) {
+  run_test([] {
+    std::optional<gort::Ticker> copy;
+    {
+      auto tick = gort::new_ticker(absl::Milliseconds(1));
+      copy = tick;
+    }
+    EXPECT_TRUE(recv_within(copy->chan(), absl::Seconds(20)).has_value()) << "a copy is still a handle";
+    gort::Chan<absl::Time> ch = copy->chan();
+    copy.reset();
+    for (int i = 0; i < 3; i++) {
+      EXPECT_TRUE(recv_within(ch, absl::Seconds(20)).has_value()) << "tick " << i << ": the channel keeps it";
+    }
+    ch = gort::Chan<absl::Time>();
+    EXPECT_TRUE(no_timer_left()) << "the ticker outlived its channel";
+  });
+}
+
+TEST_P(Time, RangeOverTheChannelOfATemporaryTicker) {
+  run_test([] {
+    int n = 0;
+    for (absl::Time t : gort::new_ticker(absl::Milliseconds(1)).chan()) {
+      (void)t;
+      if (++n == 3) break;
+    }
+    EXPECT_EQ(n, 3);
+    EXPECT_TRUE(no_timer_left());
+  });
+}
+
+// Many tickers dropped from several Ps while they tick: each stops once,
+// none is stopped twice or freed under its own firing.
+TEST_P(Time, TickersDroppedWhileTickingFromSeveralPs) {
+  run_test([] {
+    constexpr int kGs = 16;
+    Countdown cd(kGs);
+    for (int i = 0; i < kGs; i++) {
+      gort::go([&, i] {
+        for (int r = 0; r < gort::test::stress_size(50); r++) {
+          auto tick = gort::new_ticker(absl::Microseconds(50 + 10 * i));
+          if (r % 2 == 0) {
+            EXPECT_TRUE(recv_within(tick.chan(), absl::Seconds(20)).has_value());
+          } else {
+            gort::Chan<absl::Time> ch = tick.chan();
+            tick = gort::Ticker();
+            EXPECT_TRUE(recv_within(ch, absl::Seconds(20)).has_value());
+          }
+        }
+        cd.done();
+      });
+    }
+    cd.wait();
+    EXPECT_TRUE(no_timer_left());
   });
 }
 

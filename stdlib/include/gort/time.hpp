@@ -22,9 +22,14 @@
 // waiting (a Ticker drops the ticks it is late for), and len() and cap() of
 // these channels read 0, as in Go. stop does not close the channel.
 //
-// Timer and Ticker are copyable handles to shared state; the timer keeps
-// running when all handles are gone (as an unreferenced Go timer does) until
-// it fires (a Ticker until stopped: drop a Ticker only after stop()).
+// Timer and Ticker are copyable handles to shared state. A Timer keeps
+// running when all handles are gone, until it fires (after_func's f still
+// runs). A Ticker stops by itself once no copy of it and no copy of its
+// channel is left, as Go 1.23 collects a ticker nothing refers to: at once,
+// or at the first tick after the last channel copy went. So
+// `for (absl::Time t : gort::new_ticker(d).chan())` ticks for as long as
+// the loop runs, and a Ticker dropped without stop() does not tick for
+// ever.
 #pragma once
 
 #include <functional>
