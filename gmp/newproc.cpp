@@ -422,6 +422,10 @@ void newproc_start(G* g) {
       return;
     }
     wakep();
+    // A spawn is a gort call like any other: a goroutine that only spawns
+    // yields here when asked to (without asynchronous preemption, in the
+    // race build, it could otherwise hold its P for ever).
+    preempt_check();
     return;
   }
   if (gated) releasem(m);

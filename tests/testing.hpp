@@ -50,6 +50,7 @@
 
 #include <gtest/gtest.h>
 
+#include "gmp/fatal.hpp"
 #include "gmp/g.hpp"
 #include "gmp/lock.hpp"
 #include "gmp/m.hpp"
@@ -236,8 +237,12 @@ class Event {
   static bool publish(G* g, void* arg) {
     auto* self = static_cast<Event*>(arg);
     uintptr_t expected = 0;
-    return self->state_.compare_exchange_strong(expected, reinterpret_cast<uintptr_t>(g),
-                                                std::memory_order_acq_rel);
+    if (self->state_.compare_exchange_strong(expected, reinterpret_cast<uintptr_t>(g), std::memory_order_acq_rel)) {
+      return true;
+    }
+    // A second waiter would return at once, as if set(): a test bug.
+    if (expected != kSet) internal::fatal("tests: a second goroutine waits on an Event (use a Gate)");
+    return false;
   }
   std::atomic<uintptr_t> state_{0};
 };

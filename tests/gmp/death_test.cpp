@@ -1,6 +1,7 @@
 // tests/gmp/death_test.cpp — the ways the runtime ends the process, with
 // Go's messages and exit status 2 (gmp/fatal.cpp, with checkdead, and
 // gmp/signals.cpp).
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include <thread>
 
 #include "gmp/fatal.hpp"
+#include "gmp/stack.hpp"
 #include "gort/chan.hpp"
 #include "gort/sync.hpp"
 #include "tests/testing.hpp"
@@ -183,7 +185,9 @@ TEST(DeathDeadlock, ReportAfterGoroutinesWereReleased) {
       {
         gort::run(
             [] {
-              constexpr int kBurst = 5000;  // well past the warm limit
+              // Well past the warm limit (twice it in the race build, where
+              // each goroutine costs far more).
+              constexpr int kBurst = std::max<int>(stress_size(5000), 2 * internal::StackPool::kWarmLimit);
               {
                 Gate gate;
                 Countdown cd(kBurst);

@@ -52,7 +52,7 @@ TEST(NewprocMillion, EachOfAMillionGoroutinesRunsOnce) {
 TEST_P(Newproc, GoFromPlainThreads) {
   run_test([] {
     constexpr int kThreads = 4;
-    constexpr int kPerThread = 5000;
+    constexpr int kPerThread = stress_size(5000);
     Countdown cd(kThreads * kPerThread);
     std::atomic<int64_t> sum{0};
     std::atomic<int> threads_done{0};
@@ -170,7 +170,7 @@ TEST_P(Newproc, GoroutineIdsAreUniqueAndMainIsOne) {
   run_test([] {
     EXPECT_EQ(gort::goroutine_id(), 1);
     EXPECT_TRUE(gort::in_goroutine());
-    constexpr int kGs = race_scaled(10000);
+    constexpr int kGs = stress_size(10000);
     WordLock mu;
     std::vector<int64_t> ids;
     Countdown cd(kGs);
@@ -237,7 +237,7 @@ TEST_P(Newproc, NumGoroutineCountsLiveGoroutines) {
 // than the warm limit, do not keep allocating G+stack pairs.
 TEST_P(Newproc, DeadGoroutinesAreRecycled) {
   run_test([] {
-    constexpr int kWave = 500;
+    constexpr int kWave = stress_size(500);
     static_assert(kWave < internal::StackPool::kWarmLimit);
     int64_t after_first = 0;
     for (int wave = 0; wave < 20; wave++) {
@@ -271,7 +271,7 @@ TEST_P(Newproc, DeadGoroutinesAreRecycled) {
 // a few on 2 and 4 Ps, hence the repetitions, each in a fresh process.
 TEST(NewprocShutdown, SpawnsRacingMainsReturnAreDropped) {
   for (int procs : {2, 4}) {
-    for (int round = 0; round < 30; round++) {
+    for (int round = 0; round < stress_size(30); round++) {
       auto child = [procs] {
         gort::Config cfg;
         cfg.procs = procs;

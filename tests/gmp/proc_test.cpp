@@ -140,7 +140,7 @@ TEST_P(Proc, ReadyFromPlainThread) {
 
 TEST_P(Proc, GateWakesEveryWaiter) {
   run_test([] {
-    constexpr int kGs = 5000;
+    constexpr int kGs = stress_size(5000);
     Gate gate;
     Countdown cd(kGs);
     std::atomic<int> passed{0};

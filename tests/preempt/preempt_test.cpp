@@ -327,7 +327,7 @@ TEST(PreemptDeathTest, DeadlockAfterPreemptedSpinnersIsReported) {
         {
           ::alarm(30);
           run_cfg(preempt_cfg(procs, absl::Milliseconds(1)), [] {
-            Countdown never(1);
+            Gate never;  // four waiters: an Event takes one
             for (int i = 0; i < 3; i++) {
               gort::go([&] {
                 while (self_async_preempts() < 3) chain_sink = chain_round(chain_sink, 1);

@@ -273,7 +273,7 @@ TEST_P(Context, CancelledChildIsReleasedByItsParent) {
 
 TEST_P(Context, ManyWaitersOnDoneAllWake) {
   run_test([] {
-    constexpr int kWaiters = 1000;
+    constexpr int kWaiters = gort::test::stress_size(1000);
     auto [c, cancel] = gort::with_cancel(gort::background());
     std::atomic<int> waiting{0}, woke{0};
     Countdown cd(kWaiters);

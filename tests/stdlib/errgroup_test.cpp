@@ -216,7 +216,7 @@ TEST_P(ErrGroup, ManyGoroutinesAndErrorsFromSeveralPs) {
   run_test([] {
     Group g(gort::background());
     std::atomic<int> failed{0};
-    for (int i = 0; i < 5000; i++) {
+    for (int i = 0; i < gort::test::stress_size(5000); i++) {
       g.go([&, i]() -> absl::Status {
         if (i % 7 == 3) {
           failed++;

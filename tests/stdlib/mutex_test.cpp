@@ -141,7 +141,7 @@ TEST_P(Mutex, MutualExclusionManyGoroutinesNoYield) {
 // finishes and the deadlock detector ends the test.
 TEST_P(Mutex, NoLostWakeupWithTryLockMix) {
   run_test([] {
-    constexpr int kRounds = 200;
+    constexpr int kRounds = gort::test::stress_size(200);
     constexpr int kGoroutines = 32;
     gort::Mutex mu;
     int64_t counter = 0;  // guarded by mu
