@@ -143,9 +143,9 @@ ChanCore* chan_make(const ElemType* et, size_t cap) {
   return c;
 }
 
-void chan_retain(ChanCore* c) { c->refs.fetch_add(1, std::memory_order_relaxed); }
+void chan_retain(ChanCore* c) noexcept { c->refs.fetch_add(1, std::memory_order_relaxed); }
 
-void chan_release(ChanCore* c) {
+void chan_release(ChanCore* c) noexcept {
   // Whoever drops the last handle destroys the elements still buffered:
   // for the race detector, everything each holder did happens before that
   // (as the acq_rel count orders it for the hardware).
@@ -411,8 +411,8 @@ void chan_close(ChanCore* c) {
   wl.wake_all();
 }
 
-size_t chan_len(const ChanCore* c) { return c == nullptr || c->cap == 0 || c->timer ? 0 : ring_len(c); }
+size_t chan_len(const ChanCore* c) noexcept { return c == nullptr || c->cap == 0 || c->timer ? 0 : ring_len(c); }
 
-size_t chan_cap(const ChanCore* c) { return c == nullptr || c->timer ? 0 : c->cap; }
+size_t chan_cap(const ChanCore* c) noexcept { return c == nullptr || c->timer ? 0 : c->cap; }
 
 }  // namespace gort::internal

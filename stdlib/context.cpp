@@ -21,12 +21,12 @@ namespace gort {
 using internal::CancelNode;
 using internal::ContextAccess;
 using internal::ValueNodeBase;
-using Kind = Context::Node::Kind;
+using Kind = internal::ContextNode::Kind;
 
 namespace {
 
-struct WithoutCancelNode final : Context::Node {
-  WithoutCancelNode() : Node(Kind::kWithoutCancel) {}
+struct WithoutCancelNode final : internal::ContextNode {
+  WithoutCancelNode() : ContextNode(Kind::kWithoutCancel) {}
   WithoutCancelNode(const WithoutCancelNode&) = delete;
   WithoutCancelNode& operator=(const WithoutCancelNode&) = delete;
   ~WithoutCancelNode() { internal::release_chain(&parent, depth); }
@@ -35,19 +35,19 @@ struct WithoutCancelNode final : Context::Node {
 
 // Where done(), err() and deadline() are answered: value nodes forward to
 // their nearest other ancestor.
-const Context::Node* state_of(const Context::Node* n) {
+const internal::ContextNode* state_of(const internal::ContextNode* n) {
   if (n != nullptr && n->kind == Kind::kValue) return static_cast<const ValueNodeBase*>(n)->state;
   return n;
 }
 
-const Context::Node* parent_of(const Context::Node* n) {
+const internal::ContextNode* parent_of(const internal::ContextNode* n) {
   switch (n->kind) {
     case Kind::kCancel:
-      return static_cast<const CancelNode*>(n)->parent.node().get();
+      return internal::ContextAccess::node(static_cast<const CancelNode*>(n)->parent).get();
     case Kind::kValue:
-      return static_cast<const ValueNodeBase*>(n)->parent.node().get();
+      return internal::ContextAccess::node(static_cast<const ValueNodeBase*>(n)->parent).get();
     case Kind::kWithoutCancel:
-      return static_cast<const WithoutCancelNode*>(n)->parent.node().get();
+      return internal::ContextAccess::node(static_cast<const WithoutCancelNode*>(n)->parent).get();
     default:
       return nullptr;
   }
@@ -58,10 +58,10 @@ const Context::Node* parent_of(const Context::Node* n) {
 Context::Context() = default;
 
 Context::Context(std::shared_ptr<CustomContext> custom)
-    : n_(custom ? std::shared_ptr<Node>(custom, static_cast<Node*>(custom.get())) : nullptr) {}
+    : n_(custom ? std::shared_ptr<internal::ContextNode>(custom, static_cast<internal::ContextNode*>(custom.get())) : nullptr) {}
 
 Chan<std::monostate> Context::done() const {
-  const Node* s = state_of(n_.get());
+  const internal::ContextNode* s = state_of(n_.get());
   if (s == nullptr) return {};
   switch (s->kind) {
     case Kind::kCancel:
@@ -74,7 +74,7 @@ Chan<std::monostate> Context::done() const {
 }
 
 absl::Status Context::err() const {
-  const Node* s = state_of(n_.get());
+  const internal::ContextNode* s = state_of(n_.get());
   if (s == nullptr) return absl::OkStatus();
   switch (s->kind) {
     case Kind::kCancel:
@@ -87,7 +87,7 @@ absl::Status Context::err() const {
 }
 
 std::optional<absl::Time> Context::deadline() const {
-  const Node* s = state_of(n_.get());
+  const internal::ContextNode* s = state_of(n_.get());
   if (s == nullptr) return std::nullopt;
   switch (s->kind) {
     case Kind::kCancel:
@@ -100,7 +100,7 @@ std::optional<absl::Time> Context::deadline() const {
 }
 
 const void* Context::lookup(const ContextKeyBase& key) const {
-  for (const Node* n = n_.get(); n != nullptr; n = parent_of(n)) {
+  for (const internal::ContextNode* n = n_.get(); n != nullptr; n = parent_of(n)) {
     if (n->kind == Kind::kValue) {
       auto* v = static_cast<const ValueNodeBase*>(n);
       if (v->key == &key) return v->value;
@@ -115,7 +115,7 @@ std::string Context::to_string() const {
   // Innermost first, then joined from the root: chains may be long, and a
   // recursive String() would take a frame per level.
   std::vector<std::string> parts;
-  const Node* n = n_.get();
+  const internal::ContextNode* n = n_.get();
   for (; n != nullptr; n = parent_of(n)) {
     if (n->kind == Kind::kCustom) {
       parts.push_back(ContextAccess::custom(n)->to_string());
@@ -153,15 +153,15 @@ std::ostream& operator<<(std::ostream& os, const Context& ctx) { return os << ct
 Context background() { return Context(); }
 
 Context todo() {
-  static const std::shared_ptr<Context::Node> node = std::make_shared<Context::Node>(Kind::kTodo);
-  return Context(node);
+  static const std::shared_ptr<internal::ContextNode> node = std::make_shared<internal::ContextNode>(Kind::kTodo);
+  return ContextAccess::make(node);
 }
 
 Context without_cancel(const Context& parent) {
   auto n = std::make_shared<WithoutCancelNode>();
   n->parent = parent;
   n->depth = internal::depth_under(parent);
-  return Context(std::move(n));
+  return ContextAccess::make(std::move(n));
 }
 
 absl::Status cause(const Context& ctx) {
@@ -169,7 +169,7 @@ absl::Status cause(const Context& ctx) {
     if (internal::settled_cancelled(c)) return c->cause;
     // Not cancelled when we looked: asking err() now could see a
     // cancellation whose cause we missed.
-    if (state_of(ctx.node().get()) == c) return absl::OkStatus();
+    if (state_of(internal::ContextAccess::node(ctx).get()) == c) return absl::OkStatus();
   }
   // A custom kind's own error (it has no cause), or OK.
   return ctx.err();
@@ -199,7 +199,7 @@ std::string type_name(const std::type_info& t) {
 ValueNodeBase::~ValueNodeBase() { release_chain(&parent, depth); }
 
 void release_chain(Context* parent, uint32_t depth) {
-  if (depth % kChainChunk != 0 || !parent->node() || !sched.running.load(std::memory_order_acquire)) return;
+  if (depth % kChainChunk != 0 || !internal::ContextAccess::node(*parent) || !sched.running.load(std::memory_order_acquire)) return;
   try {
     gort::go([p = std::move(*parent)]() mutable { p = Context(); });
   } catch (const panic_error&) {
@@ -210,9 +210,9 @@ void release_chain(Context* parent, uint32_t depth) {
 Context link_value(const Context& parent, const ContextKeyBase& key, std::shared_ptr<ValueNodeBase> n) {
   n->parent = parent;
   n->depth = depth_under(parent);
-  n->state = state_of(parent.node().get());
+  n->state = state_of(internal::ContextAccess::node(parent).get());
   n->key = &key;
-  return Context(std::move(n));
+  return ContextAccess::make(std::move(n));
 }
 
 }  // namespace internal

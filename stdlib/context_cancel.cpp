@@ -219,8 +219,8 @@ void propagate_custom(const Context& parent, CancelNode* inner, const std::share
     link(inner, child);
     return;
   }
-  Context::Node* pn = parent.node().get();
-  if (pn != nullptr && pn->kind == Context::Node::Kind::kCustom) {
+  internal::ContextNode* pn = internal::ContextAccess::node(parent).get();
+  if (pn != nullptr && pn->kind == internal::ContextNode::Kind::kCustom) {
     std::function<bool()> stop = ContextAccess::custom(pn)->after_func([src = SourceRef(child)] {
       CancelNode* c = src.get();
       cancel(c, false, c->parent.err(), gort::cause(c->parent));
@@ -273,17 +273,17 @@ void cancel(CancelNode* n, bool remove_from_parent, const absl::Status& err, con
 }  // the children's links are dropped here
 
 CancelNode* innermost_cancel_node(const Context& ctx) {
-  Context::Node* n = ctx.node().get();
+  internal::ContextNode* n = internal::ContextAccess::node(ctx).get();
   while (n != nullptr) {
     switch (n->kind) {
-      case Context::Node::Kind::kCancel:
+      case internal::ContextNode::Kind::kCancel:
         return static_cast<CancelNode*>(n);
-      case Context::Node::Kind::kValue:
-        n = static_cast<ValueNodeBase*>(n)->parent.node().get();
+      case internal::ContextNode::Kind::kValue:
+        n = internal::ContextAccess::node(static_cast<ValueNodeBase*>(n)->parent).get();
         break;
-      case Context::Node::Kind::kCustom:
+      case internal::ContextNode::Kind::kCustom:
         if (auto* w = dynamic_cast<const WrappedContext*>(ContextAccess::custom(n))) {
-          n = w->parent().node().get();
+          n = internal::ContextAccess::node(w->parent()).get();
           break;
         }
         return nullptr;
@@ -299,18 +299,18 @@ void propagate(const Context& parent, const std::shared_ptr<CancelNode>& child, 
   // done() decides (Go checks parent.Done() first for every parent).
   bool custom = false;
   CancelNode* inner = nullptr;
-  for (Context::Node* n = parent.node().get(); n != nullptr;) {
+  for (internal::ContextNode* n = internal::ContextAccess::node(parent).get(); n != nullptr;) {
     auto kind = n->kind;
-    if (kind == Context::Node::Kind::kCancel) {
+    if (kind == internal::ContextNode::Kind::kCancel) {
       inner = static_cast<CancelNode*>(n);
       break;
     }
-    if (kind == Context::Node::Kind::kValue) {
-      n = static_cast<ValueNodeBase*>(n)->parent.node().get();
-    } else if (kind == Context::Node::Kind::kCustom) {
+    if (kind == internal::ContextNode::Kind::kValue) {
+      n = internal::ContextAccess::node(static_cast<ValueNodeBase*>(n)->parent).get();
+    } else if (kind == internal::ContextNode::Kind::kCustom) {
       custom = true;
       auto* w = dynamic_cast<const WrappedContext*>(ContextAccess::custom(n));
-      n = w != nullptr ? w->parent().node().get() : nullptr;
+      n = w != nullptr ? internal::ContextAccess::node(w->parent()).get() : nullptr;
     } else {
       break;  // todo, without_cancel: never cancelled
     }
@@ -415,7 +415,7 @@ std::pair<Context, CancelFunc> with_cancel(const Context& parent) {
   n->deadline = parent.deadline();
   SourceRef src(n);  // first, so that `sources` is never 0 before the caller has it
   internal::propagate(parent, n, "gort::with_cancel");
-  return {Context(std::move(n)), internal::make_cancel(std::move(src))};
+  return {internal::ContextAccess::make(std::move(n)), internal::make_cancel(std::move(src))};
 }
 
 std::pair<Context, CancelCauseFunc> with_cancel_cause(const Context& parent) {
@@ -425,7 +425,7 @@ std::pair<Context, CancelCauseFunc> with_cancel_cause(const Context& parent) {
   n->deadline = parent.deadline();
   SourceRef src(n);
   internal::propagate(parent, n, "gort::with_cancel_cause");
-  return {Context(std::move(n)), [src = std::move(src)](absl::Status cause) {
+  return {internal::ContextAccess::make(std::move(n)), [src = std::move(src)](absl::Status cause) {
             internal::cancel(src.get(), true, internal::canceled_error(), cause);
           }};
 }
@@ -445,7 +445,7 @@ std::pair<Context, CancelFunc> with_deadline_cause(const Context& parent, absl::
   internal::propagate(parent, n, "gort::with_deadline");
   if (!future) {  // the deadline has passed
     internal::cancel(n.get(), true, internal::deadline_error(), n->deadline_cause);
-    return {Context(std::move(n)), internal::make_cancel(std::move(src))};
+    return {internal::ContextAccess::make(std::move(n)), internal::make_cancel(std::move(src))};
   }
   n->t.f = &internal::timer_fire;
   n->t.ref = &internal::timer_ref;
@@ -456,7 +456,7 @@ std::pair<Context, CancelFunc> with_deadline_cause(const Context& parent, absl::
     n->timer_armed = true;
   }
   internal::unlock_word(&n->mu);
-  return {Context(std::move(n)), internal::make_cancel(std::move(src))};
+  return {internal::ContextAccess::make(std::move(n)), internal::make_cancel(std::move(src))};
 }
 
 std::pair<Context, CancelFunc> with_deadline(const Context& parent, absl::Time t) {

@@ -1,6 +1,6 @@
 // stdlib/context_node.hpp — the nodes behind gort::Context (not public).
 //
-// Kinds (Context::Node::Kind): kCancel (with_cancel, with_deadline and the
+// Kinds (internal::ContextNode::Kind): kCancel (with_cancel, with_deadline and the
 // registrations of after_func, Go's cancelCtx, timerCtx and afterFuncCtx),
 // kValue (gort/context.hpp), kWithoutCancel, kCustom (a CustomContext),
 // kTodo (one static node); background() is the null node.
@@ -74,9 +74,18 @@ class SourceRef {
   std::shared_ptr<CancelNode> n_;
 };
 
+// The runtime's view of a Context: its chain's nodes, and the custom
+// context behind a kCustom node.
+struct ContextAccess {
+  static const std::shared_ptr<ContextNode>& node(const Context& c) noexcept { return c.n_; }
+  static Context make(std::shared_ptr<ContextNode> n) noexcept { return Context(std::move(n)); }
+  static const CustomContext* custom(const ContextNode* n) noexcept { return static_cast<const CustomContext*>(n); }
+  static CustomContext* custom(ContextNode* n) noexcept { return static_cast<CustomContext*>(n); }
+};
+
 // The depth of a node made under `parent`.
 inline uint32_t depth_under(const Context& parent) {
-  const Context::Node* p = parent.node().get();
+  const internal::ContextNode* p = internal::ContextAccess::node(parent).get();
   return p != nullptr ? p->depth + 1 : 1;
 }
 
@@ -88,9 +97,9 @@ inline uint32_t depth_under(const Context& parent) {
 void release_chain(Context* parent, uint32_t depth);
 inline constexpr uint32_t kChainChunk = 256;
 
-struct CancelNode : Context::Node, std::enable_shared_from_this<CancelNode> {
+struct CancelNode : internal::ContextNode, std::enable_shared_from_this<CancelNode> {
   enum class Flavour : uint8_t { kCancel, kTimer, kAfterFunc };
-  explicit CancelNode(Flavour f) : Node(Kind::kCancel), flavour(f) {}
+  explicit CancelNode(Flavour f) : ContextNode(Kind::kCancel), flavour(f) {}
   CancelNode(const CancelNode&) = delete;
   CancelNode& operator=(const CancelNode&) = delete;
   ~CancelNode() { release_chain(&parent, depth); }
@@ -172,11 +181,5 @@ CancelNode* innermost_cancel_node(const Context& ctx);
 // cancel node (Go's len(children); after_func registrations count).
 int64_t context_watchers_started();
 size_t context_children(const Context& ctx);
-
-// The custom context behind a kCustom node.
-struct ContextAccess {
-  static const CustomContext* custom(const Context::Node* n) { return static_cast<const CustomContext*>(n); }
-  static CustomContext* custom(Context::Node* n) { return static_cast<CustomContext*>(n); }
-};
 
 }  // namespace gort::internal

@@ -44,9 +44,9 @@ extern char** environ;
 
 namespace gort::exec {
 
-using net::detail::cat;
-using net::detail::errno_code;
-using net::detail::errno_text;
+using internal::cat;
+using internal::errno_code;
+using internal::errno_text;
 
 struct Cmd::State {
   std::optional<Context> ctx;

@@ -18,10 +18,10 @@
 
 namespace gort::net {
 
-using detail::cat;
+using internal::cat;
 
 absl::StatusOr<std::pair<std::string, std::string>> split_host_port(std::string_view hostport) {
-  return detail::split_host_port(hostport);
+  return internal::split_host_port(hostport);
 }
 
 std::string join_host_port(std::string_view host, std::string_view port) {
@@ -29,7 +29,9 @@ std::string join_host_port(std::string_view host, std::string_view port) {
   return cat(host, ":", port);
 }
 
-namespace detail {
+}  // namespace gort::net
+
+namespace gort::internal {
 
 absl::StatusOr<Network> parse_network(std::string_view name) {
   Network n;
@@ -323,5 +325,4 @@ int unix_sockaddr(std::string_view path, SockAddr* out) {
   return 0;
 }
 
-}  // namespace detail
-}  // namespace gort::net
+}  // namespace gort::internal

@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace gort::net::detail {
+namespace gort::internal {
 
 enum class Proto { kTcp, kUdp, kUnix };
 
@@ -73,4 +73,4 @@ absl::StatusOr<int> parse_port(std::string_view port, std::string_view addr, Pro
 // EINVAL (as an errno) if too long.
 int unix_sockaddr(std::string_view path, SockAddr* out);
 
-}  // namespace gort::net::detail
+}  // namespace gort::internal

@@ -9,90 +9,90 @@
 
 namespace gort::net {
 
-using detail::NetFD;
+using internal::NetFD;
 
 namespace {
 
 std::string prefix(const NetFD* fd, std::string_view op) {
-  return detail::op_prefix(op, fd->net(), fd->laddr(), fd->raddr());
+  return internal::op_prefix(op, fd->net(), fd->laddr(), fd->raddr());
 }
 
 absl::Status opt_result(const NetFD* fd, int err) {
   if (err == 0) return absl::OkStatus();
-  return detail::io_error(err, prefix(fd, "set"), "setsockopt");
+  return internal::io_error(err, prefix(fd, "set"), "setsockopt");
 }
 
 absl::Status deadline_result(int err) {
-  return err == 0 ? absl::OkStatus() : detail::closed_error();
+  return err == 0 ? absl::OkStatus() : internal::closed_error();
 }
 
 }  // namespace
 
 Conn& Conn::operator=(Conn&& o) noexcept {
-  detail::move_fd(fd_, o.fd_);
+  internal::move_fd(fd_, o.fd_);
   return *this;
 }
 
-Conn::~Conn() { detail::drop_fd(fd_); }
+Conn::~Conn() { internal::drop_fd(fd_); }
 
 absl::StatusOr<size_t> Conn::read(absl::Span<char> buf) {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::StatusOr<size_t> {
-    detail::IoResult r = fd->read(buf.data(), buf.size());
-    if (r.err != 0) return detail::io_error(r.err, prefix(fd, "read"), "read");
+  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::StatusOr<size_t> {
+    internal::IoResult r = fd->read(buf.data(), buf.size());
+    if (r.err != 0) return internal::io_error(r.err, prefix(fd, "read"), "read");
     return r.n;
   });
 }
 
 absl::Status Conn::wait_readable() {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
     int err = fd->wait_readable();
-    return err == 0 ? absl::OkStatus() : detail::io_error(err, prefix(fd, "read"), "read");
+    return err == 0 ? absl::OkStatus() : internal::io_error(err, prefix(fd, "read"), "read");
   });
 }
 
 absl::StatusOr<size_t> Conn::write(absl::Span<const char> buf) {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::StatusOr<size_t> {
-    detail::IoResult r = fd->write(buf.data(), buf.size());
-    if (r.err != 0) return detail::io_error(r.err, prefix(fd, "write"), "write");
+  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::StatusOr<size_t> {
+    internal::IoResult r = fd->write(buf.data(), buf.size());
+    if (r.err != 0) return internal::io_error(r.err, prefix(fd, "write"), "write");
     return r.n;
   });
 }
 
 absl::Status Conn::set_deadline(absl::Time t) {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
     return deadline_result(fd->set_deadline(t, 'r' + 'w'));
   });
 }
 
 absl::Status Conn::set_read_deadline(absl::Time t) {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
     return deadline_result(fd->set_deadline(t, 'r'));
   });
 }
 
 absl::Status Conn::set_write_deadline(absl::Time t) {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
     return deadline_result(fd->set_deadline(t, 'w'));
   });
 }
 
 absl::Status Conn::close() {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
-    return fd->close() == 0 ? absl::OkStatus() : detail::closed_error();
+  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    return fd->close() == 0 ? absl::OkStatus() : internal::closed_error();
   });
 }
 
 absl::Status Conn::close_write() {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
     int err = fd->shutdown(SHUT_WR);
-    return err == 0 ? absl::OkStatus() : detail::io_error(err, prefix(fd, "close"), "shutdown");
+    return err == 0 ? absl::OkStatus() : internal::io_error(err, prefix(fd, "close"), "shutdown");
   });
 }
 
 absl::Status Conn::close_read() {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
     int err = fd->shutdown(SHUT_RD);
-    return err == 0 ? absl::OkStatus() : detail::io_error(err, prefix(fd, "close"), "shutdown");
+    return err == 0 ? absl::OkStatus() : internal::io_error(err, prefix(fd, "close"), "shutdown");
   });
 }
 
@@ -103,13 +103,13 @@ std::string Conn::remote_addr() const { return fd_ != nullptr ? fd_->raddr() : s
 std::string Conn::network() const { return fd_ != nullptr ? fd_->net() : std::string(); }
 
 absl::Status Conn::set_no_delay(bool on) {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
     return opt_result(fd, fd->setsockopt_int(IPPROTO_TCP, TCP_NODELAY, on ? 1 : 0));
   });
 }
 
 absl::Status Conn::set_linger(int sec) {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
     linger l{};
     l.l_onoff = sec >= 0 ? 1 : 0;
     l.l_linger = sec >= 0 ? sec : 0;
@@ -118,13 +118,13 @@ absl::Status Conn::set_linger(int sec) {
 }
 
 absl::Status Conn::set_keep_alive(bool on) {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
     return opt_result(fd, fd->setsockopt_int(SOL_SOCKET, SO_KEEPALIVE, on ? 1 : 0));
   });
 }
 
 absl::Status Conn::set_keep_alive_period(absl::Duration d) {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
     // Go: rounded up to whole seconds.
     int secs = static_cast<int>(absl::ToInt64Seconds(absl::Ceil(d, absl::Seconds(1))));
     if (secs < 1) secs = 1;
@@ -135,13 +135,13 @@ absl::Status Conn::set_keep_alive_period(absl::Duration d) {
 }
 
 absl::Status Conn::set_read_buffer(int bytes) {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
     return opt_result(fd, fd->setsockopt_int(SOL_SOCKET, SO_RCVBUF, bytes));
   });
 }
 
 absl::Status Conn::set_write_buffer(int bytes) {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
     return opt_result(fd, fd->setsockopt_int(SOL_SOCKET, SO_SNDBUF, bytes));
   });
 }

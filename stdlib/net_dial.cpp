@@ -26,19 +26,19 @@
 
 namespace gort::net {
 
-using detail::cat;
+using internal::cat;
 
 namespace {
 
-using detail::NetFD;
-using detail::Network;
-using detail::SockAddr;
+using internal::NetFD;
+using internal::Network;
+using internal::SockAddr;
 
 // Go's partialDeadline: the time for one of `remaining` addresses.
 absl::StatusOr<absl::Time> partial_deadline(absl::Time now, absl::Time deadline, int remaining) {
   if (deadline == absl::InfiniteFuture()) return deadline;
   absl::Duration left = deadline - now;
-  if (left <= absl::ZeroDuration()) return detail::timeout_error();
+  if (left <= absl::ZeroDuration()) return internal::timeout_error();
   absl::Duration timeout = left / remaining;
   const absl::Duration kSaneMinimum = absl::Seconds(2);
   if (timeout < kSaneMinimum) timeout = left < kSaneMinimum ? left : kSaneMinimum;
@@ -77,11 +77,11 @@ int wait_connected(NetFD* fd, const Context& ctx, absl::Time deadline, absl::Sta
 absl::StatusOr<Conn> dial_one(const Context& ctx, const Network& n, const SockAddr& ra,
                               absl::Time deadline, bool* self_connect) {
   *self_connect = false;
-  std::string raddr = detail::format_sockaddr(ra);
-  std::string prefix = detail::op_prefix("dial", n.name, "", raddr);
+  std::string raddr = internal::format_sockaddr(ra);
+  std::string prefix = internal::op_prefix("dial", n.name, "", raddr);
   int err = 0;
-  int s = detail::sys_socket(ra.family(), n.sotype, n.ipv6only(), &err);
-  if (s < 0) return detail::io_error(err, prefix, "socket");
+  int s = internal::sys_socket(ra.family(), n.sotype, n.ipv6only(), &err);
+  if (s < 0) return internal::io_error(err, prefix, "socket");
   bool in_progress = false;
   if (::connect(s, ra.sa(), ra.len) != 0) {
     int e = errno;
@@ -89,57 +89,57 @@ absl::StatusOr<Conn> dial_one(const Context& ctx, const Network& n, const SockAd
       in_progress = true;
     } else if (e != EISCONN) {
       ::close(s);
-      return detail::io_error(e, prefix, "connect");
+      return internal::io_error(e, prefix, "connect");
     }
   }
   // Registered after connect(2), as Go does: an unconnected TCP socket
   // polls as writable (and hung up).
   NetFD* fd = NetFD::open(s, ra.family(), n.sotype, n.name, &err);
-  if (fd == nullptr) return detail::io_error(err, prefix, "epoll_ctl");
-  Conn conn(fd);  // releases fd on every error path
+  if (fd == nullptr) return internal::io_error(err, prefix, "epoll_ctl");
+  Conn conn = internal::NetFDAccess::conn(fd);  // releases fd on every error path
   absl::Status ctx_err;
   if (in_progress) {
     err = wait_connected(fd, ctx, deadline, &ctx_err);
   }
   if (ctx_err.ok()) ctx_err = ctx.err();  // cancelled at the last moment
-  if (!ctx_err.ok()) return detail::wrap_error(prefix, detail::ctx_error(ctx_err));
-  if (err == detail::kErrTimeout) return detail::wrap_error(prefix, detail::timeout_error());
-  if (err != 0) return detail::io_error(err, prefix, "connect");
-  SockAddr la = detail::sock_addr(s);
-  SockAddr pa = detail::peer_addr(s);
-  if (n.proto == detail::Proto::kTcp && pa.len != 0 && la == pa) {
+  if (!ctx_err.ok()) return internal::wrap_error(prefix, internal::ctx_error(ctx_err));
+  if (err == internal::kErrTimeout) return internal::wrap_error(prefix, internal::timeout_error());
+  if (err != 0) return internal::io_error(err, prefix, "connect");
+  SockAddr la = internal::sock_addr(s);
+  SockAddr pa = internal::peer_addr(s);
+  if (n.proto == internal::Proto::kTcp && pa.len != 0 && la == pa) {
     *self_connect = true;
     return absl::UnavailableError(cat(prefix, ": connect: self connect"));
   }
-  fd->set_addrs(detail::format_sockaddr(la), pa.len != 0 ? detail::format_sockaddr(pa) : raddr);
-  detail::set_conn_defaults(fd, n);
+  fd->set_addrs(internal::format_sockaddr(la), pa.len != 0 ? internal::format_sockaddr(pa) : raddr);
+  internal::set_conn_defaults(fd, n);
   return conn;
 }
 
 absl::StatusOr<Conn> dial_impl(const Context& ctx, std::string_view network,
                                std::string_view address, absl::Time deadline) {
-  auto n = detail::parse_network(network);
-  if (!n.ok()) return detail::wrap_error(cat("dial ", network), n.status());
-  if (auto s = detail::runtime_check("dial"); !s.ok()) return s;
+  auto n = internal::parse_network(network);
+  if (!n.ok()) return internal::wrap_error(cat("dial ", network), n.status());
+  if (auto s = internal::runtime_check("dial"); !s.ok()) return s;
   if (auto d = ctx.deadline(); d && *d < deadline) deadline = *d;
   if (auto e = ctx.err(); !e.ok()) {
-    return detail::wrap_error(detail::op_prefix("dial", n->name, "", address), detail::ctx_error(e));
+    return internal::wrap_error(internal::op_prefix("dial", n->name, "", address), internal::ctx_error(e));
   }
-  auto addrs = detail::resolve_addr_list(ctx, deadline, *n, address, false);
-  if (!addrs.ok()) return detail::wrap_error(cat("dial ", n->name), addrs.status());
+  auto addrs = internal::resolve_addr_list(ctx, deadline, *n, address, false);
+  if (!addrs.ok()) return internal::wrap_error(cat("dial ", n->name), addrs.status());
   absl::Status first_err;
   int total = static_cast<int>(addrs->size());
   for (int i = 0; i < total; i++) {
     const SockAddr& ra = (*addrs)[i];
     if (auto e = ctx.err(); !e.ok()) {
-      return detail::wrap_error(detail::op_prefix("dial", n->name, "", detail::format_sockaddr(ra)),
-                                detail::ctx_error(e));
+      return internal::wrap_error(internal::op_prefix("dial", n->name, "", internal::format_sockaddr(ra)),
+                                internal::ctx_error(e));
     }
     auto pd = partial_deadline(absl::Now(), deadline, total - i);
     if (!pd.ok()) {
       if (first_err.ok()) {
-        first_err = detail::wrap_error(
-            detail::op_prefix("dial", n->name, "", detail::format_sockaddr(ra)), pd.status());
+        first_err = internal::wrap_error(
+            internal::op_prefix("dial", n->name, "", internal::format_sockaddr(ra)), pd.status());
       }
       break;
     }

@@ -8,7 +8,7 @@
 
 namespace gort::net {
 
-using detail::cat;
+using internal::cat;
 
 bool is_closed_error(const absl::Status& s) {
   return s.code() == absl::StatusCode::kFailedPrecondition &&
@@ -19,9 +19,11 @@ bool is_timeout_error(const absl::Status& s) {
   return s.code() == absl::StatusCode::kDeadlineExceeded;
 }
 
-namespace detail {
+}  // namespace gort::net
 
-absl::Status closed_error() { return absl::FailedPreconditionError(std::string(kErrClosed)); }
+namespace gort::internal {
+
+absl::Status closed_error() { return absl::FailedPreconditionError(std::string(net::kErrClosed)); }
 
 absl::Status timeout_error() { return absl::DeadlineExceededError("i/o timeout"); }
 
@@ -78,5 +80,4 @@ absl::Status wrap_error(std::string_view prefix, const absl::Status& cause) {
   return absl::Status(cause.code(), cat(prefix, ": ", cause.message()));
 }
 
-}  // namespace detail
-}  // namespace gort::net
+}  // namespace gort::internal

@@ -14,7 +14,7 @@
 
 #include "absl/status/status.h"
 
-namespace gort::net::detail {
+namespace gort::internal {
 
 // String concatenation of std::string_view, strings and integers (this
 // abseil's absl::string_view is not std::string_view, so absl::StrCat
@@ -66,4 +66,4 @@ absl::Status io_error(int err, std::string_view prefix, std::string_view syscall
 // "prefix: <cause's message>" with cause's code.
 absl::Status wrap_error(std::string_view prefix, const absl::Status& cause);
 
-}  // namespace gort::net::detail
+}  // namespace gort::internal

@@ -27,7 +27,7 @@
 #include "gort/time.hpp"
 #include "netpoll/netpoll.hpp"
 
-namespace gort::net::detail {
+namespace gort::internal {
 
 namespace {
 
@@ -404,9 +404,9 @@ void NetFD::backoff_sleep(absl::Duration d) {
     gort::sleep(d);
     return;
   }
-  Timer t = new_timer(d);
-  select(on_recv(t.chan(), [](std::optional<absl::Time>) {}),
-         on_recv(closing_, [](std::optional<std::monostate>) {}));
+  gort::Timer t = gort::new_timer(d);
+  gort::select(gort::on_recv(t.chan(), [](std::optional<absl::Time>) {}),
+         gort::on_recv(closing_, [](std::optional<std::monostate>) {}));
   t.stop();
 }
 
@@ -539,4 +539,4 @@ int NetFD::setsockopt(int level, int name, const void* val, socklen_t len) {
   return err;
 }
 
-}  // namespace gort::net::detail
+}  // namespace gort::internal

@@ -36,15 +36,15 @@
 #include "absl/time/time.h"
 #include "gort/chan.hpp"
 #include "gort/detail/race.hpp"
+#include "gort/net.hpp"
+#include "gort/os.hpp"
 #include "gort/sync.hpp"
 #include "stdlib/net_addr.hpp"
 #include "stdlib/net_error.hpp"
 
 namespace gort::internal {
-struct PollDesc;
-}  // namespace gort::internal
 
-namespace gort::net::detail {
+struct PollDesc;
 
 // Bytes moved and 0, an errno value or kErr*.
 struct IoResult {
@@ -222,6 +222,16 @@ inline void drop_fd(NetFD* fd) noexcept {
   if (fd != nullptr) NetFD::release(fd);
 }
 
+// The handles that own a NetFD (net::Conn, Listener, PacketConn, os::File)
+// are made only here: their constructors from a NetFD are private, so the
+// public API offers no way to wrap a raw one.
+struct NetFDAccess {
+  static net::Conn conn(NetFD* fd) noexcept { return net::Conn(fd); }
+  static net::Listener listener(NetFD* fd) noexcept { return net::Listener(fd); }
+  static net::PacketConn packet_conn(NetFD* fd) noexcept { return net::PacketConn(fd); }
+  static os::File file(NetFD* fd, std::string name) noexcept { return os::File(fd, std::move(name)); }
+};
+
 // What a read or a write does for the race detector (docs/race.md, I/O),
 // as Go's package syscall does: a write reads its bytes and publishes
 // everything the writer did so far (releases ioSync); a read that
@@ -246,4 +256,4 @@ inline void race_io_read(void* p, size_t n) {
 // is the current nanotime.
 int64_t poll_deadline(absl::Time t, int64_t now);
 
-}  // namespace gort::net::detail
+}  // namespace gort::internal

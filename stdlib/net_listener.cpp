@@ -13,48 +13,48 @@
 
 namespace gort::net {
 
-using detail::cat;
+using internal::cat;
 
-using detail::NetFD;
-using detail::Network;
-using detail::SockAddr;
+using internal::NetFD;
+using internal::Network;
+using internal::SockAddr;
 
 
 absl::StatusOr<Listener> listen(std::string_view network, std::string_view address) {
-  auto n = detail::parse_network(network);
-  if (!n.ok()) return detail::wrap_error(cat("listen ", network), n.status());
+  auto n = internal::parse_network(network);
+  if (!n.ok()) return internal::wrap_error(cat("listen ", network), n.status());
   if (n->sotype != SOCK_STREAM) {
     return absl::InvalidArgumentError(cat("listen ", network, " ", address, ": address ",
                                                    address, ": unexpected address type"));
   }
-  if (auto s = detail::runtime_check("listen"); !s.ok()) return s;
-  auto fd = detail::listen_fd(*n, address);
+  if (auto s = internal::runtime_check("listen"); !s.ok()) return s;
+  auto fd = internal::listen_fd(*n, address);
   if (!fd.ok()) return fd.status();
   (*fd)->enable_close_notify();
-  return Listener(*fd);
+  return internal::NetFDAccess::listener(*fd);
 }
 
 Listener& Listener::operator=(Listener&& o) noexcept {
-  detail::move_fd(fd_, o.fd_);
+  internal::move_fd(fd_, o.fd_);
   return *this;
 }
 
-Listener::~Listener() { detail::drop_fd(fd_); }
+Listener::~Listener() { internal::drop_fd(fd_); }
 
 absl::StatusOr<Conn> Listener::accept() {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::StatusOr<Conn> {
+  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::StatusOr<Conn> {
     int s = -1;
     SockAddr rsa;
     const char* syscall = "";
     int err = fd->accept(&s, &rsa, &syscall);
-    std::string prefix = detail::op_prefix("accept", fd->net(), "", fd->laddr());
-    if (err != 0) return detail::io_error(err, prefix, syscall);
+    std::string prefix = internal::op_prefix("accept", fd->net(), "", fd->laddr());
+    if (err != 0) return internal::io_error(err, prefix, syscall);
     NetFD* c = NetFD::open(s, fd->family(), fd->sotype(), fd->net(), &err);
-    if (c == nullptr) return detail::io_error(err, prefix, "epoll_ctl");
-    c->set_addrs(detail::sock_name(s), detail::format_sockaddr(rsa));
-    auto n = detail::parse_network(fd->net());
-    if (n.ok()) detail::set_conn_defaults(c, *n);
-    return Conn(c);
+    if (c == nullptr) return internal::io_error(err, prefix, "epoll_ctl");
+    c->set_addrs(internal::sock_name(s), internal::format_sockaddr(rsa));
+    auto n = internal::parse_network(fd->net());
+    if (n.ok()) internal::set_conn_defaults(c, *n);
+    return internal::NetFDAccess::conn(c);
   });
 }
 
@@ -63,14 +63,14 @@ std::string Listener::addr() const { return fd_ != nullptr ? fd_->laddr() : std:
 std::string Listener::network() const { return fd_ != nullptr ? fd_->net() : std::string(); }
 
 absl::Status Listener::close() {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
-    return fd->close() == 0 ? absl::OkStatus() : detail::closed_error();
+  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    return fd->close() == 0 ? absl::OkStatus() : internal::closed_error();
   });
 }
 
 absl::Status Listener::set_deadline(absl::Time t) {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
-    return fd->set_deadline(t, 'r' + 'w') == 0 ? absl::OkStatus() : detail::closed_error();
+  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    return fd->set_deadline(t, 'r' + 'w') == 0 ? absl::OkStatus() : internal::closed_error();
   });
 }
 

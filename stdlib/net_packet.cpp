@@ -13,51 +13,51 @@
 
 namespace gort::net {
 
-using detail::cat;
+using internal::cat;
 
-using detail::NetFD;
-using detail::SockAddr;
+using internal::NetFD;
+using internal::SockAddr;
 
 absl::StatusOr<PacketConn> listen_packet(std::string_view network, std::string_view address) {
-  auto n = detail::parse_network(network);
-  if (!n.ok()) return detail::wrap_error(cat("listen ", network), n.status());
-  if (n->proto != detail::Proto::kUdp) {
+  auto n = internal::parse_network(network);
+  if (!n.ok()) return internal::wrap_error(cat("listen ", network), n.status());
+  if (n->proto != internal::Proto::kUdp) {
     return absl::InvalidArgumentError(cat("listen ", network, " ", address, ": address ",
                                                    address, ": unexpected address type"));
   }
-  if (auto s = detail::runtime_check("listen"); !s.ok()) return s;
-  auto fd = detail::listen_fd(*n, address);
+  if (auto s = internal::runtime_check("listen"); !s.ok()) return s;
+  auto fd = internal::listen_fd(*n, address);
   if (!fd.ok()) return fd.status();
-  return PacketConn(*fd);
+  return internal::NetFDAccess::packet_conn(*fd);
 }
 
 PacketConn& PacketConn::operator=(PacketConn&& o) noexcept {
-  detail::move_fd(fd_, o.fd_);
+  internal::move_fd(fd_, o.fd_);
   return *this;
 }
 
-PacketConn::~PacketConn() { detail::drop_fd(fd_); }
+PacketConn::~PacketConn() { internal::drop_fd(fd_); }
 
 absl::StatusOr<std::pair<size_t, std::string>> PacketConn::read_from(absl::Span<char> buf) {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::StatusOr<std::pair<size_t, std::string>> {
+  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::StatusOr<std::pair<size_t, std::string>> {
     SockAddr from;
-    detail::IoResult r = fd->recvfrom(buf.data(), buf.size(), &from);
+    internal::IoResult r = fd->recvfrom(buf.data(), buf.size(), &from);
     if (r.err != 0) {
-      std::string prefix = detail::op_prefix("read", fd->net(), fd->laddr(), "");
-      return detail::io_error(r.err, prefix, "recvfrom");
+      std::string prefix = internal::op_prefix("read", fd->net(), fd->laddr(), "");
+      return internal::io_error(r.err, prefix, "recvfrom");
     }
-    return std::pair<size_t, std::string>(r.n, detail::format_sockaddr(from));
+    return std::pair<size_t, std::string>(r.n, internal::format_sockaddr(from));
   });
 }
 
 absl::StatusOr<size_t> PacketConn::write_to(absl::Span<const char> buf, std::string_view addr) {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::StatusOr<size_t> {
-    auto n = detail::parse_network(fd->net());
+  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::StatusOr<size_t> {
+    auto n = internal::parse_network(fd->net());
     if (!n.ok()) return n.status();
-    auto addrs = detail::resolve_addr_list(background(), absl::InfiniteFuture(), *n, addr, false);
+    auto addrs = internal::resolve_addr_list(background(), absl::InfiniteFuture(), *n, addr, false);
     if (!addrs.ok()) {
-      std::string prefix = detail::op_prefix("write", fd->net(), fd->laddr(), "");
-      return detail::wrap_error(prefix, addrs.status());
+      std::string prefix = internal::op_prefix("write", fd->net(), fd->laddr(), "");
+      return internal::wrap_error(prefix, addrs.status());
     }
     // The first address this socket can reach: an AF_INET6 socket that is
     // not IPv6-only reaches IPv4 addresses as ::ffff:a.b.c.d.
@@ -69,43 +69,43 @@ absl::StatusOr<size_t> PacketConn::write_to(absl::Span<const char> buf, std::str
         break;
       }
       if (fd->family() == AF_INET6 && !n->ipv6only() && a.family() == AF_INET) {
-        mapped = detail::to_inet6(a);
+        mapped = internal::to_inet6(a);
         to = &mapped;
         break;
       }
     }
-    std::string prefix = detail::op_prefix("write", fd->net(), fd->laddr(), addr);
+    std::string prefix = internal::op_prefix("write", fd->net(), fd->laddr(), addr);
     if (to == nullptr) {
       return absl::InvalidArgumentError(
           cat(prefix, ": address ", addr, ": no suitable address found"));
     }
-    detail::IoResult r = fd->sendto(buf.data(), buf.size(), *to);
-    if (r.err != 0) return detail::io_error(r.err, prefix, "sendto");
+    internal::IoResult r = fd->sendto(buf.data(), buf.size(), *to);
+    if (r.err != 0) return internal::io_error(r.err, prefix, "sendto");
     return r.n;
   });
 }
 
 absl::Status PacketConn::set_deadline(absl::Time t) {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
-    return fd->set_deadline(t, 'r' + 'w') == 0 ? absl::OkStatus() : detail::closed_error();
+  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    return fd->set_deadline(t, 'r' + 'w') == 0 ? absl::OkStatus() : internal::closed_error();
   });
 }
 
 absl::Status PacketConn::set_read_deadline(absl::Time t) {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
-    return fd->set_deadline(t, 'r') == 0 ? absl::OkStatus() : detail::closed_error();
+  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    return fd->set_deadline(t, 'r') == 0 ? absl::OkStatus() : internal::closed_error();
   });
 }
 
 absl::Status PacketConn::set_write_deadline(absl::Time t) {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
-    return fd->set_deadline(t, 'w') == 0 ? absl::OkStatus() : detail::closed_error();
+  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    return fd->set_deadline(t, 'w') == 0 ? absl::OkStatus() : internal::closed_error();
   });
 }
 
 absl::Status PacketConn::close() {
-  return detail::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
-    return fd->close() == 0 ? absl::OkStatus() : detail::closed_error();
+  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+    return fd->close() == 0 ? absl::OkStatus() : internal::closed_error();
   });
 }
 
@@ -117,11 +117,11 @@ namespace {
 
 // SO_RCVBUF or SO_SNDBUF.
 absl::Status set_buffer(NetFD* owned, int name, int bytes) {
-  return detail::with_fd(owned, [&](NetFD* fd) -> absl::Status {
+  return internal::with_fd(owned, [&](NetFD* fd) -> absl::Status {
     int err = fd->setsockopt_int(SOL_SOCKET, name, bytes);
     if (err == 0) return absl::OkStatus();
-    std::string prefix = detail::op_prefix("set", fd->net(), fd->laddr(), "");
-    return detail::io_error(err, prefix, "setsockopt");
+    std::string prefix = internal::op_prefix("set", fd->net(), fd->laddr(), "");
+    return internal::io_error(err, prefix, "setsockopt");
   });
 }
 

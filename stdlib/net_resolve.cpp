@@ -23,12 +23,12 @@ namespace {
 
 absl::StatusOr<std::vector<std::string>> lookup_host_impl(const Context& ctx,
                                                           std::string_view host) {
-  if (auto s = detail::runtime_check("lookup"); !s.ok()) return s;
-  auto addrs = detail::lookup_ip(ctx, absl::InfiniteFuture(), host, AF_UNSPEC);
+  if (auto s = internal::runtime_check("lookup"); !s.ok()) return s;
+  auto addrs = internal::lookup_ip(ctx, absl::InfiniteFuture(), host, AF_UNSPEC);
   if (!addrs.ok()) return addrs.status();
   std::vector<std::string> out;
   for (auto& a : *addrs) {
-    std::string s = detail::format_sockaddr(a);  // "ip:0" or "[ip]:0"
+    std::string s = internal::format_sockaddr(a);  // "ip:0" or "[ip]:0"
     std::string_view v = s;
     v.remove_suffix(2);
     if (!v.empty() && v.front() == '[') {
@@ -50,7 +50,9 @@ absl::StatusOr<std::vector<std::string>> lookup_host(const Context& ctx, std::st
   return lookup_host_impl(ctx, host);
 }
 
-namespace detail {
+}  // namespace gort::net
+
+namespace gort::internal {
 
 namespace {
 
@@ -199,5 +201,4 @@ absl::StatusOr<std::vector<SockAddr>> resolve_addr_list(const Context& ctx, absl
   return addrs;
 }
 
-}  // namespace detail
-}  // namespace gort::net
+}  // namespace gort::internal

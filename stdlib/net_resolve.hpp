@@ -12,7 +12,7 @@
 #include "gort/context.hpp"
 #include "stdlib/net_addr.hpp"
 
-namespace gort::net::detail {
+namespace gort::internal {
 
 // The addresses of `address` on network n, in the order to try them.
 // IP networks: an empty host is the wildcard address (listen) or loopback
@@ -29,4 +29,4 @@ absl::StatusOr<std::vector<SockAddr>> resolve_addr_list(const Context& ctx, absl
 absl::StatusOr<std::vector<SockAddr>> lookup_ip(const Context& ctx, absl::Time deadline,
                                                 std::string_view host, int family);
 
-}  // namespace gort::net::detail
+}  // namespace gort::internal

@@ -14,7 +14,7 @@
 #include "gort/context.hpp"
 #include "stdlib/net_resolve.hpp"
 
-namespace gort::net::detail {
+namespace gort::internal {
 
 int sys_socket(int family, int sotype, bool ipv6only, int* err) {
   int s = ::socket(family, sotype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -150,4 +150,4 @@ absl::StatusOr<NetFD*> listen_fd(const Network& n, std::string_view address) {
   return fd;
 }
 
-}  // namespace gort::net::detail
+}  // namespace gort::internal

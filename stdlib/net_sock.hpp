@@ -10,7 +10,7 @@
 #include "stdlib/net_addr.hpp"
 #include "stdlib/net_fd.hpp"
 
-namespace gort::net::detail {
+namespace gort::internal {
 
 // A non-blocking, close-on-exec socket with Go's default options
 // (IPV6_V6ONLY as asked on AF_INET6; SO_BROADCAST on IP datagram sockets).
@@ -47,4 +47,4 @@ absl::StatusOr<NetFD*> listen_fd(const Network& n, std::string_view address);
 // (Cancelled) or "i/o timeout" (DeadlineExceeded).
 absl::Status ctx_error(const absl::Status& ctx_err);
 
-}  // namespace gort::net::detail
+}  // namespace gort::internal

@@ -17,9 +17,9 @@
 
 namespace gort {
 
-using net::detail::cat;
-using net::detail::FdKind;
-using net::detail::NetFD;
+using internal::cat;
+using internal::FdKind;
+using internal::NetFD;
 
 namespace os {
 namespace {
@@ -28,10 +28,10 @@ absl::Status os_closed_error() { return absl::FailedPreconditionError(std::strin
 
 // Go's PathError: "op name: strerror", closed and timeout exact.
 absl::Status path_error(int err, std::string_view op, std::string_view name) {
-  if (err == net::detail::kErrClosing) return os_closed_error();
-  if (err == net::detail::kErrTimeout) return net::detail::timeout_error();
-  if (err == net::detail::kErrNoDeadline) return absl::InvalidArgumentError(std::string(kErrNoDeadline));
-  return absl::Status(net::detail::errno_code(err), cat(op, " ", name, ": ", net::detail::errno_text(err)));
+  if (err == internal::kErrClosing) return os_closed_error();
+  if (err == internal::kErrTimeout) return internal::timeout_error();
+  if (err == internal::kErrNoDeadline) return absl::InvalidArgumentError(std::string(kErrNoDeadline));
+  return absl::Status(internal::errno_code(err), cat(op, " ", name, ": ", internal::errno_text(err)));
 }
 
 FdKind kind_of(const struct stat& st) {
@@ -51,14 +51,14 @@ absl::StatusOr<File> make_file(int sysfd, std::string name, FdKind kind, bool po
     return path_error(err, op, name);
   }
   if (own == Own::kBorrow) fd->set_borrowed();
-  return File(fd, std::move(name));
+  return internal::NetFDAccess::file(fd, std::move(name));
 }
 
 absl::Status deadline_result(int err) { return err == 0 ? absl::OkStatus() : path_error(err, "", ""); }
 
 template <class F>
 auto with_file(NetFD* fd, F&& call) -> decltype(call(fd)) {
-  if (fd == nullptr) return net::detail::invalid_error();
+  if (fd == nullptr) return internal::invalid_error();
   return call(fd);
 }
 
@@ -71,17 +71,17 @@ bool is_closed_error(const absl::Status& s) {
 
 File& File::operator=(File&& o) noexcept {
   if (this != &o) {
-    net::detail::move_fd(fd_, o.fd_);
+    internal::move_fd(fd_, o.fd_);
     name_ = std::move(o.name_);
   }
   return *this;
 }
 
-File::~File() { net::detail::drop_fd(fd_); }
+File::~File() { internal::drop_fd(fd_); }
 
 absl::StatusOr<size_t> File::read(absl::Span<char> buf) {
   return with_file(fd_, [&](NetFD* fd) -> absl::StatusOr<size_t> {
-    net::detail::IoResult r = fd->read(buf.data(), buf.size());
+    internal::IoResult r = fd->read(buf.data(), buf.size());
     if (r.err != 0) return path_error(r.err, "read", name_);
     return r.n;
   });
@@ -89,7 +89,7 @@ absl::StatusOr<size_t> File::read(absl::Span<char> buf) {
 
 absl::StatusOr<size_t> File::write(absl::Span<const char> buf) {
   return with_file(fd_, [&](NetFD* fd) -> absl::StatusOr<size_t> {
-    net::detail::IoResult r = fd->write(buf.data(), buf.size());
+    internal::IoResult r = fd->write(buf.data(), buf.size());
     if (r.err != 0) return path_error(r.err, "write", name_);
     return r.n;
   });
@@ -123,7 +123,7 @@ absl::StatusOr<File> new_file(int fd, std::string name, Own own) {
   struct stat st;
   if (fl < 0 || ::fstat(fd, &st) != 0) {
     int e = errno;
-    return absl::Status(net::detail::errno_code(e), cat("newfile ", name, ": ", net::detail::errno_text(e)));
+    return absl::Status(internal::errno_code(e), cat("newfile ", name, ": ", internal::errno_text(e)));
   }
   // Go's kindNonBlock: only a descriptor already non-blocking is polled;
   // one in blocking mode stays as its owner set it.
@@ -162,7 +162,7 @@ absl::StatusOr<std::pair<File, File>> pipe() {
   int p[2];
   if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
     int e = errno;
-    return absl::Status(net::detail::errno_code(e), cat("pipe2: ", net::detail::errno_text(e)));
+    return absl::Status(internal::errno_code(e), cat("pipe2: ", internal::errno_text(e)));
   }
   absl::StatusOr<File> r = make_file(p[0], "|0", FdKind::kPipe, true, Own::kClose, "pipe");
   if (!r.ok()) {
@@ -179,23 +179,23 @@ absl::StatusOr<std::pair<File, File>> pipe() {
 absl::Status RawConn::result(int err, std::string_view op) const {
   if (err == 0) return absl::OkStatus();
   if (os_) {
-    if (err == net::detail::kErrClosing) return absl::FailedPreconditionError(std::string(os::kErrClosed));
+    if (err == internal::kErrClosing) return absl::FailedPreconditionError(std::string(os::kErrClosed));
   }
-  return net::detail::io_error(err, op, "");
+  return internal::io_error(err, op, "");
 }
 
 absl::Status RawConn::control(absl::FunctionRef<void(int)> f) {
-  if (fd_ == nullptr) return net::detail::invalid_error();
+  if (fd_ == nullptr) return internal::invalid_error();
   return result(fd_->raw_control(f), "raw-control");
 }
 
 absl::Status RawConn::read(absl::FunctionRef<bool(int)> f) {
-  if (fd_ == nullptr) return net::detail::invalid_error();
+  if (fd_ == nullptr) return internal::invalid_error();
   return result(fd_->raw_io('r', f), "raw-read");
 }
 
 absl::Status RawConn::write(absl::FunctionRef<bool(int)> f) {
-  if (fd_ == nullptr) return net::detail::invalid_error();
+  if (fd_ == nullptr) return internal::invalid_error();
   return result(fd_->raw_io('w', f), "raw-write");
 }
 

@@ -79,7 +79,7 @@ struct Timer::State {
   std::atomic<bool> orphaned{false};
 
   bool unreachable() const {
-    return orphaned.load(std::memory_order_acquire) && c.core()->refs.load(std::memory_order_acquire) == 1;
+    return orphaned.load(std::memory_order_acquire) && internal::ChanAccess::core(c)->refs.load(std::memory_order_acquire) == 1;
   }
 
   static void ref(internal::Timer* t, int delta) {
@@ -104,7 +104,7 @@ struct Timer::State {
     } else if (internal::timer_seq(t) == seq) {
       s->armed = false;
       absl::Time now = absl::Now();
-      internal::SelectCase sc{s->c.core(), &now, true, false};
+      internal::SelectCase sc{internal::ChanAccess::core(s->c), &now, true, false};
       internal::selectgo(&sc, 1, false);  // drop the value if the buffer is full
     }
     internal::unlock_word(&s->send_mu);
@@ -113,7 +113,7 @@ struct Timer::State {
   // send_mu held: takes a value left in the channel; true if there was one.
   bool drain() {
     absl::Time stale;
-    internal::SelectCase sc{c.core(), &stale, false, false};
+    internal::SelectCase sc{internal::ChanAccess::core(c), &stale, false, false};
     return internal::selectgo(&sc, 1, false) == 0 && sc.received;
   }
 
@@ -188,7 +188,7 @@ namespace {
 // A timer's channel: a buffer of one, whose len and cap read 0 (Go 1.23).
 Chan<absl::Time> make_timer_chan() {
   Chan<absl::Time> c = make_chan<absl::Time>(1);
-  c.core()->timer = true;
+  internal::ChanAccess::core(c)->timer = true;
   return c;
 }
 

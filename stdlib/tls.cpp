@@ -30,7 +30,7 @@
 
 namespace gort::tls {
 
-using net::detail::cat;
+using internal::cat;
 
 struct Config::Built {
   SSL_CTX* client = nullptr;
@@ -81,7 +81,7 @@ absl::Status check_file(const std::string& path) {
     return absl::OkStatus();
   }
   int e = errno;
-  return absl::Status(net::detail::errno_code(e), cat("open ", path, ": ", net::detail::errno_text(e)));
+  return absl::Status(internal::errno_code(e), cat("open ", path, ": ", internal::errno_text(e)));
 }
 
 absl::Status load_identity(SSL_CTX* ctx, const Config& cfg) {
@@ -406,7 +406,7 @@ absl::Status handshake_locked(Conn::State& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(st.
   }
   if (r.err == SSL_ERROR_SYSCALL || r.err == SSL_ERROR_ZERO_RETURN) {
     return absl::UnavailableError(cat("tls: handshake failure: ",
-                                      r.sys_errno != 0 ? net::detail::errno_text(r.sys_errno) : "EOF"));
+                                      r.sys_errno != 0 ? internal::errno_text(r.sys_errno) : "EOF"));
   }
   return absl::UnavailableError(cat("tls: handshake failure: SSL error ", r.err));
 }
@@ -496,12 +496,12 @@ absl::StatusOr<Conn> Conn::server(net::Conn c, const Config& cfg) {
 }
 
 absl::Status Conn::handshake() {
-  if (st_ == nullptr) return net::detail::invalid_error();
+  if (st_ == nullptr) return internal::invalid_error();
   return ensure_handshake(*st_);
 }
 
 absl::Status Conn::handshake(const Context& ctx) {
-  if (st_ == nullptr) return net::detail::invalid_error();
+  if (st_ == nullptr) return internal::invalid_error();
   if (absl::Status e = ctx.err(); !e.ok()) return e;
   // Go's HandshakeContext: when ctx is done first, the connection is closed
   // under the handshake, which then fails; the caller gets ctx's error.
@@ -524,7 +524,7 @@ absl::Status Conn::handshake(const Context& ctx) {
 }
 
 absl::StatusOr<size_t> Conn::read(absl::Span<char> buf) {
-  if (st_ == nullptr) return net::detail::invalid_error();
+  if (st_ == nullptr) return internal::invalid_error();
   if (absl::Status s = ensure_handshake(*st_); !s.ok()) return s;
   if (buf.empty()) return size_t{0};
   size_t n = 0;
@@ -532,36 +532,36 @@ absl::StatusOr<size_t> Conn::read(absl::Span<char> buf) {
   absl::Status s = ssl_call(*st_, 'r', [&] { return SSL_read_ex(st_->ssl, buf.data(), buf.size(), &n); }, &r);
   if (!s.ok()) return s;
   if (r.err == SSL_ERROR_NONE) {
-    net::detail::race_io_read(buf.data(), n);
+    internal::race_io_read(buf.data(), n);
     return n;
   }
   if (r.err == SSL_ERROR_ZERO_RETURN) return size_t{0};  // close_notify (or end of stream)
   if (r.err == SSL_ERROR_SYSCALL && r.sys_errno != 0) {
-    return net::detail::io_error(r.sys_errno, net::detail::op_prefix("read", "tcp", local_addr(), remote_addr()),
+    return internal::io_error(r.sys_errno, internal::op_prefix("read", "tcp", local_addr(), remote_addr()),
                                  "read");
   }
   return absl::DataLossError(cat("tls: ", r.err == SSL_ERROR_SSL ? r.reason : "read failed"));
 }
 
 absl::StatusOr<size_t> Conn::write(absl::Span<const char> buf) {
-  if (st_ == nullptr) return net::detail::invalid_error();
+  if (st_ == nullptr) return internal::invalid_error();
   if (absl::Status s = ensure_handshake(*st_); !s.ok()) return s;
   if (buf.empty()) return size_t{0};
   size_t n = 0;
   SslResult r;
-  net::detail::race_io_write(buf.data(), buf.size());
+  internal::race_io_write(buf.data(), buf.size());
   absl::Status s = ssl_call(*st_, 'w', [&] { return SSL_write_ex(st_->ssl, buf.data(), buf.size(), &n); }, &r);
   if (!s.ok()) return s;
   if (r.err == SSL_ERROR_NONE) return n;
   if (r.err == SSL_ERROR_SYSCALL && r.sys_errno != 0) {
-    return net::detail::io_error(r.sys_errno, net::detail::op_prefix("write", "tcp", local_addr(), remote_addr()),
+    return internal::io_error(r.sys_errno, internal::op_prefix("write", "tcp", local_addr(), remote_addr()),
                                  "write");
   }
   return absl::UnavailableError(cat("tls: ", r.err == SSL_ERROR_SSL ? r.reason : "write failed"));
 }
 
 absl::Status Conn::close() {
-  if (st_ == nullptr) return net::detail::invalid_error();
+  if (st_ == nullptr) return internal::invalid_error();
   if (st_->hs_ok.load(std::memory_order_acquire)) {
     // One attempt at close_notify: never wait for the peer's (Go doesn't).
     st_->mu.lock();
@@ -573,7 +573,7 @@ absl::Status Conn::close() {
 }
 
 absl::Status Conn::close_write() {
-  if (st_ == nullptr) return net::detail::invalid_error();
+  if (st_ == nullptr) return internal::invalid_error();
   if (!st_->hs_ok.load(std::memory_order_acquire)) {
     return absl::FailedPreconditionError("tls: CloseWrite called before handshake complete");
   }
@@ -585,13 +585,13 @@ absl::Status Conn::close_write() {
 }
 
 absl::Status Conn::set_deadline(absl::Time t) {
-  return st_ == nullptr ? net::detail::invalid_error() : st_->conn.set_deadline(t);
+  return st_ == nullptr ? internal::invalid_error() : st_->conn.set_deadline(t);
 }
 absl::Status Conn::set_read_deadline(absl::Time t) {
-  return st_ == nullptr ? net::detail::invalid_error() : st_->conn.set_read_deadline(t);
+  return st_ == nullptr ? internal::invalid_error() : st_->conn.set_read_deadline(t);
 }
 absl::Status Conn::set_write_deadline(absl::Time t) {
-  return st_ == nullptr ? net::detail::invalid_error() : st_->conn.set_write_deadline(t);
+  return st_ == nullptr ? internal::invalid_error() : st_->conn.set_write_deadline(t);
 }
 std::string Conn::local_addr() const { return st_ == nullptr ? "" : st_->conn.local_addr(); }
 std::string Conn::remote_addr() const { return st_ == nullptr ? "" : st_->conn.remote_addr(); }

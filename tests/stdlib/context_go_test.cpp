@@ -88,7 +88,7 @@ TEST_P(ContextGo, ParentFinishesChild) {
     for (auto* c : {&parent, &cancel_child, &value_child, &timer_child}) EXPECT_FALSE(is_done(*c));
     EXPECT_EQ(children(parent), 3u) << "bad linkage: want the cancel child, the timer child and an after_func";
     EXPECT_EQ(gort::internal::innermost_cancel_node(value_child),
-              static_cast<gort::internal::CancelNode*>(parent.node().get()));
+              static_cast<gort::internal::CancelNode*>(gort::internal::ContextAccess::node(parent).get()));
 
     cancel();
     EXPECT_EQ(children(parent), 0u) << "cancel didn't clear the children";
@@ -110,7 +110,7 @@ TEST_P(ContextGo, ChildFinishesFirst) {
   run_test([] {
     auto [cancelable, stop] = gort::with_cancel(gort::background());
     for (const gort::Context& parent : {gort::background(), cancelable}) {
-      bool linked = parent.node() != nullptr;
+      bool linked = gort::internal::ContextAccess::node(parent) != nullptr;
       auto [child, cancel] = gort::with_cancel(parent);
       EXPECT_FALSE(is_done(parent));
       EXPECT_FALSE(is_done(child));

@@ -13,6 +13,7 @@
 #include "gort/context.hpp"
 #include "gort/chan.hpp"
 #include "gort/time.hpp"
+#include "stdlib/context_node.hpp"
 
 namespace gort::test {
 
@@ -59,7 +60,7 @@ inline bool done_within(const gort::Context& ctx, absl::Duration limit) {
 // Weak references to context nodes, to watch them being released.
 class NodeWatch {
  public:
-  void add(const gort::Context& c) { nodes_.push_back(c.node()); }
+  void add(const gort::Context& c) { nodes_.push_back(gort::internal::ContextAccess::node(c)); }
   // How many of the watched nodes still exist.
   int alive() const {
     int n = 0;
@@ -69,7 +70,7 @@ class NodeWatch {
   size_t size() const { return nodes_.size(); }
 
  private:
-  std::vector<std::weak_ptr<gort::Context::Node>> nodes_;
+  std::vector<std::weak_ptr<gort::internal::ContextNode>> nodes_;
 };
 
 }  // namespace gort::test

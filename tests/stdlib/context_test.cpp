@@ -56,14 +56,14 @@ INSTANTIATE_TEST_SUITE_P(Procs, Context, ::testing::Values(1, 2, 4), procs_name)
 TEST(ContextBackground, NeverDone) {
   gort::run([] {
     gort::Context bg = gort::background();
-    EXPECT_EQ(bg.done().core(), nullptr) << "background's done() is the nil channel";
+    EXPECT_EQ(bg.done().is_nil(), true) << "background's done() is the nil channel";
     EXPECT_FALSE(is_done(bg));
     // A select with a default picks the default: a nil channel is never ready.
     EXPECT_EQ(gort::select(gort::on_recv(bg.done()), gort::on_default()), 1u);
     EXPECT_TRUE(bg.err().ok());
     EXPECT_FALSE(bg.deadline().has_value());
     gort::Context dflt;  // default-constructed is background
-    EXPECT_EQ(dflt.done().core(), nullptr);
+    EXPECT_EQ(dflt.done().is_nil(), true);
     EXPECT_TRUE(dflt.err().ok());
   });
 }
@@ -254,11 +254,11 @@ TEST_P(Context, CancelReleasesTheDeadlineTimer) {
 TEST_P(Context, CancelledChildIsReleasedByItsParent) {
   run_test([] {
     auto [p, pcancel] = gort::with_cancel(gort::background());
-    std::weak_ptr<gort::Context::Node> weak;
+    std::weak_ptr<gort::internal::ContextNode> weak;
     gort::CancelFunc cancel;
     {
       auto [c, cc] = gort::with_cancel(p);
-      weak = c.node();
+      weak = gort::internal::ContextAccess::node(c);
       cancel = cc;
     }
     EXPECT_EQ(gort::internal::context_children(p), 1u) << "the parent keeps an uncancelled child (as Go does)";

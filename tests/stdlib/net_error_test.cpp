@@ -170,7 +170,7 @@ TEST_P(NetTest, AddressNotAvailable) {
 }
 
 TEST(NetErrors, ErrnoCodes) {
-  using gort::net::detail::errno_code;
+  using gort::internal::errno_code;
   EXPECT_EQ(errno_code(EADDRINUSE), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(errno_code(EADDRNOTAVAIL), absl::StatusCode::kUnavailable);
   EXPECT_EQ(errno_code(EALREADY), absl::StatusCode::kFailedPrecondition);

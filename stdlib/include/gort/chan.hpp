@@ -91,6 +91,10 @@ struct Slot {
   }
 };
 
+// The runtime's view of a channel handle (select's cases, timers): its
+// core. Not part of the API; defined below the handles.
+struct ChanAccess;
+
 }  // namespace internal
 
 template <class T>
@@ -102,12 +106,12 @@ class Chan {
  public:
   using value_type = T;
 
-  Chan() = default;  // the nil channel
-  Chan(const Chan& o) : c_(o.c_) {
+  Chan() noexcept = default;  // the nil channel
+  Chan(const Chan& o) noexcept : c_(o.c_) {
     if (c_) internal::chan_retain(c_);
   }
   Chan(Chan&& o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
-  Chan& operator=(const Chan& o) {
+  Chan& operator=(const Chan& o) noexcept {
     if (o.c_) internal::chan_retain(o.c_);
     if (c_) internal::chan_release(c_);
     c_ = o.c_;
@@ -133,12 +137,12 @@ class Chan {
     return s.take(ok);
   }
   void close() const { internal::chan_close(c_); }
-  size_t len() const { return internal::chan_len(c_); }
-  size_t cap() const { return internal::chan_cap(c_); }
+  size_t len() const noexcept { return internal::chan_len(c_); }
+  size_t cap() const noexcept { return internal::chan_cap(c_); }
 
-  bool is_nil() const { return c_ == nullptr; }
-  explicit operator bool() const { return c_ != nullptr; }
-  friend bool operator==(const Chan& a, const Chan& b) { return a.c_ == b.c_; }
+  bool is_nil() const noexcept { return c_ == nullptr; }
+  explicit operator bool() const noexcept { return c_ != nullptr; }
+  friend bool operator==(const Chan& a, const Chan& b) noexcept { return a.c_ == b.c_; }
 
   // Range-for: receives until the channel is closed and drained. For a
   // copyable T, *it is the received T&. For a move-only T it is a
@@ -183,13 +187,12 @@ class Chan {
     std::optional<T> v_;
   };
   iterator begin() const { return iterator(this); }
-  iterator end() const { return iterator(); }
-
-  internal::ChanCore* core() const { return c_; }
+  iterator end() const noexcept { return iterator(); }
 
  private:
   template <class U>
   friend Chan<U> make_chan(size_t cap);
+  friend struct internal::ChanAccess;
   explicit Chan(internal::ChanCore* c) : c_(c) {}
 
   internal::ChanCore* c_ = nullptr;
@@ -212,16 +215,27 @@ class ChanView {
  public:
   using value_type = T;
 
-  size_t len() const { return c_.len(); }
-  size_t cap() const { return c_.cap(); }
-  bool is_nil() const { return c_.is_nil(); }
-  explicit operator bool() const { return static_cast<bool>(c_); }
-  ChanCore* core() const { return c_.core(); }
+  size_t len() const noexcept { return c_.len(); }
+  size_t cap() const noexcept { return c_.cap(); }
+  bool is_nil() const noexcept { return c_.is_nil(); }
+  explicit operator bool() const noexcept { return static_cast<bool>(c_); }
 
  protected:
+  friend struct ChanAccess;
   ChanView() = default;
   explicit ChanView(Chan<T> c) noexcept : c_(std::move(c)) {}
   Chan<T> c_;
+};
+
+struct ChanAccess {
+  template <class T>
+  static ChanCore* core(const Chan<T>& c) noexcept {
+    return c.c_;
+  }
+  template <class T>
+  static ChanCore* core(const ChanView<T>& v) noexcept {
+    return v.c_.c_;
+  }
 };
 
 }  // namespace internal
@@ -322,25 +336,25 @@ concept CaseCallback = std::is_invocable_v<F&>;
 template <class T, class F = internal::Noop>
   requires internal::RecvCallback<F, T>
 RecvCase<T, F> on_recv(const Chan<T>& ch, F f = {}) {
-  return RecvCase<T, F>{ch.core(), std::move(f), {}};
+  return RecvCase<T, F>{internal::ChanAccess::core(ch), std::move(f), {}};
 }
 
 template <class T, class F = internal::Noop>
   requires internal::RecvCallback<F, T>
 RecvCase<T, F> on_recv(const RecvChan<T>& ch, F f = {}) {
-  return RecvCase<T, F>{ch.core(), std::move(f), {}};
+  return RecvCase<T, F>{internal::ChanAccess::core(ch), std::move(f), {}};
 }
 
 // A send case: f() is called once the value has been sent.
 template <class T, class U, class F = internal::Noop>
   requires std::is_constructible_v<T, U&&> && internal::CaseCallback<F>
 SendCase<T, F> on_send(const Chan<T>& ch, U&& v, F f = {}) {
-  return SendCase<T, F>{ch.core(), T(std::forward<U>(v)), std::move(f)};
+  return SendCase<T, F>{internal::ChanAccess::core(ch), T(std::forward<U>(v)), std::move(f)};
 }
 template <class T, class U, class F = internal::Noop>
   requires std::is_constructible_v<T, U&&> && internal::CaseCallback<F>
 SendCase<T, F> on_send(const SendChan<T>& ch, U&& v, F f = {}) {
-  return SendCase<T, F>{ch.core(), T(std::forward<U>(v)), std::move(f)};
+  return SendCase<T, F>{internal::ChanAccess::core(ch), T(std::forward<U>(v)), std::move(f)};
 }
 
 // Makes the select non-blocking: chosen when no other case is ready.

@@ -71,7 +71,15 @@ using CancelCauseFunc = std::function<void(absl::Status)>;
 
 class CustomContext;
 namespace internal {
-struct ContextAccess;
+struct ContextAccess;  // stdlib/context_node.hpp: the runtime's view of a Context
+
+// What every node of a chain is; the kinds themselves are not public.
+struct ContextNode {
+  enum class Kind : uint8_t { kTodo, kCancel, kValue, kWithoutCancel, kCustom };
+  explicit ContextNode(Kind k) noexcept : kind(k) {}
+  Kind kind;
+  uint32_t depth = 0;  // nodes above it, plus one (a custom node: 0)
+};
 }  // namespace internal
 
 // The identity of a context value: the key object's address (two keys never
@@ -137,23 +145,15 @@ class Context {
   // The chain, as Go's String(): "context.Background.WithCancel".
   std::string to_string() const;
 
-  struct Node;
-  explicit Context(std::shared_ptr<Node> n) : n_(std::move(n)) {}
-  const std::shared_ptr<Node>& node() const { return n_; }
 
  private:
-  std::shared_ptr<Node> n_;  // null: background
+  friend struct internal::ContextAccess;
+  explicit Context(std::shared_ptr<internal::ContextNode> n) noexcept : n_(std::move(n)) {}
+
+  std::shared_ptr<internal::ContextNode> n_;  // null: background
 };
 
 std::ostream& operator<<(std::ostream& os, const Context& ctx);
-
-// What every node of a chain is; the kinds themselves are not public.
-struct Context::Node {
-  enum class Kind : uint8_t { kTodo, kCancel, kValue, kWithoutCancel, kCustom };
-  explicit Node(Kind k) : kind(k) {}
-  Kind kind;
-  uint32_t depth = 0;  // nodes above it, plus one (a custom node: 0)
-};
 
 // A user-defined kind of context (Go: a type implementing context.Context).
 // Held by shared_ptr; create the handle with make_context<T>(args...). The
@@ -166,9 +166,9 @@ struct Context::Node {
 // supports it (Go 1.21's AfterFunc method), else by a goroutine that waits
 // on both (Go 1.19's way; it ends when either is done). A WrappedContext
 // whose done() is its parent's costs neither: the child joins the parent.
-class CustomContext : private Context::Node {
+class CustomContext : private internal::ContextNode {
  public:
-  CustomContext() : Node(Kind::kCustom) {}
+  CustomContext() : ContextNode(Kind::kCustom) {}
   CustomContext(const CustomContext&) = default;
   CustomContext& operator=(const CustomContext&) = default;
   virtual ~CustomContext();
@@ -242,15 +242,15 @@ Context without_cancel(const Context& parent);
 
 namespace internal {
 
-struct ValueNodeBase : Context::Node {
-  ValueNodeBase() : Node(Kind::kValue) {}
+struct ValueNodeBase : ContextNode {
+  ValueNodeBase() : ContextNode(Kind::kValue) {}
   ValueNodeBase(const ValueNodeBase&) = delete;
   ValueNodeBase& operator=(const ValueNodeBase&) = delete;
   ~ValueNodeBase();
   Context parent;
   // The nearest ancestor that is not a value node (null: background):
   // done(), err() and deadline() are its.
-  const Context::Node* state = nullptr;
+  const internal::ContextNode* state = nullptr;
   const ContextKeyBase* key = nullptr;
   const void* value = nullptr;
   std::string (*describe)(const void* value) = nullptr;

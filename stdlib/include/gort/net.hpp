@@ -99,10 +99,6 @@
 
 namespace gort::net {
 
-namespace detail {
-class NetFD;
-}  // namespace detail
-
 // The message of the error returned by calls on a closed socket (Go's
 // net.ErrClosed).
 inline constexpr std::string_view kErrClosed = "use of closed network connection";
@@ -196,10 +192,11 @@ class Conn {
   bool valid() const { return fd_ != nullptr; }
   explicit operator bool() const { return valid(); }
 
-  explicit Conn(detail::NetFD* fd) : fd_(fd) {}
-
  private:
-  detail::NetFD* fd_ = nullptr;
+  friend struct internal::NetFDAccess;
+  explicit Conn(internal::NetFD* fd) noexcept : fd_(fd) {}
+
+  internal::NetFD* fd_ = nullptr;
 };
 
 // A stream listener (TCP or Unix). Move-only; closes on destruction. A
@@ -230,10 +227,11 @@ class Listener {
   bool valid() const { return fd_ != nullptr; }
   explicit operator bool() const { return valid(); }
 
-  explicit Listener(detail::NetFD* fd) : fd_(fd) {}
-
  private:
-  detail::NetFD* fd_ = nullptr;
+  friend struct internal::NetFDAccess;
+  explicit Listener(internal::NetFD* fd) noexcept : fd_(fd) {}
+
+  internal::NetFD* fd_ = nullptr;
 };
 
 // An unconnected datagram socket (UDP). Move-only; closes on destruction.
@@ -265,10 +263,11 @@ class PacketConn {
   bool valid() const { return fd_ != nullptr; }
   explicit operator bool() const { return valid(); }
 
-  explicit PacketConn(detail::NetFD* fd) : fd_(fd) {}
-
  private:
-  detail::NetFD* fd_ = nullptr;
+  friend struct internal::NetFDAccess;
+  explicit PacketConn(internal::NetFD* fd) noexcept : fd_(fd) {}
+
+  internal::NetFD* fd_ = nullptr;
 };
 
 // Listens on a stream network: "tcp", "tcp4", "tcp6" ("host:port"; an

@@ -137,10 +137,11 @@ class File {
   bool valid() const { return fd_ != nullptr; }
   explicit operator bool() const { return valid(); }
 
-  File(net::detail::NetFD* fd, std::string name) : fd_(fd), name_(std::move(name)) {}
-
  private:
-  net::detail::NetFD* fd_ = nullptr;
+  friend struct internal::NetFDAccess;
+  File(internal::NetFD* fd, std::string name) noexcept : fd_(fd), name_(std::move(name)) {}
+
+  internal::NetFD* fd_ = nullptr;
   std::string name_;
 };
 

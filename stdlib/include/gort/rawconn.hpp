@@ -29,9 +29,16 @@
 
 namespace gort {
 
-namespace net::detail {
+namespace internal {
 class NetFD;
-}  // namespace net::detail
+struct NetFDAccess;  // stdlib/net_fd.hpp: makes the handles that own a NetFD
+}  // namespace internal
+namespace net {
+class Conn;
+}  // namespace net
+namespace os {
+class File;
+}  // namespace os
 
 // Go's syscall.RawConn: raw access to a File's or Conn's descriptor under
 // the runtime's rules. Obtained from File::syscall_conn or
@@ -54,15 +61,16 @@ class RawConn {
   absl::Status read(absl::FunctionRef<bool(int fd)> f);
   // As read, waiting for writability.
   absl::Status write(absl::FunctionRef<bool(int fd)> f);
-  bool valid() const { return fd_ != nullptr; }
-
-  // For File and Conn: `os` picks os's closed error over net's.
-  RawConn(net::detail::NetFD* fd, bool os) : fd_(fd), os_(os) {}
+  bool valid() const noexcept { return fd_ != nullptr; }
 
  private:
+  friend class net::Conn;
+  friend class os::File;
+  // `os` picks os's closed error over net's.
+  RawConn(internal::NetFD* fd, bool os) noexcept : fd_(fd), os_(os) {}
   absl::Status result(int err, std::string_view op) const;
 
-  net::detail::NetFD* fd_ = nullptr;
+  internal::NetFD* fd_ = nullptr;
   bool os_ = false;
 };
 

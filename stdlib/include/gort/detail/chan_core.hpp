@@ -26,8 +26,8 @@ struct ElemType {
 };
 
 ChanCore* chan_make(const ElemType* type, size_t cap);
-void chan_retain(ChanCore* c);
-void chan_release(ChanCore* c);
+void chan_retain(ChanCore* c) noexcept;
+void chan_release(ChanCore* c) noexcept;
 
 // All of these treat c == nullptr as the nil channel.
 // Blocks until *elem is handed over (it is moved from). Panics on a closed
@@ -37,8 +37,8 @@ void chan_send(ChanCore* c, void* elem);
 // true) or the channel is closed and drained (returns false, *out untouched).
 bool chan_recv(ChanCore* c, void* out);
 void chan_close(ChanCore* c);
-size_t chan_len(const ChanCore* c);
-size_t chan_cap(const ChanCore* c);
+size_t chan_len(const ChanCore* c) noexcept;
+size_t chan_cap(const ChanCore* c) noexcept;
 
 struct SelectCase {
   ChanCore* c;       // null: a nil channel, never ready
