@@ -124,7 +124,12 @@ void newm(P* p, bool spinning) {
   MutexLock lock(sched.lock);
   sched.allm.push_back(m);
   sched.mcount++;
-  m->thread = std::thread([m] { mstart(m); });
+  {
+    // Whatever goroutine is current (wakep runs in goroutines too) is not
+    // the new thread's past: it must carry no history into M::race_tls.
+    RaceIgnoreSync no_history;
+    m->thread = std::thread([m] { mstart(m); });
+  }
 }
 
 }  // namespace

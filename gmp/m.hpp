@@ -142,6 +142,11 @@ struct M {
   // TSan builds: the fiber timer functions run in (timer.cpp), made on
   // first use; Go's per-P timerRaceCtx.
   void* tsan_timer_fiber = nullptr;
+  // Race builds: released by the thread once TSan has set up its TLS, and
+  // acquired by every goroutine switched in on it, so that the thread's
+  // TLS (errno, the program's thread_locals) is not new memory that each
+  // goroutine races with (gmp/switch.cpp).
+  char race_tls = 0;
   std::atomic<int> slice_timer_state{0};  // 0 none, 1 being made, 2 made
   std::atomic<uint32_t> slice_timer_tick{0};
   std::atomic<int64_t> slice_timer_deadline{0};

@@ -28,6 +28,8 @@
 
 #ifdef GORT_TSAN_ON
 #include <sanitizer/tsan_interface.h>
+extern "C" void AnnotateBenignRaceSized(const char* file, int line, const volatile void* mem, size_t size,
+                                        const char* description);
 #endif
 
 #ifdef GORT_ASAN
@@ -99,6 +101,17 @@ inline void* tsan_create_orphan_fiber() {
   return __tsan_create_fiber(0);
 #else
   return nullptr;
+#endif
+}
+
+// A thread's errno is every goroutine's that runs there, one at a time: the
+// switch saves and restores it per goroutine (gmp/switch.cpp), so what TSan
+// sees as two fibers writing one word is no race.
+inline void tsan_errno_is_per_goroutine(const int* errno_ptr) {
+#ifdef GORT_TSAN_ON
+  AnnotateBenignRaceSized(__FILE__, __LINE__, errno_ptr, sizeof(int), "errno, saved and restored per goroutine");
+#else
+  (void)errno_ptr;
 #endif
 }
 

@@ -47,6 +47,11 @@ void m_thread_state_init(M* m) {
   m->errno_ptr = errno_location();
   m->eh_globals = eh_globals();
   m->g0.tsan_fiber = tsan_current_fiber();
+  // The thread's TLS was written by TSan's thread start (its "clear" of the
+  // block). The thread carries no goroutine's history (newm starts it
+  // outside any), so publishing that is no edge between goroutines.
+  race_release(&m->race_tls);
+  tsan_errno_is_per_goroutine(m->errno_ptr);
   // The kernel's mask is the first 64 bits of a sigset_t.
   sigset_t cur;
   pthread_sigmask(SIG_SETMASK, nullptr, &cur);
@@ -118,10 +123,16 @@ void entry(bctx::transfer_t t) {
 
 }  // namespace
 
+// In the goroutine's fiber, once switched to it (see M::race_tls).
+inline void race_arrive_on_m(G* to) {
+  if (kRaceEnabled && !to->is_g0) race_acquire(&getm()->race_tls);
+}
+
 void switch_to(G* from, G* to) {
   save_thread_state(from);
   asan_start(from, to, false);
   tsan_switch_to(to->tsan_fiber);
+  race_arrive_on_m(to);
   bctx::transfer_t t = bctx::jump_fcontext(to->ctx, from);
   arrived(from, t);
 }
@@ -130,6 +141,7 @@ void switch_exit(G* from, G* to) {
   save_thread_state(from);
   asan_start(from, to, true);
   tsan_switch_to(to->tsan_fiber);
+  race_arrive_on_m(to);
   bctx::jump_fcontext(to->ctx, from);
   fatal("switch_exit: a dead goroutine was resumed");
 }

@@ -151,18 +151,32 @@ inline void expect_goroutines_settle(int64_t n) {
 // gort::run(body) on `procs` Ps with the leak checks described above.
 // `all_exit`: every goroutine the body started has exited before it returns.
 template <class F>
-void run_checked(int procs, F&& body, bool all_exit = true) {
+void run_checked(const gort::Config& cfg, F&& body, bool all_exit = true) {
   ResourceSnapshot before;
-  gort::Config cfg;
-  cfg.procs = procs;
   gort::run(
       [&] {
-        EXPECT_EQ(gort::procs(), procs);
+        EXPECT_EQ(gort::procs(), cfg.procs);
         body();
         if (all_exit) expect_goroutines_settle(1);
       },
       cfg);
   expect_no_leaks(before);
+}
+template <class F>
+void run_checked(int procs, F&& body, bool all_exit = true) {
+  gort::Config cfg;
+  cfg.procs = procs;
+  run_checked(cfg, std::forward<F>(body), all_exit);
+}
+
+// For tests of the scheduler's order: a slice so long that no goroutine is
+// asked to give up its P (a spawn or yield is then no preemption point,
+// even in the slow race build).
+inline gort::Config unpreempted_cfg(int procs) {
+  gort::Config cfg;
+  cfg.procs = procs;
+  cfg.time_slice = absl::Hours(1);
+  return cfg;
 }
 
 // ---- the fixture ----

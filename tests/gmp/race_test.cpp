@@ -7,6 +7,10 @@
 // stderr and, at exit, turns the status into 66 when it reported anything.
 // Only meaningful in a -Db_sanitize=thread build; elsewhere every case is
 // skipped.
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -155,6 +159,37 @@ TEST_P(Race, CounterUnderMutexIsQuiet) {
     }
     wg.wait();
     EXPECT_EQ(g_counter, 800);
+  };
+  EXPECT_NO_RACE(procs(), body);
+}
+
+thread_local int tl_seven = 7;
+
+__attribute__((noinline)) int errno_after_a_failed_close() {
+  errno = 0;
+  (void)::close(-1);  // libc sets errno (EBADF) where TSan does not look
+  return errno;
+}
+
+// A thread's TLS (errno, the program's thread_locals) is new memory written
+// by TSan when the thread starts; goroutines that move onto threads started
+// later (the Ms a burst of goroutines wakes) must not race with that.
+TEST_P(Race, ErrnoAndThreadLocalsOnThreadsStartedLaterAreQuiet) {
+  auto body = [] {
+    WaitGroup wg;
+    std::atomic<int> bad{0};
+    for (int i = 0; i < 32; i++) {
+      wg.add(1);
+      go([&] {
+        for (int k = 0; k < 20; k++) {
+          if (errno_after_a_failed_close() != EBADF || tl_seven != 7) bad.fetch_add(1);
+          yield();
+        }
+        wg.done();
+      });
+    }
+    wg.wait();
+    EXPECT_EQ(bad.load(), 0);
   };
   EXPECT_NO_RACE(procs(), body);
 }

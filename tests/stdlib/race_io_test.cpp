@@ -69,18 +69,25 @@ __attribute__((noinline)) char peek_buffer() { return g_in[0]; }
 
 // The bytes a read fills are written by the reader (Go's raceWriteRange in
 // syscall.Read): looking at them from elsewhere, unsynchronised, is a race.
+std::atomic<bool> g_read_done{false};
+
 TEST_P(RaceIo, BufferLookedAtDuringAReadIsReported) {
   auto body = [] {
     auto [r, w] = must_pipe();
     auto hold = make_chan<int>();
     go([&r, hold] {
       read_buffer(r);
+      // Relaxed: tells main the read is over without ordering anything
+      // (TSan sees no edge in a relaxed store and load).
+      g_read_done.store(true, std::memory_order_relaxed);
       (void)hold.recv();
     });
     // The write comes first: everything before it happens before the read,
-    // but the peek after it is ordered with nothing the reader does.
+    // but the peek after it is ordered with nothing the reader does. Wait
+    // for the read (when main was preempted at `go`, the reader parked on
+    // the empty pipe, and only the poller brings it back).
     if (!w.write(absl::MakeConstSpan("z", 1)).ok()) std::exit(3);
-    for (int i = 0; i < 50; i++) yield();
+    while (!g_read_done.load(std::memory_order_relaxed)) yield();
     test::g_race_sink = static_cast<size_t>(peek_buffer());
     hold.close();
   };
