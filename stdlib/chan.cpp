@@ -64,30 +64,6 @@ bool never_unlock(G*, void*) { return true; }
 
 }  // namespace
 
-void wake(Waiter* w) {
-  if (w->won != nullptr) *w->won = w;
-  if (w->g != nullptr) {
-    G* g = w->g;
-    g->param = w;
-    ready(g);
-  } else {
-    w->note->wakeup();
-  }
-}
-
-void block_waiter(Waiter* w, bool (*unlock)(G*, void*), void* arg, WaitReason reason) {
-  if (w->g != nullptr) {
-    park(unlock, arg, reason);
-    return;
-  }
-  // A plain thread: it may wake goroutines later, so while it waits the
-  // deadlock detector must not conclude that nothing can happen.
-  sched.external_ops.fetch_add(1, std::memory_order_acq_rel);
-  unlock(nullptr, arg);
-  w->note->sleep();
-  sched.external_ops.fetch_sub(1, std::memory_order_acq_rel);
-}
-
 ChanCore* chan_make(const ElemType* et, size_t cap) {
   size_t align = core_align(et);
   size_t header = round_up(sizeof(ChanCore), align);
@@ -169,18 +145,18 @@ void chan_release(ChanCore* c) noexcept {
   }
 }
 
-void recv_from_sender(ChanCore* c, Waiter* s, void* out) {
+void recv_from_sender(ChanCore* c, Sudog* s, void* out) {
   elem_move(c->et, out, s->elem);
   s->success = true;
 }
 
 namespace {
 
-// A Waiter the ring could not serve after all (a lock-free operation got
+// A Sudog the ring could not serve after all (a lock-free operation got
 // there first). A plain one keeps its place; a select's has been won, so
 // the select is woken to poll again. (kClosed cannot happen: close empties
 // the queues and nobody queues after it; if it did, look again.)
-void unserved(WaitQ* q, Waiter* w, RingResult res, WakeList* wl) {
+void unserved(WaitQ* q, Sudog* w, RingResult res, WakeList* wl) {
   if (w->select_done == nullptr && res == RingResult::kWouldBlock) {
     q->push_front(w);
   } else {
@@ -194,7 +170,7 @@ void unserved(WaitQ* q, Waiter* w, RingResult res, WakeList* wl) {
 void settle(ChanCore* c, WakeList* wl) {
   for (bool moved = true; moved;) {
     moved = false;
-    while (Waiter* r = c->recvq.dequeue()) {
+    while (Sudog* r = c->recvq.dequeue()) {
       if (RingResult res = ring_recv(c, r->elem); res != RingResult::kOk) {
         unserved(&c->recvq, r, res, wl);
         break;
@@ -203,7 +179,7 @@ void settle(ChanCore* c, WakeList* wl) {
       wl->push(r);
       moved = true;
     }
-    while (Waiter* s = c->sendq.dequeue()) {
+    while (Sudog* s = c->sendq.dequeue()) {
       if (RingResult res = ring_send(c, s->elem); res != RingResult::kOk) {
         unserved(&c->sendq, s, res, wl);
         break;
@@ -240,13 +216,13 @@ namespace {
 // partner or close wakes it. Returns whether a value was transferred.
 bool wait_on(ChanCore* c, WaitQ* q, void* elem, WaitReason reason) {
   Note note;
-  Waiter w;
+  Sudog w;
   w.g = getg();
   w.note = &note;
   w.elem = elem;
   w.c = c;
   q->push(&w);
-  block_waiter(&w, &park_unlock_word, &c->lock, reason);
+  sudog_block(&w, &park_unlock_word, &c->lock, reason);
   return w.success;
 }
 
@@ -260,7 +236,7 @@ namespace {
 void send_buffered_slow(ChanCore* c, void* elem) {
   for (;;) {
     Note note;
-    Waiter w;
+    Sudog w;
     w.g = getg();
     w.note = &note;
     w.elem = elem;
@@ -278,7 +254,7 @@ void send_buffered_slow(ChanCore* c, void* elem) {
       if (r == RingResult::kClosed) throw panic_error("send on closed channel");
       return;
     }
-    block_waiter(&w, &park_unlock_word, &c->lock, WaitReason::kChanSend);
+    sudog_block(&w, &park_unlock_word, &c->lock, WaitReason::kChanSend);
     if (w.success) return;
     // Closed (or a select-style retry): try the ring again.
     r = ring_send(c, elem);
@@ -293,7 +269,7 @@ void send_buffered_slow(ChanCore* c, void* elem) {
 bool recv_buffered_slow(ChanCore* c, void* out) {
   for (;;) {
     Note note;
-    Waiter w;
+    Sudog w;
     w.g = getg();
     w.note = &note;
     w.elem = out;
@@ -310,7 +286,7 @@ bool recv_buffered_slow(ChanCore* c, void* out) {
       wl.wake_all();
       return r == RingResult::kOk;
     }
-    block_waiter(&w, &park_unlock_word, &c->lock, WaitReason::kChanRecv);
+    sudog_block(&w, &park_unlock_word, &c->lock, WaitReason::kChanRecv);
     if (w.success) return true;
     // Woken by close: drain what is left, in flight included.
     r = ring_recv(c, out);
@@ -343,12 +319,12 @@ void chan_send(ChanCore* c, void* elem) {
     unlock_word(&c->lock);
     throw panic_error("send on closed channel");
   }
-  if (Waiter* r = c->recvq.dequeue()) {
+  if (Sudog* r = c->recvq.dequeue()) {
     // Straight into the receiver's slot; it runs next on this P.
     elem_move(c->et, r->elem, elem);
     r->success = true;
     unlock_word(&c->lock);
-    wake(r);
+    sudog_ready(r);
     return;
   }
   if (!wait_on(c, &c->sendq, elem, WaitReason::kChanSend)) throw panic_error("send on closed channel");
@@ -368,10 +344,10 @@ bool chan_recv(ChanCore* c, void* out) {
     return recv_buffered_slow(c, out);
   }
   lock_word(&c->lock);
-  if (Waiter* s = c->sendq.dequeue()) {
+  if (Sudog* s = c->sendq.dequeue()) {
     recv_from_sender(c, s, out);
     unlock_word(&c->lock);
-    wake(s);
+    sudog_ready(s);
     return true;
   }
   if (c->closed) {
@@ -398,11 +374,11 @@ void chan_close(ChanCore* c) {
   // channel success == false sends them back to the ring, which drains and
   // then reports closed.
   WakeList wl;
-  while (Waiter* w = c->recvq.dequeue()) {
+  while (Sudog* w = c->recvq.dequeue()) {
     w->success = false;
     wl.push(w);
   }
-  while (Waiter* w = c->sendq.dequeue()) {
+  while (Sudog* w = c->sendq.dequeue()) {
     w->success = false;
     wl.push(w);
   }

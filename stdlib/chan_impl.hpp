@@ -12,10 +12,8 @@
 //   - buffered: recv_waiting == !recvq.empty() and send_waiting ==
 //     !sendq.empty() whenever the lock is free (chan_ring.hpp);
 //   - once closed, sendq and recvq are empty and stay so.
-// A Waiter lives on the blocked goroutine's (or thread's) stack. The waker
-// takes it off the queue under the lock, fills in the result, releases the
-// lock and only then wakes the owner; the owner does not return before it
-// is woken, so the record stays valid for the waker.
+// Blocked senders and receivers wait in Sudogs (gmp/sudog.hpp) on sendq and
+// recvq.
 #pragma once
 
 #include <atomic>
@@ -24,74 +22,13 @@
 
 #include "gmp/g.hpp"
 #include "gmp/note.hpp"
+#include "gmp/sudog.hpp"
 #include "gort/detail/chan_core.hpp"
 #include "gort/detail/race.hpp"
 
 #include <cstring>
 
 namespace gort::internal {
-
-struct Waiter {
-  G* g = nullptr;          // the parked goroutine, or null for a plain thread
-  Note* note = nullptr;    // a plain thread sleeps here
-  Waiter* next = nullptr;
-  Waiter* prev = nullptr;
-  void* elem = nullptr;    // value to send / storage to receive into
-  ChanCore* c = nullptr;
-  // Shared by all the Waiters of one select: the first waker to flip it
-  // from 0 to 1 wins; the others skip this Waiter.
-  std::atomic<uint32_t>* select_done = nullptr;
-  // Where the waker records which Waiter of a select won.
-  Waiter** won = nullptr;
-  int case_index = 0;
-  // Woken by a transfer (true) or by close (false); on a buffered channel
-  // false means "look again" (chan_ring.hpp).
-  bool success = false;
-  bool queued = false;
-};
-
-struct WaitQ {
-  Waiter* first = nullptr;
-  Waiter* last = nullptr;
-
-  bool empty() const { return first == nullptr; }
-  void push(Waiter* w) {
-    w->next = nullptr;
-    w->prev = last;
-    if (last) last->next = w; else first = w;
-    last = w;
-    w->queued = true;
-  }
-  // A Waiter that was dequeued but could not be served gets its place back.
-  void push_front(Waiter* w) {
-    w->prev = nullptr;
-    w->next = first;
-    if (first) first->prev = w; else last = w;
-    first = w;
-    w->queued = true;
-  }
-  void remove(Waiter* w) {
-    if (w->prev) w->prev->next = w->next; else first = w->next;
-    if (w->next) w->next->prev = w->prev; else last = w->prev;
-    w->next = w->prev = nullptr;
-    w->queued = false;
-  }
-  // Takes the first Waiter that can still be woken (select Waiters whose
-  // select already completed are dropped).
-  Waiter* dequeue() {
-    while (Waiter* w = first) {
-      remove(w);
-      if (w->select_done != nullptr) {
-        uint32_t expected = 0;
-        if (!w->select_done->compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
-          continue;
-        }
-      }
-      return w;
-    }
-    return nullptr;
-  }
-};
 
 constexpr size_t kCacheLine = 64;
 
@@ -132,14 +69,8 @@ struct ChanCore {
   char* slot(uint64_t i) { return buf + i * slot_size; }
 };
 
-// Wakes the owner of a dequeued Waiter (goroutine or plain thread).
-void wake(Waiter* w);
 // Unbuffered: receives from sender s (already dequeued) into out. Lock held.
-void recv_from_sender(ChanCore* c, Waiter* s, void* out);
-
-// Blocks the caller until woken: parks a goroutine (unlock runs after the
-// switch) or sleeps a plain thread on w->note (unlock runs first).
-void block_waiter(Waiter* w, bool (*unlock)(G*, void*), void* arg, WaitReason reason);
+void recv_from_sender(ChanCore* c, Sudog* s, void* out);
 
 // Moves an element (dst is uninitialised). Trivial types are copied here,
 // with a fixed-size copy for the common sizes, instead of through the

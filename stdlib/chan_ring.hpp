@@ -68,8 +68,8 @@
 // sender; repeat until neither moves, since serving one side makes room
 // for the other. Values always leave through the ring's head, so each
 // sender's values arrive in order. When the ring op fails (a lock-free
-// operation got there first), a plain Waiter goes back to the front of its
-// queue; a select's Waiter was already won (select_done), so that select
+// operation got there first), a plain Sudog goes back to the front of its
+// queue; a select's Sudog was already won (select_done), so that select
 // is woken with success == false and polls again.
 //
 // On a buffered channel success == false therefore means "look again".
@@ -91,9 +91,9 @@
 // Races considered: a send racing close (above); a receiver woken by close
 // while a send is in flight (it spins for the stamp, then gets the value);
 // a value stolen by a lock-free receiver between the notifier's flag load
-// and its settle (the ring op fails, the Waiter keeps its place, and the
+// and its settle (the ring op fails, the Sudog keeps its place, and the
 // stealer's own post-receive check covers any sender); a stale select
-// Waiter left in a queue (dequeue drops it; until then the flag stays up,
+// Sudog left in a queue (dequeue drops it; until then the flag stays up,
 // which costs a lock, not a wake-up).
 #pragma once
 
@@ -246,21 +246,6 @@ inline size_t ring_len(const ChanCore* c) {
   }
 }
 
-// Waiters to wake once the locks are released, linked through Waiter::next
-// (free once a Waiter is off its queue).
-struct WakeList {
-  Waiter* first = nullptr;
-  void push(Waiter* w) {
-    w->next = first;
-    first = w;
-  }
-  void wake_all() {
-    while (Waiter* w = first) {
-      first = w->next;  // w may be gone once its owner runs
-      wake(w);
-    }
-  }
-};
 
 // Buffered channel, lock held: stores the waiting flags from the queues.
 inline void publish_waiting(ChanCore* c) {

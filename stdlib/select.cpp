@@ -6,17 +6,17 @@
 //    them in the same order, so they cannot deadlock).
 // 2. Lock them all; take the first ready case in poll order.
 // 3. Otherwise, with a default, unlock and return it.
-// 4. Otherwise enqueue one Waiter per case, all sharing a `done` flag, and
+// 4. Otherwise enqueue one Sudog per case, all sharing a `done` flag, and
 //    park; park's unlock function releases all the locks. The first waker
-//    that flips `done` wins and records its Waiter in g->param.
-// 5. Woken: relock, unlink the losing Waiters still queued, unlock.
+//    that flips `done` wins and records its Sudog in g->param.
+// 5. Woken: relock, unlink the losing Sudogs still queued, unlock.
 //
 // Buffered channels (stdlib/chan_ring.hpp): a case is polled with the
 // ring's lock-free operations (the lock is held anyway, for the queues).
-// Step 4 follows the ring's parking protocol: after every Waiter is queued
+// Step 4 follows the ring's parking protocol: after every Sudog is queued
 // and the waiting flags are set, the buffered cases are polled once more in
 // poll order before parking, and a ready one is completed as in step 2 (no
-// waker can have taken our Waiters: we hold every lock). A buffered case
+// waker can have taken our Sudogs: we hold every lock). A buffered case
 // woken with success == false (close, or a value taken by someone faster)
 // means "poll again": the select starts over.
 #include <algorithm>
@@ -91,19 +91,19 @@ Poll poll_case(SelectCase& sc, const LockSet* ls) {
       unlock_all(*ls);
       return Poll::kClosed;
     }
-    if (Waiter* r = c->recvq.dequeue()) {
+    if (Sudog* r = c->recvq.dequeue()) {
       elem_move(c->et, r->elem, sc.elem);
       r->success = true;
       unlock_all(*ls);
-      wake(r);
+      sudog_ready(r);
       return Poll::kDone;
     }
     return Poll::kNotReady;
   }
-  if (Waiter* s = c->sendq.dequeue()) {
+  if (Sudog* s = c->sendq.dequeue()) {
     recv_from_sender(c, s, sc.elem);
     unlock_all(*ls);
-    wake(s);
+    sudog_ready(s);
     return Poll::kReceived;
   }
   if (c->closed) {
@@ -123,12 +123,12 @@ int finish(SelectCase& sc, int i, Poll p) {
   return i;
 }
 
-// Locks held: takes this select's Waiters (but the winner, which a waker
+// Locks held: takes this select's Sudogs (but the winner, which a waker
 // already took) off their queues and publishes the flags of the buffered
 // channels among them.
-void unlink_all(SelectCase* cases, Waiter* waiters, int npoll, Waiter* winner) {
+void unlink_all(SelectCase* cases, Sudog* waiters, int npoll, Sudog* winner) {
   for (int k = 0; k < npoll; k++) {
-    Waiter& w = waiters[k];
+    Sudog& w = waiters[k];
     if (&w == winner || !w.queued) continue;
     if (cases[w.case_index].is_send) w.c->sendq.remove(&w); else w.c->recvq.remove(&w);
   }
@@ -144,16 +144,16 @@ namespace {
 int selectgo_impl(SelectCase* cases, int n, bool block) {
   int inline_poll[kInline];
   ChanCore* inline_locks[kInline];
-  // Raw storage: the Waiters are only built if the select has to block, so
+  // Raw storage: the Sudogs are only built if the select has to block, so
   // a select that finds a ready case does not pay for zeroing them.
-  static_assert(std::is_trivially_destructible_v<Waiter>);
-  alignas(Waiter) unsigned char inline_waiters[kInline * sizeof(Waiter)];
+  static_assert(std::is_trivially_destructible_v<Sudog>);
+  alignas(Sudog) unsigned char inline_waiters[kInline * sizeof(Sudog)];
   std::vector<int> heap_poll;
   std::vector<ChanCore*> heap_locks;
-  std::vector<Waiter> heap_waiters;
+  std::vector<Sudog> heap_waiters;
   int* poll = inline_poll;
   ChanCore** locks = inline_locks;
-  Waiter* waiters = reinterpret_cast<Waiter*>(inline_waiters);
+  Sudog* waiters = reinterpret_cast<Sudog*>(inline_waiters);
   if (n > kInline) {
     heap_poll.resize(static_cast<size_t>(n));
     heap_locks.resize(static_cast<size_t>(n));
@@ -204,12 +204,12 @@ int selectgo_impl(SelectCase* cases, int n, bool block) {
     G* self = getg();
     Note note;
     std::atomic<uint32_t> done{0};
-    Waiter* winner = nullptr;
+    Sudog* winner = nullptr;
     bool buffered = false;
     for (int k = 0; k < npoll; k++) {
       int i = poll[k];
       ChanCore* c = cases[i].c;
-      Waiter& w = *new (&waiters[k]) Waiter{};
+      Sudog& w = *new (&waiters[k]) Sudog{};
       w.g = self;
       w.note = &note;
       w.elem = cases[i].elem;
@@ -234,7 +234,7 @@ int selectgo_impl(SelectCase* cases, int n, bool block) {
         return finish(cases[i], i, complete_ring(cases[i], p, &ls));
       }
     }
-    block_waiter(&waiters[0], &park_unlock_all, &ls, WaitReason::kSelect);
+    sudog_block(&waiters[0], &park_unlock_all, &ls, WaitReason::kSelect);
 
     lock_all(ls);
     unlink_all(cases, waiters, npoll, winner);

@@ -9,55 +9,47 @@
 #include "gmp/fatal.hpp"
 #include "gmp/g.hpp"
 #include "gmp/lock.hpp"
+#include "gmp/note.hpp"
 #include "gmp/sched.hpp"
+#include "gmp/sudog.hpp"
 #include "gmp/tls.hpp"
 #include "gort/context.hpp"
 #include "gort/sync.hpp"
 
 namespace gort {
 
-struct Semaphore::Waiter {
-  internal::G* g;
-  int64_t n;
-  Waiter* next;
-  Waiter* prev;
-  bool granted;
-  // Set for acquire(ctx, n): closed on grant instead of readying g (the
-  // waiter is parked in a select on this and ctx.done()).
-  Chan<std::monostate>* ready = nullptr;
-};
+using internal::Sudog;
 
-namespace {
-
-// Wakes the queue's head while it fits (lock held). Ctx waiters are told by
-// closing their channel, which readies them; the others are queued in *wake.
-void grant_waiters(int64_t size, int64_t* cur, Semaphore::Waiter** head, Semaphore::Waiter** tail,
-                   internal::GQueue* wake) {
-  while (*head != nullptr && size - *cur >= (*head)->n) {
-    Semaphore::Waiter* w = *head;
-    *cur += w->n;
-    *head = w->next;
-    if (*head != nullptr) (*head)->prev = nullptr; else *tail = nullptr;
-    w->granted = true;
-    if (w->ready != nullptr) {
-      w->ready->close();
-    } else {
-      wake->push_back(w->g);
-    }
-  }
-}
-
-}  // namespace
-
+// Waiters wait in Sudogs (gmp/sudog.hpp): `n` is the request, `success`
+// the grant. A context-aware acquire sets `elem` to a channel that is
+// closed on grant instead (the waiter is parked in a select on it and on
+// ctx.done()).
 Semaphore::Semaphore(int64_t n) : size_(n) {
   if (n < 0) throw panic_error("semaphore: negative size");
 }
 
 Semaphore::~Semaphore() = default;
 
+// Lock held: grants the queue's head while it fits. Context waiters are
+// told by closing their channel, which readies them; the others are woken
+// from `wake` once the lock is released.
+void Semaphore::grant_locked(internal::WakeList* wake) {
+  while (Sudog* s = q_.first) {
+    if (size_ - cur_ < s->n) break;
+    cur_ += s->n;
+    q_.remove(s);
+    s->success = true;
+    if (s->elem != nullptr) {
+      static_cast<Chan<std::monostate>*>(s->elem)->close();
+    } else {
+      wake->push(s);
+    }
+  }
+}
+
 bool Semaphore::try_acquire(int64_t n) {
   internal::lock_word(&lock_);
-  bool ok = size_ - cur_ >= n && head_ == nullptr;
+  bool ok = size_ - cur_ >= n && q_.empty();
   if (ok) cur_ += n;
   internal::unlock_word(&lock_);
   if (ok) internal::race_acquire(this);
@@ -68,31 +60,26 @@ void Semaphore::acquire(int64_t n) {
   internal::preempt_check();
   if (n < 0) throw panic_error("semaphore: negative acquire");
   internal::lock_word(&lock_);
-  if (size_ - cur_ >= n && head_ == nullptr) {
+  if (size_ - cur_ >= n && q_.empty()) {
     cur_ += n;
     internal::unlock_word(&lock_);
     internal::race_acquire(this);
     return;
   }
-  internal::G* self = internal::getg();
-  if (self == nullptr) {
-    internal::unlock_word(&lock_);
-    while (!try_acquire(n)) {
-      struct timespec ts{0, 50000};
-      nanosleep(&ts, nullptr);
-    }
-    return;
-  }
-  Waiter w{self, n, nullptr, tail_, false};
+  internal::Note note;
+  Sudog s;
+  s.g = internal::getg();
+  s.note = &note;
+  s.n = n;
   if (n > size_) {
     // Can never be satisfied; block forever, as x/sync does (without ctx).
-    internal::park(&internal::park_unlock_word, &lock_, internal::WaitReason::kSemacquire);
+    // Not queued: nobody wakes it.
+    internal::sudog_block(&s, &internal::park_unlock_word, &lock_, internal::WaitReason::kSemacquire);
     internal::fatal("semaphore: impossible acquire was woken");
   }
-  if (tail_ != nullptr) tail_->next = &w; else head_ = &w;
-  tail_ = &w;
-  internal::park(&internal::park_unlock_word, &lock_, internal::WaitReason::kSemacquire);
-  if (!w.granted) internal::fatal("semaphore: waiter woken without grant");
+  q_.push(&s);
+  internal::sudog_block(&s, &internal::park_unlock_word, &lock_, internal::WaitReason::kSemacquire);
+  if (!s.success) internal::fatal("semaphore: waiter woken without grant");
   internal::race_acquire(this);
 }
 
@@ -107,10 +94,10 @@ void Semaphore::release(int64_t n) {
     internal::unlock_word(&lock_);
     throw panic_error("semaphore: released more than held");
   }
-  internal::GQueue wake;
-  grant_waiters(size_, &cur_, &head_, &tail_, &wake);
+  internal::WakeList wake;
+  grant_locked(&wake);
   internal::unlock_word(&lock_);
-  while (internal::G* g = wake.pop()) internal::ready(g);
+  wake.wake_all();
 }
 
 absl::Status Semaphore::acquire(const Context& ctx, int64_t n) {
@@ -125,7 +112,7 @@ absl::Status Semaphore::acquire(const Context& ctx, int64_t n) {
   // A context that is already done wins, even over free units (x/sync).
   if (is_done()) return ctx.err();
   internal::lock_word(&lock_);
-  if (size_ - cur_ >= n && head_ == nullptr) {
+  if (size_ - cur_ >= n && q_.empty()) {
     cur_ += n;
     internal::unlock_word(&lock_);
     internal::race_acquire(this);
@@ -139,9 +126,11 @@ absl::Status Semaphore::acquire(const Context& ctx, int64_t n) {
     return ctx.err();
   }
   Chan<std::monostate> ready = make_chan<std::monostate>();
-  Waiter w{internal::getg(), n, nullptr, tail_, false, &ready};
-  if (tail_ != nullptr) tail_->next = &w; else head_ = &w;
-  tail_ = &w;
+  Sudog s;
+  s.g = internal::getg();
+  s.n = n;
+  s.elem = &ready;
+  q_.push(&s);
   internal::unlock_word(&lock_);
 
   bool cancelled = false;
@@ -156,24 +145,23 @@ absl::Status Semaphore::acquire(const Context& ctx, int64_t n) {
     internal::race_acquire(this);
     return absl::OkStatus();
   }
-  internal::GQueue wake;
+  internal::WakeList wake;
   internal::lock_word(&lock_);
-  if (w.granted) {
+  if (s.success) {
     // Granted after all, between ctx and the lock: put the units back.
     cur_ -= n;
   } else {
-    bool front = head_ == &w;
-    if (w.prev != nullptr) w.prev->next = w.next; else head_ = w.next;
-    if (w.next != nullptr) w.next->prev = w.prev; else tail_ = w.prev;
+    bool front = q_.first == &s;
+    q_.remove(&s);
     // Leaving the head may let the next ones fit.
     if (!front) {
       internal::unlock_word(&lock_);
       return ctx.err();
     }
   }
-  grant_waiters(size_, &cur_, &head_, &tail_, &wake);
+  grant_locked(&wake);
   internal::unlock_word(&lock_);
-  while (internal::G* g = wake.pop()) internal::ready(g);
+  wake.wake_all();
   return ctx.err();
 }
 

@@ -42,6 +42,7 @@
 #include "absl/status/status.h"
 #include "gort/detail/race.hpp"
 #include "gort/detail/sema.hpp"
+#include "gort/detail/waitq.hpp"
 #include "gort/runtime.hpp"
 
 namespace gort {
@@ -247,16 +248,13 @@ class Semaphore {
   // Panics `semaphore: released more than held`.
   void release(int64_t n = 1);
 
-  // Internal: the waiter queue.
-  struct Waiter;
-
  private:
-  friend struct SemaphoreAccess;
+  void grant_locked(internal::WakeList* wake);
+
   int64_t size_;
   int64_t cur_ = 0;
   std::atomic<uint32_t> lock_{0};
-  Waiter* head_ = nullptr;
-  Waiter* tail_ = nullptr;
+  internal::WaitQ q_;  // FIFO; Sudog::n is each waiter's request
 };
 
 }  // namespace gort

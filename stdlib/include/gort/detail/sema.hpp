@@ -7,12 +7,14 @@
 // thread); release readies the oldest waiter, and with `handoff` gives it
 // the count directly and yields to it (Go's starvation-mode hand-off).
 //
-// Called from a plain OS thread (not a goroutine), acquire spins and
-// sleeps the thread instead of parking.
+// Called from a plain OS thread (not a goroutine), acquire and wait queue
+// the thread as any other waiter and sleep it on a futex until woken.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+
+#include "gort/detail/waitq.hpp"
 
 namespace gort::internal {
 
@@ -30,8 +32,7 @@ class Sema {
   std::atomic<uint32_t> count_{0};
   std::atomic<uint32_t> nwait_{0};
   std::atomic<uint32_t> lock_{0};
-  void* head_ = nullptr;
-  void* tail_ = nullptr;
+  WaitQ q_;
 };
 
 // Go's notifyList (runtime/sema.go), the queue under Cond: tickets make a
@@ -47,8 +48,7 @@ class NotifyList {
   std::atomic<uint32_t> wait_{0};
   std::atomic<uint32_t> notify_{0};
   std::atomic<uint32_t> lock_{0};
-  void* head_ = nullptr;
-  void* tail_ = nullptr;
+  WaitQ q_;
 };
 
 }  // namespace gort::internal

@@ -1,0 +1,31 @@
+// gmp/sudog.cpp — blocking in and waking from a Sudog (gmp/sudog.hpp).
+#include "gmp/sudog.hpp"
+
+#include "gmp/sched.hpp"
+
+namespace gort::internal {
+
+void sudog_block(Sudog* s, bool (*unlock)(G*, void*), void* arg, WaitReason reason) {
+  if (s->g != nullptr) {
+    park(unlock, arg, reason);
+    return;
+  }
+  // A plain thread: it may wake goroutines later, so while it waits the
+  // deadlock detector must not conclude that nothing can happen.
+  sched.external_ops.fetch_add(1, std::memory_order_acq_rel);
+  unlock(nullptr, arg);
+  s->note->sleep();
+  sched.external_ops.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+void sudog_ready(Sudog* s) {
+  if (s->won != nullptr) *s->won = s;
+  if (G* g = s->g) {
+    g->param = s;
+    ready(g);
+  } else {
+    s->note->wakeup();
+  }
+}
+
+}  // namespace gort::internal

@@ -1,0 +1,131 @@
+// gmp/sudog.hpp — Go's sudog and waitq: the one record anything blocked
+// waits in, and the one way it blocks and is woken.
+//
+// Channels, select, the runtime semaphore under Mutex/RWMutex/WaitGroup
+// (Sema), Cond's notify list and gort::Semaphore all queue a Sudog and
+// block in sudog_block; their wakers take it off the queue under the
+// object's lock, fill in the result, release the lock and only then call
+// sudog_ready. The owner does not return before it is woken, so the record
+// (on its stack) stays valid for the waker until sudog_ready.
+//
+// A goroutine parks. A plain thread (no goroutine) sleeps on its Sudog's
+// Note, and is counted in Sched::external_ops meanwhile: it may send, close
+// or release later, so while it waits the deadlock detector must not
+// conclude that nothing can happen (gmp/fatal.cpp, check_dead_locked).
+//
+// Costs: sudog_block and sudog_ready are a park and a ready for a
+// goroutine; a futex wait and wake for a thread. No allocation.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "gmp/g.hpp"
+#include "gmp/note.hpp"
+#include "gort/detail/waitq.hpp"
+
+namespace gort::internal {
+
+struct ChanCore;
+
+struct Sudog {
+  G* g = nullptr;        // the blocked goroutine, or null for a plain thread
+  Note* note = nullptr;  // where a plain thread sleeps
+  Sudog* next = nullptr;
+  Sudog* prev = nullptr;
+  // Channels: the value to send, or where to receive into. gort::Semaphore:
+  // the channel a context-aware acquire is told through.
+  void* elem = nullptr;
+  ChanCore* c = nullptr;  // select: the case's channel
+  // Shared by all the Sudogs of one select: the first waker to flip it from
+  // 0 to 1 wins; the others skip this Sudog (WaitQ::dequeue).
+  std::atomic<uint32_t>* select_done = nullptr;
+  // Where the waker records which Sudog of a select won.
+  Sudog** won = nullptr;
+  int64_t n = 0;        // gort::Semaphore: the units asked for
+  uint32_t ticket = 0;  // NotifyList: the ticket waited for
+  int case_index = 0;   // select: the case this Sudog stands for
+  // What the waker says happened. Channels: woken by a transfer (true) or
+  // by close (false; on a buffered channel "look again", chan_ring.hpp).
+  // Sema: the count was handed over. gort::Semaphore: the units were granted.
+  bool success = false;
+  bool queued = false;
+};
+
+// Blocks the owner of s (s->g, or the calling plain thread, which must have
+// set s->note) until sudog_ready(s). `unlock(g, arg)` releases the lock the
+// caller queued s under: for a goroutine once its context is saved (park's
+// unlock function, which returns true), for a thread before it sleeps.
+void sudog_block(Sudog* s, bool (*unlock)(G*, void*), void* arg, WaitReason reason);
+
+// Wakes the owner of s: records s in *s->won and in the goroutine's param
+// (select), then readies the goroutine or wakes the thread. s may be gone
+// once this returns.
+void sudog_ready(Sudog* s);
+
+// Sudogs to wake once the locks are released, linked through Sudog::next
+// (free once a Sudog is off its queue).
+struct WakeList {
+  Sudog* first = nullptr;
+  void push(Sudog* s) {
+    s->next = first;
+    first = s;
+  }
+  void wake_all() {
+    while (Sudog* s = first) {
+      first = s->next;  // s may be gone once its owner runs
+      sudog_ready(s);
+    }
+  }
+};
+
+// ---- WaitQ (gort/detail/waitq.hpp): a FIFO of Sudogs ----
+
+inline void WaitQ::push(Sudog* s) noexcept {
+  s->next = nullptr;
+  s->prev = last;
+  if (last) last->next = s; else first = s;
+  last = s;
+  s->queued = true;
+}
+
+// At the front: a Sudog that was dequeued but could not be served gets its
+// place back; Sema's LIFO waiters.
+inline void WaitQ::push_front(Sudog* s) noexcept {
+  s->prev = nullptr;
+  s->next = first;
+  if (first) first->prev = s; else last = s;
+  first = s;
+  s->queued = true;
+}
+
+inline void WaitQ::remove(Sudog* s) noexcept {
+  if (s->prev) s->prev->next = s->next; else first = s->next;
+  if (s->next) s->next->prev = s->prev; else last = s->prev;
+  s->next = s->prev = nullptr;
+  s->queued = false;
+}
+
+// Takes the first Sudog that can still be woken (select Sudogs whose select
+// already completed are dropped).
+inline Sudog* WaitQ::dequeue() noexcept {
+  while (Sudog* s = first) {
+    remove(s);
+    if (s->select_done != nullptr) {
+      uint32_t expected = 0;
+      if (!s->select_done->compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) continue;
+    }
+    return s;
+  }
+  return nullptr;
+}
+
+// Detaches the whole queue; the Sudogs stay linked through next (their
+// `queued` flags are left as they were).
+inline Sudog* WaitQ::take_all() noexcept {
+  Sudog* s = first;
+  first = last = nullptr;
+  return s;
+}
+
+}  // namespace gort::internal
