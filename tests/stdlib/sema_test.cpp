@@ -4,6 +4,7 @@
 // waiters that are between counting themselves in nwait and parking.
 #include <atomic>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "gort/detail/sema.hpp"
@@ -127,6 +128,54 @@ TEST_P(SemaTest, NoLostWakeupStress) {
     }
     cd.wait();
     EXPECT_FALSE(s.try_acquire()) << "more released than acquired";
+    EXPECT_EQ(s.waiters(), 0u);
+  });
+}
+
+// Plain threads wait in the same queue as goroutines (gmp/sudog.hpp): they
+// are counted as waiters, keep their place in the FIFO, and sleep until a
+// release wakes them (no polling).
+TEST_P(SemaTest, PlainThreadsQueueInOrderWithGoroutines) {
+  run_test([] {
+    Sema s;
+    std::vector<int> order;
+    gort::test::WordLock mu;
+    auto record = [&](int who) {
+      mu.lock();
+      order.push_back(who);
+      mu.unlock();
+    };
+    std::thread first([&] {
+      s.acquire(false, kReason);
+      record(1);
+    });
+    ASSERT_TRUE(gort::test::eventually([&] { return s.waiters() == 1; })) << "the thread did not queue";
+    Countdown done(1);
+    gort::go([&] {
+      s.acquire(false, kReason);
+      record(2);
+      done.done();
+    });
+    ASSERT_TRUE(gort::test::eventually([&] { return s.waiters() == 2; }));
+    std::thread third([&] {
+      s.acquire(false, kReason);
+      record(3);
+    });
+    ASSERT_TRUE(gort::test::eventually([&] { return s.waiters() == 3; }));
+    for (int i = 0; i < 3; i++) {
+      size_t want = static_cast<size_t>(i) + 1;
+      s.release(false);
+      EXPECT_TRUE(gort::test::eventually([&] {
+        mu.lock();
+        size_t n = order.size();
+        mu.unlock();
+        return n == want;
+      }));
+    }
+    done.wait();
+    first.join();
+    third.join();
+    EXPECT_EQ(order, (std::vector<int>{1, 2, 3})) << "served out of queue order";
     EXPECT_EQ(s.waiters(), 0u);
   });
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gort/context.hpp"
+#include "gort/time.hpp"
 #include "tests/stdlib/helpers.hpp"
 
 namespace gort_stdlib_test {
@@ -288,6 +289,45 @@ TEST_P(Semaphore, PlainThreadsAndGoroutines) {
     t1.join();
     t2.join();
     EXPECT_EQ(over.load(), 0);
+    EXPECT_TRUE(sem.try_acquire(2));
+  });
+}
+
+// A plain thread's request queues like a goroutine's (gmp/sudog.hpp): a
+// smaller request that comes after it does not overtake it.
+TEST_P(Semaphore, PlainThreadKeepsItsPlaceInTheQueue) {
+  run_test([] {
+    gort::Semaphore sem(2);
+    sem.acquire(2);
+    std::atomic<int> got{0};  // who got units first: 1 the thread, 2 the goroutine
+    std::atomic<bool> thread_has{false};
+    std::thread t([&] {
+      sem.acquire(2);
+      int none = 0;
+      got.compare_exchange_strong(none, 1);
+      thread_has = true;
+    });
+    // Nothing to observe the thread's queueing with but time: give it a
+    // moment, then a goroutine asks for 1 unit.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    Countdown done(1);
+    gort::go([&] {
+      sem.acquire(1);
+      int none = 0;
+      got.compare_exchange_strong(none, 2);
+      sem.release(1);
+      done.done();
+    });
+    gort::sleep(absl::Milliseconds(20));
+    sem.release(1);  // 1 free: the goroutine's request would fit, the head's does not
+    gort::sleep(absl::Milliseconds(20));
+    EXPECT_EQ(got.load(), 0) << "a request behind the thread's was served first";
+    sem.release(1);  // 2 free: the thread, then the goroutine
+    EXPECT_TRUE(eventually([&] { return thread_has.load(); }));
+    t.join();
+    sem.release(2);
+    done.wait();
+    EXPECT_EQ(got.load(), 1);
     EXPECT_TRUE(sem.try_acquire(2));
   });
 }
