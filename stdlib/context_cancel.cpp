@@ -323,15 +323,23 @@ void propagate(const Context& parent, const std::shared_ptr<CancelNode>& child, 
 }
 
 Chan<std::monostate> cancel_done(CancelNode* n) {
-  if (n->has_done.load(std::memory_order_acquire)) return n->done_;
-  lock_word(&n->mu);
-  if (!n->has_done.load(std::memory_order_relaxed)) {
-    n->done_ = n->state.load(std::memory_order_relaxed) != CancelNode::kActive ? closed_chan()
-                                                                                : make_chan<std::monostate>();
-    n->has_done.store(true, std::memory_order_release);
+  Chan<std::monostate> d;
+  if (n->has_done.load(std::memory_order_acquire)) {
+    d = n->done_;
+  } else {
+    lock_word(&n->mu);
+    if (!n->has_done.load(std::memory_order_relaxed)) {
+      n->done_ = n->state.load(std::memory_order_relaxed) != CancelNode::kActive ? closed_chan()
+                                                                                  : make_chan<std::monostate>();
+      n->has_done.store(true, std::memory_order_release);
+    }
+    d = n->done_;
+    unlock_word(&n->mu);
   }
-  Chan<std::monostate> d = n->done_;
-  unlock_word(&n->mu);
+  // A context cancelled before its first done() shares one closed channel,
+  // whose close was nobody's here: the edge from cancel to a receive that
+  // sees done() closed must come from the node (cancel_one's release).
+  if (n->state.load(std::memory_order_acquire) != CancelNode::kActive) race_acquire(n);
   return d;
 }
 

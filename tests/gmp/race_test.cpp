@@ -315,6 +315,26 @@ TEST_P(Race, SyncPrimitivesAreQuiet) {
   EXPECT_NO_RACE(procs(), body);
 }
 
+// Cancelled before anyone asked for done(): every such context shares one
+// closed channel, so the edge from cancel to the receive that sees it
+// closed must come from the context, not from that channel's close.
+TEST_P(Race, CancelBeforeTheFirstDoneIsOrderedBeforeTheReceive) {
+  auto body = [] {
+    auto [ctx, cancel] = with_cancel(background());
+    int before_cancel = 0;
+    static std::atomic<bool> cancelled{false};
+    go([&before_cancel, cancel = cancel] {
+      before_cancel = 1;
+      cancel();
+      cancelled.store(true, std::memory_order_relaxed);  // no edge (relaxed)
+    });
+    while (!cancelled.load(std::memory_order_relaxed)) yield();
+    (void)ctx.done().recv();
+    EXPECT_EQ(before_cancel, 1);
+  };
+  EXPECT_NO_RACE(procs(), body);
+}
+
 TEST_P(Race, SpawnContextTimersAndRunEndAreQuiet) {
   static std::vector<int> after_run;
   auto body = [] {
