@@ -75,7 +75,7 @@ namespace {
 
 std::atomic<int> g_dying_tid{0};
 
-// Not instrumented, as on_fault (signals.cpp): no ASan stack lookup before the exit.
+// Not instrumented, as on_fault (fault.cpp): no ASan stack lookup before the exit.
 __attribute__((no_sanitize("address"))) void on_watchdog(int) {
   write_stderr("\ngort: printing the traceback took too long; giving up\n");
   exit_now(2);

@@ -367,7 +367,7 @@ void mstart_on_current_thread(M* m);
 // Puts g on the global run queue; Sched::lock must be held.
 void globrunqput_locked(G* g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock);
 
-// Stack overflow / fatal signal handling (signals.cpp).
+// Stack overflow / fatal signal handling (fault.cpp).
 void install_fatal_signal_handlers();
 void m_signal_stack_init(M* m);
 void m_signal_stack_free(M* m);

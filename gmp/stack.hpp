@@ -41,7 +41,7 @@
 //
 // Thread-safety: StackPool's methods take its lock; it is not on the hot
 // path (only batch refills and releases reach it). find() is the exception:
-// the fault handler (signals.cpp) asks it which stack an address lies in,
+// the fault handler (fault.cpp) asks it which stack an address lies in,
 // so the slabs' address ranges are also kept in a list that is read
 // without the lock. Its nodes are freed only with the pool (at exit for
 // the scheduler's), and reused for later slabs, so a reader never touches

@@ -17,7 +17,7 @@
 #include "gmp/sanitizer.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
-#include "stdlib/chan_impl.hpp"
+#include "stdlib/chan_core.hpp"
 #include "stdlib/chan_ring.hpp"
 
 namespace gort::internal {
@@ -29,7 +29,7 @@ size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 // space (47 bits on x86-64 Linux with 4-level page tables).
 constexpr size_t kMaxAlloc = sizeof(void*) == 8 ? size_t{1} << 47 : size_t{1} << 31;
 
-// The core's lines are laid out in chan_impl.hpp; the ring starts on the
+// The core's lines are laid out in chan_core.hpp; the ring starts on the
 // line after them.
 size_t core_align(const ElemType* et) {
   return et->align > kCacheLine ? et->align : kCacheLine;

@@ -105,7 +105,7 @@
 #include "gmp/cpu.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
-#include "stdlib/chan_impl.hpp"
+#include "stdlib/chan_core.hpp"
 
 namespace gort::internal {
 

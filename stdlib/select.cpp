@@ -28,7 +28,7 @@
 #include "gmp/lock.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
-#include "stdlib/chan_impl.hpp"
+#include "stdlib/chan_core.hpp"
 #include "stdlib/chan_ring.hpp"
 
 namespace gort::internal {
@@ -253,7 +253,7 @@ int selectgo_impl(SelectCase* cases, int n, bool block) {
 
 }  // namespace
 
-// Every case releases as its operation would (chan_impl.hpp, RaceChanOp):
+// Every case releases as its operation would (chan_core.hpp, RaceChanOp):
 // whichever runs, the value or the close was published first. Only the
 // case that ran acquires.
 int selectgo(SelectCase* cases, int n, bool block) {

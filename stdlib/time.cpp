@@ -27,7 +27,7 @@
 #include "gmp/timer.hpp"
 #include "gmp/tls.hpp"
 #include "gort/time.hpp"
-#include "stdlib/chan_impl.hpp"
+#include "stdlib/chan_core.hpp"
 
 namespace gort {
 

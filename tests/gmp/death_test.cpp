@@ -1,6 +1,6 @@
 // tests/gmp/death_test.cpp — the ways the runtime ends the process, with
 // Go's messages and exit status 2 (gmp/fatal.cpp, with checkdead, and
-// gmp/signals.cpp).
+// gmp/fault.cpp).
 #include <algorithm>
 #include <climits>
 #include <cstdio>

@@ -1,6 +1,6 @@
 // tests/gmp/stack_overflow_test.cpp — a frame larger than the guard jumps
 // it (gmp/stack.hpp) and faults in some other stack's guard: the fault
-// handler (gmp/signals.cpp) must still report Go's `fatal error: stack
+// handler (gmp/fault.cpp) must still report Go's `fatal error: stack
 // overflow` for the running goroutine, with exit status 2, not die of a
 // silent SIGSEGV.
 #include <cstdint>

@@ -50,7 +50,7 @@ TEST(StackPool, SizeIsRoundedToPagesAndAtLeast16K) {
   pool.destroy();
 }
 
-// The fault handler's lookup (signals.cpp): any address of a slab names
+// The fault handler's lookup (fault.cpp): any address of a slab names
 // its slot, and whether it is the slot's guard; nothing outside the pool.
 TEST(StackPool, FindNamesTheSlotAndGuardOfAnAddress) {
   StackPool pool;

@@ -47,7 +47,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "gort/detail/chan_core.hpp"
+#include "gort/detail/chan_ops.hpp"
 #include "gort/runtime.hpp"
 
 namespace gort {

@@ -1,4 +1,4 @@
-// stdlib/chan_impl.hpp — the channel's innards, shared by chan.cpp and
+// stdlib/chan_core.hpp — the channel's innards, shared by chan.cpp and
 // select.cpp (Go's hchan and sudog).
 //
 // Unbuffered channels are Go's hchan with cap 0: everything under
@@ -23,7 +23,7 @@
 #include "gmp/g.hpp"
 #include "gmp/note.hpp"
 #include "gmp/sudog.hpp"
-#include "gort/detail/chan_core.hpp"
+#include "gort/detail/chan_ops.hpp"
 #include "gort/detail/race.hpp"
 
 #include <cstring>

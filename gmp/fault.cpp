@@ -1,4 +1,4 @@
-// gmp/signals.cpp — telling a goroutine stack overflow from other faults.
+// gmp/fault.cpp — telling a goroutine stack overflow from other faults.
 //
 // Each stack has a guard region below it. A goroutine that runs into it
 // faults with SIGSEGV; the handler runs on the M's alternate signal stack

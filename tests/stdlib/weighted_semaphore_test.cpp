@@ -1,4 +1,4 @@
-// tests/stdlib/semaphore_test.cpp — gort::Semaphore (stdlib/semaphore.cpp):
+// tests/stdlib/weighted_semaphore_test.cpp — gort::Semaphore (stdlib/weighted_semaphore.cpp):
 // weighted acquire/release, capacity under stress, FIFO fairness,
 // try_acquire, the over-release panic, impossible requests, plain threads,
 // and acquire(ctx, n) (x/sync's Acquire): cancellation before and while

@@ -1,4 +1,4 @@
-// stdlib/semaphore.cpp — gort::Semaphore (golang.org/x/sync/semaphore).
+// stdlib/weighted_semaphore.cpp — gort::Semaphore (golang.org/x/sync/semaphore).
 //
 // Invariants (under lock_): 0 <= cur_ <= size_; waiters are served strictly
 // in FIFO order: release wakes the head while it fits and stops at the first

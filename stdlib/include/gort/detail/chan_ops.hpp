@@ -1,4 +1,4 @@
-// gort/detail/chan_core.hpp — the type-erased channel core behind Chan<T>.
+// gort/detail/chan_ops.hpp — the type-erased channel core behind Chan<T>.
 //
 // Not part of the public API: included by <gort/chan.hpp>. The channel
 // algorithm (Go's hchan) lives in the library, not in templates: its locks
