@@ -405,6 +405,10 @@ TEST_P(Mutex, StarvationModeUnderContentionIsLeftAfterwards) {
 TEST_P(Mutex, StarvationHandOffBeatsATightBarger) {
   // On one P the barger, which makes no call that yields, must be preempted.
   if (GetParam() == 1) SKIP_WITHOUT_ASYNC_PREEMPTION();
+  // On more Ps, without asynchronous preemption, the waiter readied onto the
+  // barger's P must be stolen by another M; in a loaded race run that took
+  // longer than the test's 20 s twice (1 run in 3).
+  GORT_SKIP_IN_RACE_BUILD("the barger is never preempted, and stealing its waiter under load is unbounded");
   run_test([] {
     gort::Mutex mu;
     std::atomic<bool> stop{false};
