@@ -1,7 +1,9 @@
 // gmp/sudog.cpp — blocking in and waking from a Sudog (gmp/sudog.hpp).
 #include "gmp/sudog.hpp"
 
+#include "gmp/fatal.hpp"
 #include "gmp/sched.hpp"
+#include "gmp/tls.hpp"
 
 namespace gort::internal {
 
@@ -16,6 +18,21 @@ void sudog_block(Sudog* s, bool (*unlock)(G*, void*), void* arg, WaitReason reas
   unlock(nullptr, arg);
   s->note->sleep();
   sched.external_ops.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+namespace {
+
+bool never_unlock(G*, void*) { return true; }
+
+}  // namespace
+
+void block_forever(WaitReason reason, const char* woken) {
+  Note note;
+  Sudog s;
+  s.g = getg();
+  s.note = &note;
+  sudog_block(&s, &never_unlock, nullptr, reason);
+  fatal(woken);
 }
 
 void sudog_ready(Sudog* s) {

@@ -58,6 +58,11 @@ struct Sudog {
 // unlock function, which returns true), for a thread before it sleeps.
 void sudog_block(Sudog* s, bool (*unlock)(G*, void*), void* arg, WaitReason reason);
 
+// Blocks the caller for good, counted as any other waiter (a nil channel, a
+// select with no cases, a request nothing can grant): no Sudog is queued,
+// so nothing wakes it. If something does, dies with `woken`.
+[[noreturn]] void block_forever(WaitReason reason, const char* woken);
+
 // Wakes the owner of s: records s in *s->won and in the goroutine's param
 // (select), then readies the goroutine or wakes the thread. s may be gone
 // once this returns.

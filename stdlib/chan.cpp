@@ -49,19 +49,6 @@ size_t page_size() {
   return size;
 }
 
-bool never_unlock(G*, void*) { return true; }
-
-[[noreturn]] void block_forever(WaitReason reason) {
-  if (getg() == nullptr) {
-    // A plain thread blocking forever: sleep for good.
-    sched.external_ops.fetch_add(1, std::memory_order_acq_rel);
-    Note n;
-    n.sleep();
-  }
-  park(&never_unlock, nullptr, reason);
-  fatal("a goroutine blocked forever was woken");
-}
-
 }  // namespace
 
 ChanCore* chan_make(const ElemType* et, size_t cap) {
@@ -302,7 +289,7 @@ bool recv_buffered_slow(ChanCore* c, void* out) {
 
 void chan_send(ChanCore* c, void* elem) {
   preempt_check();
-  if (c == nullptr) block_forever(WaitReason::kChanSendNilChan);
+  if (c == nullptr) block_forever(WaitReason::kChanSendNilChan, "a goroutine blocked forever was woken");
   RaceChanOp race(c, true);
   if (c->cap > 0) {
     RingResult r = ring_send(c, elem);
@@ -332,7 +319,7 @@ void chan_send(ChanCore* c, void* elem) {
 
 bool chan_recv(ChanCore* c, void* out) {
   preempt_check();
-  if (c == nullptr) block_forever(WaitReason::kChanRecvNilChan);
+  if (c == nullptr) block_forever(WaitReason::kChanRecvNilChan, "a goroutine blocked forever was woken");
   RaceChanOp race(c, false);
   if (c->cap > 0) {
     RingResult r = ring_recv(c, out);

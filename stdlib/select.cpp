@@ -52,8 +52,6 @@ bool park_unlock_all(G*, void* arg) {
   return true;
 }
 
-bool never_unlock(G*, void*) { return true; }
-
 constexpr int kInline = 8;
 
 enum class Poll { kNotReady, kDone, kReceived, kClosed };
@@ -175,13 +173,7 @@ int selectgo_impl(SelectCase* cases, int n, bool block) {
   }
   if (npoll == 0) {
     if (!block) return -1;
-    if (getg() == nullptr) {
-      sched.external_ops.fetch_add(1, std::memory_order_acq_rel);
-      Note forever;
-      forever.sleep();
-    }
-    park(&never_unlock, nullptr, WaitReason::kSelectNoCases);
-    fatal("select with no cases was woken");
+    block_forever(WaitReason::kSelectNoCases, "select with no cases was woken");
   }
   // Lock order: distinct channels by address.
   for (int k = 0; k < npoll; k++) locks[k] = cases[poll[k]].c;

@@ -117,14 +117,11 @@ void NotifyList::notify_one() {
 void NotifyList::notify_all() {
   if (wait_.load(std::memory_order_acquire) == notify_.load(std::memory_order_acquire)) return;
   lock_word(&lock_);
-  Sudog* s = q_.take_all();
+  WakeList wake;
+  wake.first = q_.take_all();
   notify_.store(wait_.load(std::memory_order_acquire), std::memory_order_release);
   unlock_word(&lock_);
-  while (s != nullptr) {
-    Sudog* next = s->next;  // s may be gone once its owner runs
-    sudog_ready(s);
-    s = next;
-  }
+  wake.wake_all();
 }
 
 }  // namespace gort::internal

@@ -66,17 +66,16 @@ void Semaphore::acquire(int64_t n) {
     internal::race_acquire(this);
     return;
   }
+  if (n > size_) {
+    // Can never be satisfied; block forever, as x/sync does (without ctx).
+    internal::unlock_word(&lock_);
+    internal::block_forever(internal::WaitReason::kSemacquire, "semaphore: impossible acquire was woken");
+  }
   internal::Note note;
   Sudog s;
   s.g = internal::getg();
   s.note = &note;
   s.n = n;
-  if (n > size_) {
-    // Can never be satisfied; block forever, as x/sync does (without ctx).
-    // Not queued: nobody wakes it.
-    internal::sudog_block(&s, &internal::park_unlock_word, &lock_, internal::WaitReason::kSemacquire);
-    internal::fatal("semaphore: impossible acquire was woken");
-  }
   q_.push(&s);
   internal::sudog_block(&s, &internal::park_unlock_word, &lock_, internal::WaitReason::kSemacquire);
   if (!s.success) internal::fatal("semaphore: waiter woken without grant");
