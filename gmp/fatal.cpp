@@ -174,6 +174,8 @@ bool dying_on_this_thread() {
   return g_dying_tid.load(std::memory_order_acquire) == static_cast<int>(gettid());
 }
 
+bool process_dying() { return g_dying_tid.load(std::memory_order_acquire) != 0; }
+
 void die(Death* d) {
   int me = static_cast<int>(gettid());
   int prev = 0;

@@ -61,6 +61,10 @@ struct Death {
 // is a fault of the traceback itself).
 bool dying_on_this_thread();
 
+// Whether some thread has begun printing a dying process's report: sysmon's
+// own reports (stall.cpp) then keep quiet rather than cut into it.
+bool process_dying();
+
 // Go's checkdead, called by stopm when an M goes idle (Sched::lock held): if
 // no M is running a goroutine and nothing can ever make one runnable, prints
 // Go's deadlock report and exits with status 2.

@@ -68,8 +68,10 @@ void put_duration(TraceWriter& w, int64_t ns) {
 }
 
 // False if a traceback is being printed (gort::stack): sysmon must not
-// wait for it; the report comes at a later round.
+// wait for it; the report comes at a later round. Never once the process
+// is dying: the fatal report says where every goroutine is.
 bool report(M* m, G* g, int64_t ns, const char* what, const char* why) {
+  if (process_dying()) return false;
   std::unique_lock<std::mutex> lock(symbolizer_mutex(), std::try_to_lock);
   if (!lock.owns_lock()) return false;
   GoroutineFrames f;

@@ -489,9 +489,32 @@ inline bool has_frame(const std::string& out, const std::string& function, const
   return false;
 }
 
+// `out` without the stall reports sysmon printed into it ("gort: stall:"
+// and the goroutine block after it, docs/debugging.md): on a loaded machine,
+// and in the race build where nothing is preempted asynchronously, a test
+// whose program is slow gets them beside the traceback it checks.
+inline std::string without_stall_reports(const std::string& out) {
+  static const std::string kStall = "gort: stall: ";
+  std::string kept;
+  size_t from = 0;
+  for (size_t at = out.find(kStall); at != std::string::npos; at = out.find(kStall, at + 1)) {
+    if (at != 0 && out[at - 1] != '\n') continue;
+    // The report line, a blank line, the goroutine block, a blank line.
+    size_t block = out.find("\n\n", at);
+    size_t end = block == std::string::npos ? std::string::npos : out.find("\n\n", block + 2);
+    kept.append(out, from, at - from);
+    if (end == std::string::npos) return kept;
+    from = end + 2;
+    at = end + 1;
+  }
+  kept.append(out, from, std::string::npos);
+  return kept;
+}
+
 // The part of `out` about goroutine `id`: from its header to the blank
-// line after it (empty if it is not there).
-inline std::string goroutine_block(const std::string& out, int64_t id) {
+// line after it (empty if it is not there). Stall reports do not count.
+inline std::string goroutine_block(const std::string& whole, int64_t id) {
+  std::string out = without_stall_reports(whole);
   std::string head = "goroutine " + std::to_string(id) + " ";
   for (size_t at = out.find(head); at != std::string::npos; at = out.find(head, at + 1)) {
     if (at != 0 && out[at - 1] != '\n') continue;
@@ -537,7 +560,8 @@ inline void no_core_file() {
 }
 
 // Goroutine headers ("goroutine N [" at the start of a line) in `out`.
-inline int count_goroutines(const std::string& out) {
+inline int count_goroutines(const std::string& whole) {
+  std::string out = without_stall_reports(whole);
   int n = 0;
   for (size_t at = out.find("goroutine "); at != std::string::npos; at = out.find("goroutine ", at + 1)) {
     if (at != 0 && out[at - 1] != '\n') continue;

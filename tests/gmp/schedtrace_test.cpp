@@ -191,13 +191,18 @@ TEST(SchedTrace, DetailLines) {
     Event never;
     gort::go([&] { never.wait(); });
     std::atomic<bool> stop{false};
+    std::atomic<bool> spinning{false};
     Event spun;
     gort::go([&] {
       announce_goroutine();
+      spinning.store(true);
       while (!stop.load(std::memory_order_relaxed)) {
       }
       spun.set();
     });
+    // The 200 ms of traces count from when the spinner runs: on a loaded
+    // machine (and in the race build) it may start late.
+    while (!spinning.load()) idle_for(absl::Milliseconds(1));
     idle_for(absl::Milliseconds(200));
     stop.store(true);
     spun.wait();

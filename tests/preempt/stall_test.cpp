@@ -25,10 +25,17 @@ size_t count(const std::string& out, const std::string& what) {
   return n;
 }
 
-// The report's goroutine block (after the "gort: stall:" line).
+// The report's goroutine block (after the "gort: stall:" line and its
+// blank line, up to the next blank line). Not goroutine_block, which leaves
+// stall reports out.
 std::string reported_block(const std::string& out, int64_t id) {
   size_t at = out.find("gort: stall: goroutine " + std::to_string(id) + " ");
-  return at == std::string::npos ? "" : goroutine_block(out.substr(at), id);
+  size_t from = at == std::string::npos ? at : out.find("\n\n", at);
+  if (from == std::string::npos) return "";
+  from += 2;
+  size_t end = out.find("\n\n", from);
+  std::string b = out.substr(from, end == std::string::npos ? std::string::npos : end + 1 - from);
+  return b.rfind("goroutine " + std::to_string(id) + " ", 0) == 0 ? b : "";
 }
 
 constexpr int kNoPreemptLine = __LINE__ + 4;
