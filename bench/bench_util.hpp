@@ -53,21 +53,29 @@ inline int64_t rss_bytes() {
   return static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE);
 }
 
-// Peak resident set size of this process (VmHWM in /proc/self/status).
-inline int64_t peak_rss_bytes() {
+// A "Name:   N kB" field of /proc/self/status, in bytes (-1 if missing).
+inline int64_t status_bytes(const char* field) {
   std::FILE* f = std::fopen("/proc/self/status", "r");
   if (f == nullptr) return -1;
   char line[256];
+  size_t len = std::strlen(field);
   int64_t kib = -1;
   while (std::fgets(line, sizeof line, f) != nullptr) {
-    if (std::strncmp(line, "VmHWM:", 6) == 0) {
-      kib = std::strtoll(line + 6, nullptr, 10);
+    if (std::strncmp(line, field, len) == 0 && line[len] == ':') {
+      kib = std::strtoll(line + len + 1, nullptr, 10);
       break;
     }
   }
   std::fclose(f);
   return kib < 0 ? -1 : kib * 1024;
 }
+
+// Peak resident set size of this process (VmHWM).
+inline int64_t peak_rss_bytes() { return status_bytes("VmHWM"); }
+
+// The page tables of this process (VmPTE): memory a goroutine costs beyond
+// its resident pages, one page-table page per 2 MiB of address space used.
+inline int64_t page_table_bytes() { return status_bytes("VmPTE"); }
 
 inline double mib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 

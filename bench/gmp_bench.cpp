@@ -12,11 +12,19 @@
 //   yield_ping/procs:1  the main goroutine and one other each call yield() N =
 //                       1,000,000 times on one P; ns/switch = elapsed / (2N).
 //   parked/procs:2      1,000,000 goroutines each block receiving from one
-//                       shared unbuffered channel; bytes/goroutine = (RSS once
-//                       all have started - RSS before spawning) / N; then the
-//                       channel is closed and all are joined.
+//                       shared unbuffered channel; bytes/goroutine = (RSS +
+//                       page tables once all have started - the same before
+//                       spawning) / N, pte_bytes/goroutine the page tables'
+//                       part; then the channel is closed and all are joined.
 //                       spawn_ms: from the first go to all started (parked);
 //                       wake_ms: from close to all joined (a million wake-ups).
+//   burst/procs:2       the same with 100,000 goroutines: the first burst of
+//                       a fresh process (nothing recycled, every stack new).
+//                       us/goroutine = spawn time / N; wake_ms.
+//   sleepers/procs:2    10,000 goroutines, the i-th sleeps i % 99 ms as it
+//                       starts (timers firing while the spawning goes on).
+//                       spawn_ms: the spawning loop; late_max_ms: the worst
+//                       lateness of a wake-up (woke - started - its sleep).
 //   skynet/procs:2      1,000,000 goroutines in a 10-ary tree: each leaf sends
 //                       its number on its parent's buffered channel, each
 //                       inner node sums its ten children and sends the sum
@@ -37,8 +45,10 @@
 #include <atomic>
 #include <iterator>
 #include <mutex>
+#include <chrono>
 #include <cstdint>
 
+#include <absl/time/time.h>
 #include <benchmark/benchmark.h>
 #include <gort/gort.hpp>
 
@@ -97,16 +107,22 @@ void yield_ping(benchmark::State& state, int procs) {
   state.counters["ns/switch"] = seconds * 1e9 / static_cast<double>(2 * n);
 }
 
-void parked(benchmark::State& state, int procs) {
-  const int64_t n = gortbench::scaled(kGoroutines);
+constexpr int64_t kBurst = 100'000;
+
+// What the process holds: resident pages and its page tables.
+int64_t memory_bytes() { return gortbench::rss_bytes() + gortbench::page_table_bytes(); }
+
+// n goroutines park on one channel, then are woken by its close.
+void park_and_wake(benchmark::State& state, int procs, int64_t n, bool per_goroutine) {
   double seconds = 0, spawn = 0, wake = 0;
-  int64_t delta = 0;
+  int64_t delta = 0, pte_delta = 0;
   gort::run(
       [&] {
         auto ch = gort::make_chan<int>(0);
         gort::WaitGroup started;
         gort::WaitGroup finished;
-        const int64_t before = gortbench::rss_bytes();
+        const int64_t before = memory_bytes();
+        const int64_t pte_before = gortbench::page_table_bytes();
         Stopwatch sw;
         for (int64_t i = 0; i < n; i++) {
           started.add(1);
@@ -119,7 +135,8 @@ void parked(benchmark::State& state, int procs) {
         }
         started.wait();
         spawn = sw.seconds();
-        delta = gortbench::rss_bytes() - before;
+        delta = memory_bytes() - before;
+        pte_delta = gortbench::page_table_bytes() - pte_before;
         Stopwatch wake_sw;
         ch.close();
         finished.wait();
@@ -127,11 +144,58 @@ void parked(benchmark::State& state, int procs) {
         seconds = sw.seconds();
       },
       gort::Config{.procs = procs});
+  const auto per = [n](double v) { return v / static_cast<double>(n); };
   state.SetIterationTime(seconds);
-  state.counters["bytes/goroutine"] = static_cast<double>(delta) / static_cast<double>(n);
-  state.counters["spawn_ms"] = spawn * 1e3;
+  state.counters["bytes/goroutine"] = per(static_cast<double>(delta));
+  state.counters["pte_bytes/goroutine"] = per(static_cast<double>(pte_delta));
+  if (per_goroutine) {
+    state.counters["us/goroutine"] = per(spawn * 1e6);
+  } else {
+    state.counters["spawn_ms"] = spawn * 1e3;
+  }
   state.counters["wake_ms"] = wake * 1e3;
   state.counters["peak_rss_MiB"] = gortbench::mib(gortbench::peak_rss_bytes());
+}
+
+void parked(benchmark::State& state, int procs) {
+  park_and_wake(state, procs, gortbench::scaled(kGoroutines), false);
+}
+
+void burst(benchmark::State& state, int procs) { park_and_wake(state, procs, gortbench::scaled(kBurst), true); }
+
+constexpr int64_t kSleepers = 10'000;
+
+void sleepers(benchmark::State& state, int procs) {
+  const int64_t n = gortbench::scaled(kSleepers);
+  double spawn = 0, seconds = 0;
+  std::atomic<int64_t> late_max_ns{0};
+  gort::run(
+      [&] {
+        gort::WaitGroup wg;
+        Stopwatch sw;
+        for (int64_t i = 0; i < n; i++) {
+          wg.add(1);
+          gort::go([&wg, &late_max_ns, i] {
+            const auto d = std::chrono::milliseconds(i % 99);
+            const auto start = std::chrono::steady_clock::now();
+            gort::sleep(absl::FromChrono(d));
+            const int64_t late = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now() - start - d)
+                                     .count();
+            int64_t seen = late_max_ns.load(std::memory_order_relaxed);
+            while (late > seen && !late_max_ns.compare_exchange_weak(seen, late, std::memory_order_relaxed)) {
+            }
+            wg.done();
+          });
+        }
+        spawn = sw.seconds();
+        wg.wait();
+        seconds = sw.seconds();
+      },
+      gort::Config{.procs = procs});
+  state.SetIterationTime(seconds);
+  state.counters["spawn_ms"] = spawn * 1e3;
+  state.counters["late_max_ms"] = static_cast<double>(late_max_ns.load()) / 1e6;
 }
 
 void skynet_node(gort::Chan<int64_t> up, int64_t num, int64_t size) {
@@ -249,6 +313,8 @@ int main(int argc, char** argv) {
   gortbench::register_once("spawn_join_warm", 2, [](benchmark::State& s, int p) { spawn_join(s, p, true); });
   gortbench::register_once("yield_ping", 1, yield_ping);
   gortbench::register_once("parked", 2, parked);
+  gortbench::register_once("burst", 2, burst);
+  gortbench::register_once("sleepers", 2, sleepers);
   gortbench::register_once("skynet", 2, skynet);
   gortbench::register_once("os_mutex", 1, os_mutex);
   gortbench::register_once("set_procs", 2, set_procs);

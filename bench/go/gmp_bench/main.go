@@ -14,9 +14,11 @@ import (
 )
 
 const (
-	goroutines = 1_000_000
-	yields     = 1_000_000
-	locks      = 10_000_000
+	goroutines        = 1_000_000
+	burstGoroutines   = 100_000
+	sleeperGoroutines = 10_000
+	yields            = 1_000_000
+	locks             = 10_000_000
 )
 
 // spawnJoinRound runs one round of spawn+join and returns its duration.
@@ -63,11 +65,15 @@ func yieldPing(r *harness.Result) {
 	r.Report("ns/switch", float64(d.Nanoseconds())/float64(2*n))
 }
 
-func parked(r *harness.Result) {
-	n := harness.Scaled(goroutines)
+// memoryBytes is what the process holds: resident pages and page tables.
+func memoryBytes() int64 { return harness.RSSBytes() + harness.PageTableBytes() }
+
+// parkAndWake: n goroutines park on one channel, then its close wakes them.
+func parkAndWake(r *harness.Result, n int, perGoroutine bool) {
 	ch := make(chan int)
 	var started, finished sync.WaitGroup
-	before := harness.RSSBytes()
+	before := memoryBytes()
+	pteBefore := harness.PageTableBytes()
 	start := time.Now()
 	for i := 0; i < n; i++ {
 		started.Add(1)
@@ -80,15 +86,53 @@ func parked(r *harness.Result) {
 	}
 	started.Wait()
 	spawn := time.Since(start)
-	delta := harness.RSSBytes() - before
+	delta := memoryBytes() - before
+	pteDelta := harness.PageTableBytes() - pteBefore
 	wakeStart := time.Now()
 	close(ch)
 	finished.Wait()
 	wake := time.Since(wakeStart)
 	r.Report("bytes/goroutine", float64(delta)/float64(n))
-	r.Report("spawn_ms", float64(spawn.Microseconds())/1e3)
+	r.Report("pte_bytes/goroutine", float64(pteDelta)/float64(n))
+	if perGoroutine {
+		r.Report("us/goroutine", float64(spawn.Nanoseconds())/1e3/float64(n))
+	} else {
+		r.Report("spawn_ms", float64(spawn.Microseconds())/1e3)
+	}
 	r.Report("wake_ms", float64(wake.Microseconds())/1e3)
 	r.Report("peak_rss_MiB", harness.MiB(harness.PeakRSSBytes()))
+}
+
+func parked(r *harness.Result) { parkAndWake(r, harness.Scaled(goroutines), false) }
+
+func burst(r *harness.Result) { parkAndWake(r, harness.Scaled(burstGoroutines), true) }
+
+// sleepers: the i-th of n goroutines sleeps i % 99 ms as it starts.
+func sleepers(r *harness.Result) {
+	n := harness.Scaled(sleeperGoroutines)
+	var wg sync.WaitGroup
+	var lateMax atomic.Int64
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			d := time.Duration(i%99) * time.Millisecond
+			t0 := time.Now()
+			time.Sleep(d)
+			late := int64(time.Since(t0) - d)
+			for {
+				seen := lateMax.Load()
+				if late <= seen || lateMax.CompareAndSwap(seen, late) {
+					break
+				}
+			}
+			wg.Done()
+		}(i)
+	}
+	spawn := time.Since(start)
+	wg.Wait()
+	r.Report("spawn_ms", float64(spawn.Microseconds())/1e3)
+	r.Report("late_max_ms", float64(lateMax.Load())/1e6)
 }
 
 func skynetNode(up chan int64, num, size int64) {
@@ -190,6 +234,8 @@ func main() {
 		{Workload: "spawn_join_warm", Procs: 2, Run: spawnJoin(true)},
 		{Workload: "yield_ping", Procs: 1, Run: yieldPing},
 		{Workload: "parked", Procs: 2, Run: parked},
+		{Workload: "burst", Procs: 2, Run: burst},
+		{Workload: "sleepers", Procs: 2, Run: sleepers},
 		{Workload: "skynet", Procs: 2, Run: skynet},
 		{Workload: "os_mutex", Procs: 1, Run: osMutex},
 		{Workload: "set_procs", Procs: 2, Run: setProcs},

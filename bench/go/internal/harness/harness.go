@@ -96,8 +96,8 @@ func RSSBytes() int64 {
 	return pages * int64(os.Getpagesize())
 }
 
-// PeakRSSBytes is the peak resident set size (VmHWM) of this process.
-func PeakRSSBytes() int64 {
+// statusBytes is a "Name:   N kB" field of /proc/self/status, in bytes.
+func statusBytes(field string) int64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return -1
@@ -105,8 +105,8 @@ func PeakRSSBytes() int64 {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		line := sc.Text()
-		if strings.HasPrefix(line, "VmHWM:") {
-			f := strings.Fields(line[len("VmHWM:"):])
+		if strings.HasPrefix(line, field+":") {
+			f := strings.Fields(line[len(field)+1:])
 			if len(f) == 0 {
 				return -1
 			}
@@ -119,6 +119,12 @@ func PeakRSSBytes() int64 {
 	}
 	return -1
 }
+
+// PeakRSSBytes is the peak resident set size (VmHWM) of this process.
+func PeakRSSBytes() int64 { return statusBytes("VmHWM") }
+
+// PageTableBytes is the size of this process's page tables (VmPTE).
+func PageTableBytes() int64 { return statusBytes("VmPTE") }
 
 // MiB converts bytes to mebibytes.
 func MiB(b int64) float64 { return float64(b) / (1024 * 1024) }
