@@ -120,9 +120,11 @@ void gfree_release(GQueue* q) {
   if (n > 0) sched.stacks.free(lows, n);
 }
 
-// Sched::lock held.
-G* gfget_global_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock) {
-  G* g = sched.gfree.pop();
+// Sched::lock held. The G that died last (LIFO, as Go's gfget: its page is
+// the warmest), or for the scavenger the oldest.
+enum class GfreeEnd : bool { kNewest, kOldest };
+G* gfget_global_locked(GfreeEnd end = GfreeEnd::kNewest) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock) {
+  G* g = end == GfreeEnd::kNewest ? sched.gfree.pop_back() : sched.gfree.pop_front();
   if (g == nullptr) return nullptr;
   int32_t n = sched.ngfree.load(std::memory_order_relaxed) - 1;
   sched.ngfree.store(n, std::memory_order_relaxed);
@@ -133,12 +135,19 @@ G* gfget_global_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock) {
 G* gfget(P* p) {
   if (p != nullptr) {
     if (p->gfree.empty() && sched.ngfree.load(std::memory_order_relaxed) > 0) {
-      MutexLock lock(sched.lock);
-      while (p->gfree.size < kGFreeBatch) {
-        G* g = gfget_global_locked();
-        if (g == nullptr) break;
-        p->gfree.push_back(g);
+      // Only the pointers move under the lock; the Gs (a page each) are
+      // linked into the local list after it (gdeque.hpp).
+      G* batch[kGFreeBatch];
+      int n = 0;
+      {
+        MutexLock lock(sched.lock);
+        while (n < kGFreeBatch) {
+          G* g = gfget_global_locked();
+          if (g == nullptr) break;
+          batch[n++] = g;
+        }
       }
+      for (int i = 0; i < n; i++) p->gfree.push_back(batch[i]);  // newest first
     }
     G* g = p->gfree.pop();
     p->gfreecnt.store(p->gfree.size, std::memory_order_relaxed);
@@ -175,11 +184,16 @@ void gfput(P* p, G* g) {
     p->gfreecnt.store(p->gfree.size, std::memory_order_relaxed);
     return;
   }
-  // The older half goes to the global list (or is released).
+  // The older half goes to the global list (or is released), oldest first
+  // so that the newest stays at the list's reuse end. The walk happens
+  // before the lock is taken: the lock covers only the pointers.
   GQueue older = p->gfree.take_after(kGFreeLocalMax / 2);
   p->gfreecnt.store(p->gfree.size, std::memory_order_relaxed);
+  G* batch[kGFreeLocalMax];
+  int n = 0;
+  while (G* old = older.pop()) batch[n++] = old;
   MutexLock lock(sched.lock);
-  while (G* old = older.pop()) gfput_global_locked(old);
+  for (int i = n; i-- > 0;) gfput_global_locked(batch[i]);
 }
 
 int gfree_scavenge(int64_t now, Scavenge what) {
@@ -215,7 +229,7 @@ int gfree_scavenge(int64_t now, Scavenge what) {
       }
       sched.gfree_debt.store(debt - n, kRelaxed);
       for (int32_t i = 0; i < n; i++) {
-        G* g = gfget_global_locked();
+        G* g = gfget_global_locked(GfreeEnd::kOldest);
         allg_remove_locked(g);
         release.push_back(g);
       }

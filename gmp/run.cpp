@@ -103,9 +103,9 @@ void reset_sched(const Config& cfg) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   sched.pidle = nullptr;
   sched.npidle.store(0);
   sched.nmspinning.store(0);
-  sched.runq = GQueue{};
+  sched.runq.clear();
   sched.runqsize.store(0);
-  sched.gfree = GQueue{};
+  sched.gfree.clear();
   sched.ngfree.store(0);
   sched.ngfree_low = 0;
   sched.gfree_scavenged.store(0);

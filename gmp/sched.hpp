@@ -40,6 +40,7 @@
 #include "absl/base/thread_annotations.h"
 #include "gmp/clock_rand.hpp"
 #include "gmp/g.hpp"
+#include "gmp/gdeque.hpp"
 #include "gmp/lock.hpp"
 #include "gmp/m.hpp"
 #include "gmp/note.hpp"
@@ -124,9 +125,9 @@ struct Sched {
   P* pidle ABSL_GUARDED_BY(lock) = nullptr;
   std::atomic<int32_t> npidle{0};
   std::atomic<int32_t> nmspinning{0};
-  GQueue runq ABSL_GUARDED_BY(lock);
+  GDeque runq ABSL_GUARDED_BY(lock);
   std::atomic<int32_t> runqsize{0};
-  GQueue gfree ABSL_GUARDED_BY(lock);
+  GDeque gfree ABSL_GUARDED_BY(lock);
   // Written under lock; read without it as a hint (gfget, the scavenger).
   std::atomic<int32_t> ngfree{0};
   // Scavenger state (under lock): the fewest Gs gfree held since the last

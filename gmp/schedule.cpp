@@ -52,9 +52,9 @@ G* globrunqget_locked(P* p, int32_t max) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.loc
   if (max > 0 && n > max) n = max;
   if (n > static_cast<int32_t>(kRunqSize / 2)) n = kRunqSize / 2;
   sched.runqsize.fetch_sub(n, std::memory_order_release);
-  G* g = sched.runq.pop();
+  G* g = sched.runq.pop_front();
   for (int32_t i = 1; i < n; i++) {
-    G* g2 = sched.runq.pop();
+    G* g2 = sched.runq.pop_front();
     GQueue overflow;
     if (!p->runq.put(g2, RunqAt::kTail, &overflow)) fatal("globrunqget: local queue overflow");
   }
@@ -141,7 +141,7 @@ top:
     // has just preempted after a whole slice: taking that one back would
     // make what the P readied meanwhile (a G whose timer fired) wait a
     // second slice. Pass over it once; at the next check it is taken.
-    if (sched.runq.head != nullptr && sched.runq.head == p->preempted && !p->runq.empty()) {
+    if (sched.runq.front() != nullptr && sched.runq.front() == p->preempted && !p->runq.empty()) {
       p->preempted = nullptr;
     } else if (G* g = globrunqget_locked(p, 1)) {
       return g;
