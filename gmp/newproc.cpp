@@ -47,9 +47,11 @@ constexpr int kGFreeLocalMax = 64;
 constexpr int kGFreeBatch = 32;
 // How long a dead G may sit unused on the global free list (beyond the warm
 // limit) before the scavenger releases it, and how many it releases at once
-// (the unlinking happens under Sched::lock).
+// per call; the unlinking happens under Sched::lock, a stack pool batch at a
+// time, so that Ms taking work from the global queue do not wait long.
 constexpr int64_t kScavengePeriodNs = 100 * 1000 * 1000;
 constexpr int32_t kScavengeBatch = 4096;
+constexpr int32_t kScavengeLockBatch = static_cast<int32_t>(StackPool::kFreeBatchMax);
 
 // Legal transitions; see the table at the top of g.hpp.
 bool legal(GStatus from, GStatus to) {
@@ -104,7 +106,8 @@ void allg_remove_locked(G* g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock) {
 // Destroys Gs already unlinked from allg and gives their stacks back to the
 // pool (which returns the pages of those beyond its own warm limit).
 void gfree_release(GQueue* q) {
-  char* lows[kGFreeBatch];
+  constexpr size_t kBatch = StackPool::kFreeBatchMax;
+  char* lows[kBatch];
   size_t n = 0;
   while (G* g = q->pop()) {
     tsan_release_fiber(g);
@@ -112,7 +115,7 @@ void gfree_release(GQueue* q) {
     asan_unpoison(g->stack_lo, static_cast<size_t>(g->stack_hi - g->stack_lo));
     lows[n++] = g->stack_lo;
     g->~G();
-    if (n == kGFreeBatch) {
+    if (n == kBatch) {
       sched.stacks.free(lows, n);
       n = 0;
     }
@@ -222,7 +225,7 @@ int gfree_scavenge(int64_t now, Scavenge what) {
         sched.ngfree_low = nfree;
         sched.gfree_scavenged.store(now, kRelaxed);
       }
-      int32_t n = std::min({debt, nfree - kWarm, kScavengeBatch});
+      int32_t n = std::min({debt, nfree - kWarm, kScavengeLockBatch});
       if (n <= 0) {
         sched.gfree_debt.store(0, kRelaxed);
         break;
@@ -237,7 +240,7 @@ int gfree_scavenge(int64_t now, Scavenge what) {
     }
     gfree_release(&release);
     // Outside idleness, one batch per call: the caller comes back soon.
-    if (!idle) break;
+    if (!idle && released >= kScavengeBatch) break;
   }
   return released;
 }

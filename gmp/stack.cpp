@@ -1,9 +1,13 @@
 // gmp/stack.cpp — see stack.hpp.
 #include "gmp/stack.hpp"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 
@@ -38,6 +42,52 @@ void install_guard(char* lo) {
   if (mprotect(lo, kGuardSize, PROT_NONE) != 0) {
     fatal("stack: mprotect guard failed (vm.max_map_count reached?)");
   }
+}
+
+// process_madvise(2) with MADV_DONTNEED (Linux 6.13+): one system call,
+// and one TLB shootdown, for many ranges. Its pidfd is this process's, and
+// opened again after a fork (a child must never name its parent). -1
+// unknown, 1 works, 0 plain madvise per range.
+std::atomic<int> g_process_madvise{-1};
+std::atomic<int> g_self_pidfd{-1};
+std::atomic<pid_t> g_self_pid{0};
+
+int self_pidfd() {
+  pid_t pid = getpid();
+  int fd = g_self_pidfd.load(std::memory_order_acquire);
+  if (fd >= 0 && g_self_pid.load(std::memory_order_acquire) == pid) return fd;
+  // A fork's child inherits the parent's pidfd: leave it (it is a valid
+  // descriptor of the child's, harmless) and open our own.
+  fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return -1;
+  fcntl(fd, F_SETFD, FD_CLOEXEC);
+  g_self_pid.store(pid, std::memory_order_release);
+  g_self_pidfd.store(fd, std::memory_order_release);
+  return fd;
+}
+
+// Gives back the pages of n ranges (iov), guards between them included:
+// a guard marker survives MADV_DONTNEED.
+void release_ranges(iovec* iov, size_t n) {
+  size_t done = 0;
+  if (g_process_madvise.load(std::memory_order_relaxed) != 0) {
+    int fd = self_pidfd();
+    while (fd >= 0 && done < n) {
+      size_t batch = std::min<size_t>(n - done, IOV_MAX);
+      size_t want = 0;
+      for (size_t i = done; i < done + batch; i++) want += iov[i].iov_len;
+      long r = syscall(SYS_process_madvise, fd, iov + done, batch, MADV_DONTNEED, 0);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 || static_cast<size_t>(r) != want) {
+        // Refused (an older kernel, a seccomp filter): madvise from here on.
+        g_process_madvise.store(0, std::memory_order_relaxed);
+        break;
+      }
+      g_process_madvise.store(1, std::memory_order_relaxed);
+      done += batch;
+    }
+  }
+  for (size_t i = done; i < n; i++) madvise(iov[i].iov_base, iov[i].iov_len, MADV_DONTNEED);
 }
 
 }  // namespace
@@ -115,15 +165,37 @@ void StackPool::alloc(char** out, size_t n) {
 }
 
 void StackPool::free(char* const* lows, size_t n) {
-  MutexLock lock(mu_);
-  for (size_t i = 0; i < n; i++) {
-    if (warm_.size() < kWarmLimit) {
-      warm_.push_back(lows[i]);
-    } else {
-      // Give the pages back; the guard marker survives MADV_DONTNEED.
-      madvise(lows[i], size_, MADV_DONTNEED);
-      cold_.push_back(lows[i]);
+  size_t warm = 0;
+  {
+    MutexLock lock(mu_);
+    while (warm < n && warm_.size() < kWarmLimit) warm_.push_back(lows[warm++]);
+  }
+  if (warm == n) return;
+  // The rest give their pages back, outside the lock, before any of them
+  // can be handed out again. Sorted, neighbouring slots make one range
+  // (stacks die roughly in the order they were born, so runs are common),
+  // and all the ranges go in one process_madvise: one TLB shootdown for
+  // the batch instead of one per stack, each of which interrupted every
+  // CPU running the process (perf: smp_call_function_many_cond was a
+  // tenth of a million-goroutine wake-up).
+  char* cold[kFreeBatchMax];
+  iovec iov[kFreeBatchMax];
+  while (warm < n) {
+    size_t k = std::min(n - warm, kFreeBatchMax);
+    std::copy(lows + warm, lows + warm + k, cold);
+    std::sort(cold, cold + k);
+    size_t nr = 0;
+    for (size_t i = 0; i < k; i++) {
+      if (nr > 0 && static_cast<char*>(iov[nr - 1].iov_base) + iov[nr - 1].iov_len + kGuardSize == cold[i]) {
+        iov[nr - 1].iov_len += slot_;
+      } else {
+        iov[nr++] = iovec{cold[i], size_};
+      }
     }
+    release_ranges(iov, nr);
+    MutexLock lock(mu_);
+    cold_.insert(cold_.end(), cold, cold + k);
+    warm += k;
   }
 }
 

@@ -37,7 +37,9 @@
 // together with its stack. The pool keeps at most kWarmLimit freed stacks
 // warm; stacks freed beyond that are returned to the kernel with
 // MADV_DONTNEED, so a burst of a million goroutines does not pin its memory
-// forever. Address space is released only at shutdown.
+// forever: neighbouring slots in one range, a batch of ranges in one
+// process_madvise (one TLB shootdown). Address space is released only at
+// shutdown.
 //
 // Thread-safety: StackPool's methods take its lock; it is not on the hot
 // path (only batch refills and releases reach it). find() is the exception:
@@ -68,6 +70,8 @@ struct StackSlot {
 class StackPool {
  public:
   static constexpr size_t kWarmLimit = 1024;
+  // free() releases pages in batches of at most this many stacks.
+  static constexpr size_t kFreeBatchMax = 256;
 
   StackPool() = default;
   // Frees the range list's nodes (not the slabs: destroy() does that).

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -151,6 +152,47 @@ TEST(StackPool, StacksBeyondTheWarmLimitAreReturnedToTheKernel) {
   EXPECT_EQ(dirty, StackPool::kWarmLimit);
   EXPECT_EQ(zeroed, n - StackPool::kWarmLimit);
   pool.free(again.data(), n);
+  pool.destroy();
+}
+
+// Released stacks go back in ranges (neighbouring slots merged, guards in
+// between included) and in batches: every released stack reads as zeros,
+// every kept one keeps its bytes, nothing outside the freed stacks is
+// touched, and the guards between merged neighbours still fault.
+TEST(StackPool, ReleasedNeighboursAndGapsKeepTheirGuards) {
+  StackPool pool;
+  pool.init(16 * 1024);
+  // Enough for several release batches beyond the warm limit.
+  const size_t n = StackPool::kWarmLimit + 3 * StackPool::kFreeBatchMax + 7;
+  std::vector<char*> s(n);
+  pool.alloc(s.data(), n);
+  for (char* lo : s) std::memset(lo, 0x5a, pool.stack_size());
+  // The warm ones first, then every other stack of the rest in shuffled
+  // order (gaps between ranges), then the stacks in between (neighbours).
+  std::vector<char*> order(s.begin(), s.begin() + StackPool::kWarmLimit);
+  std::vector<char*> odd, even;
+  for (size_t i = StackPool::kWarmLimit; i < n; i++) (i % 2 ? odd : even).push_back(s[i]);
+  std::shuffle(odd.begin(), odd.end(), std::mt19937(1));
+  order.insert(order.end(), odd.begin(), odd.end());
+  // One stack stays allocated: its neighbours' releases must spare it.
+  char* kept = even.back();
+  even.pop_back();
+  order.insert(order.end(), even.begin(), even.end());
+  pool.free(order.data(), order.size());
+  for (size_t off = 0; off < pool.stack_size(); off += page()) ASSERT_EQ(kept[off], 0x5a);
+  for (size_t i = StackPool::kWarmLimit; i < order.size(); i++) {
+    for (size_t off = 0; off < pool.stack_size(); off += page()) ASSERT_EQ(order[i][off], 0) << i;
+  }
+  for (size_t i = 0; i < StackPool::kWarmLimit; i++) ASSERT_EQ(order[i][0], 0x5a);
+  // A guard between two released neighbours.
+  char* inner = even[even.size() / 2];
+  EXPECT_DEATH(
+      {
+        volatile char* guard = inner - 1;
+        *guard = 1;
+      },
+      "");
+  pool.free(&kept, 1);
   pool.destroy();
 }
 
