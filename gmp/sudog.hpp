@@ -19,7 +19,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
+#include "gmp/fatal.hpp"
 #include "gmp/g.hpp"
 #include "gmp/note.hpp"
 #include "gort/detail/waitq.hpp"
@@ -68,20 +71,55 @@ void sudog_block(Sudog* s, bool (*unlock)(G*, void*), void* arg, WaitReason reas
 // once this returns.
 void sudog_ready(Sudog* s);
 
-// Sudogs to wake once the locks are released, linked through Sudog::next
-// (free once a Sudog is off its queue).
+// Sudogs to wake once the locks are released. Kept in an array (eight
+// inline, then on the heap), not linked through the Sudogs: each Sudog
+// lies on its goroutine's stack page, so a linked walk over many of them
+// (close of a channel with a million receivers, notify_all) is a chain of
+// TLB misses, while an array lets the walk prefetch the ones ahead. Woken
+// last-pushed first; `chain` (a queue detached whole with WaitQ::take_all,
+// linked through Sudog::next) goes first, in its order.
 struct WakeList {
-  Sudog* first = nullptr;
+  Sudog* chain = nullptr;
+
+  WakeList() = default;
+  WakeList(const WakeList&) = delete;
+  WakeList& operator=(const WakeList&) = delete;
+  ~WakeList() {
+    if (v_ != inline_) std::free(v_);
+  }
   void push(Sudog* s) {
-    s->next = first;
-    first = s;
+    if (n_ == cap_) [[unlikely]] grow();
+    v_[n_++] = s;
   }
   void wake_all() {
-    while (Sudog* s = first) {
-      first = s->next;  // s may be gone once its owner runs
+    while (Sudog* s = chain) {
+      chain = s->next;  // s may be gone once its owner runs
       sudog_ready(s);
     }
+    constexpr size_t kAhead = 8;
+    while (n_ > 0) {
+      size_t i = --n_;
+      if (i >= kAhead) __builtin_prefetch(v_[i - kAhead], 1);
+      sudog_ready(v_[i]);
+    }
   }
+
+ private:
+  void grow() {
+    size_t cap = cap_ * 4;
+    auto* v = static_cast<Sudog**>(std::malloc(cap * sizeof(Sudog*)));
+    if (v == nullptr) fatal("out of memory waking goroutines");
+    std::memcpy(v, v_, n_ * sizeof(Sudog*));
+    if (v_ != inline_) std::free(v_);
+    v_ = v;
+    cap_ = cap;
+  }
+
+  static constexpr size_t kInline = 8;
+  Sudog* inline_[kInline];
+  Sudog** v_ = inline_;
+  size_t n_ = 0;
+  size_t cap_ = kInline;
 };
 
 // ---- WaitQ (gort/detail/waitq.hpp): a FIFO of Sudogs ----

@@ -118,7 +118,7 @@ void NotifyList::notify_all() {
   if (wait_.load(std::memory_order_acquire) == notify_.load(std::memory_order_acquire)) return;
   lock_word(&lock_);
   WakeList wake;
-  wake.first = q_.take_all();
+  wake.chain = q_.take_all();
   notify_.store(wait_.load(std::memory_order_acquire), std::memory_order_release);
   unlock_word(&lock_);
   wake.wake_all();

@@ -259,11 +259,12 @@ TEST_P(Chan, ReceiversDrainBufferThenGetNulloptForever) {
   });
 }
 
+// 10 and 1,000 receivers: past the wake list's inline slots, and past
+// several of its growths.
 TEST_P(Chan, CloseWakesParkedReceiversWithNullopt) {
   run_test([] {
-    for (size_t cap : {size_t{0}, size_t{3}}) {
+    for (auto [cap, kReceivers] : {std::pair{size_t{0}, 10}, std::pair{size_t{3}, 10}, std::pair{size_t{0}, 1000}}) {
       auto ch = gort::make_chan<int>(cap);
-      constexpr int kReceivers = 10;
       std::vector<Parked> parked(kReceivers);
       std::atomic<int> got_nullopt{0};
       Countdown cd(kReceivers);
@@ -277,7 +278,7 @@ TEST_P(Chan, CloseWakesParkedReceiversWithNullopt) {
       for (auto& p : parked) EXPECT_TRUE(p.wait(WaitReason::kChanRecv));
       ch.close();
       cd.wait();
-      EXPECT_EQ(got_nullopt.load(), kReceivers) << "cap " << cap;
+      EXPECT_EQ(got_nullopt.load(), kReceivers) << "cap " << cap << ", " << kReceivers << " receivers";
     }
   });
 }
