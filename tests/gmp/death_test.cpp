@@ -304,6 +304,58 @@ TEST(DeathStackOverflow, UnboundedRecursionInGoroutine) {
       ::testing::ExitedWithCode(2), goroutine_report("fatal error: stack overflow\n\n"));
 }
 
+// Stacks whose pages went back to the kernel (released in batched ranges,
+// gmp/stack.cpp) and were handed out again keep their guards: an overflow
+// on one is still Go's report, not a write into the stack below.
+TEST(DeathStackOverflow, OnAStackReleasedAndHandedOutAgain) {
+  SKIP_OVERFLOW_TRACEBACK_IN_RACE_BUILD();
+  EXPECT_EXIT(
+      {
+        ::alarm(60);
+        gort::Config cfg = procs_cfg(2);
+        cfg.stack_size = 64 * 1024;
+        gort::run(
+            [] {
+              constexpr int kBurst = 3 * static_cast<int>(internal::StackPool::kWarmLimit);
+              {
+                Gate gate;
+                Countdown cd(kBurst);
+                for (int i = 0; i < kBurst; i++) {
+                  gort::go([&] {
+                    gate.wait();
+                    cd.done();
+                  });
+                }
+                if (!eventually([&] { return gate.waiting() == kBurst; }, std::chrono::seconds(30))) ::_exit(3);
+                gate.open();
+                cd.wait();
+              }
+              // The idle scavenger releases the dead Gs beyond the warm
+              // limit, their stacks' pages with them.
+              if (!eventually([] { return gort::runtime_stats().goroutines_allocated < kBurst / 2; })) {
+                std::fprintf(stderr, "test setup: the dead goroutines were not released\n");
+                ::_exit(3);
+              }
+              const size_t slabs = internal::sched.stacks.slabs();
+              // Every stack again, the released ones included; the last
+              // one overflows.
+              Gate never;
+              for (int i = 0; i < kBurst - 1; i++) gort::go([&] { never.wait(); });
+              gort::go([slabs] {
+                if (internal::sched.stacks.slabs() != slabs) {
+                  std::fprintf(stderr, "test setup: the pool grew instead of reusing stacks\n");
+                  ::_exit(3);
+                }
+                announce_goroutine();
+                recurse_small(0);
+              });
+              never.wait();
+            },
+            cfg);
+      },
+      ::testing::ExitedWithCode(2), goroutine_report("fatal error: stack overflow\n\n"));
+}
+
 // The frames of the recursion, the middle of it elided as Go does (the
 // innermost 50 and the outermost 50 are shown).
 TEST(DeathStackOverflow, FramesOfTheRecursion) {
