@@ -40,6 +40,12 @@ extern "C" void AnnotateBenignRaceSized(const char* file, int line, const volati
 
 namespace gort::internal {
 
+#ifdef GORT_ASAN
+inline constexpr bool kAsanEnabled = true;
+#else
+inline constexpr bool kAsanEnabled = false;
+#endif
+
 inline void asan_unpoison(void* p, size_t n) {
 #ifdef GORT_ASAN
   ASAN_UNPOISON_MEMORY_REGION(p, n);
