@@ -63,8 +63,6 @@ SockAddr peer_addr(int s) {
 
 std::string sock_name(int s) { return format_sockaddr(sock_addr(s)); }
 
-std::string peer_name(int s) { return format_sockaddr(peer_addr(s)); }
-
 bool supports_ipv4map() {
   // 0 unknown, 1 no, 2 yes. A race only probes twice.
   static std::atomic<int> cached{0};
