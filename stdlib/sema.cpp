@@ -36,9 +36,7 @@ bool Sema::try_acquire() {
 void Sema::acquire(bool lifo, uint8_t reason) {
   if (try_acquire()) return;
   Note note;
-  Sudog s;
-  s.g = getg();
-  s.note = &note;
+  Sudog s{.g = getg(), .note = &note};
   for (;;) {
     lock_word(&lock_);
     nwait_.fetch_add(1, std::memory_order_seq_cst);  // before try_acquire's load
@@ -84,10 +82,7 @@ void NotifyList::wait(uint32_t ticket) {
     return;
   }
   Note note;
-  Sudog s;
-  s.g = getg();
-  s.note = &note;
-  s.ticket = ticket;
+  Sudog s{.g = getg(), .note = &note, .ticket = ticket};
   q_.push(&s);
   sudog_block(&s, &park_unlock_word, &lock_, WaitReason::kSyncCond);
 }
