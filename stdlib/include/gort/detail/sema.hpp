@@ -31,7 +31,7 @@ class Sema {
   // Waits until the count is positive and decrements it. `reason` is a
   // WaitReason.
   void acquire(QueueAt at, uint8_t reason);
-  bool try_acquire();
+  [[nodiscard]] bool try_acquire();
   void release(Handoff handoff);
   uint32_t waiters() const { return nwait_.load(std::memory_order_relaxed); }
 
