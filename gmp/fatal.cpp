@@ -120,7 +120,7 @@ void print_tracebacks(void* arg) {
   w.set_watchdog(kWatchdogSeconds);
   GoroutineFrames f;
   if (d->have_regs) {
-    unwind(d->regs, d->view, d->first_is_return, &f.pcs);
+    unwind(d->regs, d->view, d->first_pc, &f.pcs);
     f.kind = GoroutineFrames::kWalked;
     f.skip = d->skip;
     f.cut_at_throw = d->cut_at_throw;
@@ -143,7 +143,7 @@ void print_tracebacks(void* arg) {
         nanosleep(&ts, nullptr);
       }
     }
-    print_all(w, d->g, level, true);
+    print_all(w, d->g, level, Frozen::kYes);
   }
   w.flush();
   if (locked) mu.unlock();
@@ -214,7 +214,7 @@ namespace {
   d.all = true;
   GORT_CURRENT_REGS(&d.regs, &d.view);
   d.have_regs = true;
-  d.first_is_return = true;
+  d.first_pc = FirstPc::kReturnAddress;
   M* m = getm();
   G* g = m != nullptr ? m->curg : nullptr;
   if (g != nullptr && d.view.hi == reinterpret_cast<uintptr_t>(g->stack_hi)) {

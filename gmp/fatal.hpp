@@ -40,7 +40,7 @@ struct Death {
   bool have_regs = false;
   UnwindRegs regs;
   StackView view;
-  bool first_is_return = false;
+  FirstPc first_pc = FirstPc::kInterrupted;
   int skip = 0;
   bool cut_at_throw = false;
   // The caller holds Sched::lock.

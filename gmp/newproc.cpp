@@ -33,6 +33,7 @@
 #include <new>
 
 #include "gmp/fatal.hpp"
+#include "gmp/proc.hpp"
 #include "gmp/race.hpp"
 #include "gmp/sanitizer.hpp"
 #include "gmp/sched.hpp"
@@ -413,16 +414,9 @@ void newproc_start(G* g) {
   if (p != nullptr) {
     if (external) sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
     p->created.store(p->created.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    GQueue overflow;
-    bool full = !p->runq.put(g, RunqAt::kNext, &overflow);
+    bool full = !runqput(p, g, RunqAt::kNext);
     releasem(m);
     if (full) {
-      {
-        MutexLock lock(sched.lock);
-        int32_t n = overflow.size;
-        sched.runq.push_back_all(&overflow);
-        sched.runqsize.fetch_add(n, std::memory_order_release);
-      }
       wakep();
       // Back-pressure: this goroutine spawns faster than its goroutines
       // run. Every unstarted goroutine holds a stack page (its G lives

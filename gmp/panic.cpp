@@ -67,7 +67,7 @@ std::string describe(std::exception_ptr e) {
   d.g = g;
   GORT_CURRENT_REGS(&d.regs, &d.view);
   d.have_regs = true;
-  d.first_is_return = true;
+  d.first_pc = FirstPc::kReturnAddress;
   d.cut_at_throw = true;
   die(&d);
 }

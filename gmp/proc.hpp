@@ -40,15 +40,19 @@ void stopm(M* m);
 inline constexpr uint32_t kGlobalRunqCheckTicks = 61;
 
 // Puts g on p's local queue, at its tail or in runnext (RunqAt, runq.hpp);
-// half of a full queue moves to the global queue.
-inline void runqput(P* p, G* g, RunqAt at) {
+// half of a full queue moves to the global queue, and then it returns
+// false (newproc_start applies back-pressure on that). p is the caller's,
+// held under acquirem (or on g0).
+inline bool runqput(P* p, G* g, RunqAt at) {
   GQueue overflow;
   if (!p->runq.put(g, at, &overflow, sched.procs() == 1)) {
     MutexLock lock(sched.lock);
     int32_t n = overflow.size;
     sched.runq.push_back_all(&overflow);
     sched.runqsize.fetch_add(n, std::memory_order_release);
+    return false;
   }
+  return true;
 }
 
 // The same, or the global queue when the M has no P (sysmon took it while

@@ -28,9 +28,7 @@ bool never_unlock(G*, void*) { return true; }
 
 void block_forever(WaitReason reason, const char* woken) {
   Note note;
-  Sudog s;
-  s.g = getg();
-  s.note = &note;
+  Sudog s{.g = getg(), .note = &note};
   sudog_block(&s, &never_unlock, nullptr, reason);
   fatal(woken);
 }

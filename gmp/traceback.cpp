@@ -25,11 +25,12 @@ namespace gort::internal {
 namespace {
 
 std::atomic<uint32_t> g_settings{0};  // level << 2 | all << 1 | crash
-constexpr uint32_t kDefaultSettings = 1u << 2;
 
-uint32_t encode(int level, bool all, bool crash) {
-  return static_cast<uint32_t>(level) << 2 | (all ? 2u : 0u) | (crash ? 1u : 0u);
+constexpr uint32_t encode(TracebackSettings s) {
+  return static_cast<uint32_t>(s.level) << 2 | (s.all ? 2u : 0u) | (s.crash ? 1u : 0u);
 }
+
+constexpr uint32_t kDefaultSettings = encode({.level = 1});
 
 }  // namespace
 
@@ -39,19 +40,19 @@ void traceback_init() {
   if (v == nullptr || v[0] == '\0' || std::strcmp(v, "single") == 0) {
     t = kDefaultSettings;
   } else if (std::strcmp(v, "none") == 0) {
-    t = encode(0, false, false);
+    t = encode({.level = 0});
   } else if (std::strcmp(v, "all") == 0) {
-    t = encode(1, true, false);
+    t = encode({.level = 1, .all = true});
   } else if (std::strcmp(v, "system") == 0) {
-    t = encode(2, true, false);
+    t = encode({.level = 2, .all = true});
   } else if (std::strcmp(v, "crash") == 0) {
-    t = encode(2, true, true);
+    t = encode({.level = 2, .all = true, .crash = true});
   } else {
     // Go's numeric form: GOTRACEBACK=N is level N with every goroutine.
     char* end = nullptr;
     long n = std::strtol(v, &end, 10);
     if (end != v && *end == '\0' && n >= 0 && n <= 2) {
-      t = encode(static_cast<int>(n), true, false);
+      t = encode({.level = static_cast<int>(n), .all = true});
     } else {
       // Go makes an unknown word level 0, which silently drops every
       // traceback; say so and keep the default instead.
@@ -336,7 +337,7 @@ void goroutine_frames(G* g, bool may_ask, char* buf, size_t cap, GoroutineFrames
       if (m == nullptr || !may_ask || m->in_blocking.load(std::memory_order_acquire)) return;
       RunningRegs rr;
       if (ask_running_m(m, g, buf, cap, 100 * 1000 * 1000, &rr)) {
-        unwind(rr.regs, rr.view, false, &out->pcs);
+        unwind(rr.regs, rr.view, FirstPc::kInterrupted, &out->pcs);
         out->kind = GoroutineFrames::kWalked;
         return;
       }
@@ -350,7 +351,7 @@ void goroutine_frames(G* g, bool may_ask, char* buf, size_t cap, GoroutineFrames
     void* ctx = g->ctx;
     UnwindRegs regs;
     parked_regs(g, &regs);
-    unwind(regs, goroutine_stack(g), true, &out->pcs);
+    unwind(regs, goroutine_stack(g), FirstPc::kReturnAddress, &out->pcs);
     out->kind = GoroutineFrames::kWalked;
     if (g->ctx == ctx && g->status.load(std::memory_order_acquire) == s) return;
   }
@@ -369,7 +370,8 @@ bool plausible(const G* g) {
 }  // namespace
 
 // Sched::lock is held, or not takable (frozen): the analysis cannot tell.
-void print_all(TraceWriter& w, G* skip, int level, bool frozen) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+void print_all(TraceWriter& w, G* skip, int level, Frozen world) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  const bool frozen = world == Frozen::kYes;
   std::vector<char> buf;
   if (!frozen) {
     size_t cap = sched.stacks.stack_size();
@@ -386,7 +388,7 @@ void print_all(TraceWriter& w, G* skip, int level, bool frozen) ABSL_NO_THREAD_S
       RunningRegs rr;
       M* m = g->m;
       if (m != nullptr && frozen_regs(m, deadline, &rr) && m->tb.g == g) {
-        unwind(rr.regs, rr.view, false, &f.pcs);
+        unwind(rr.regs, rr.view, FirstPc::kInterrupted, &f.pcs);
         f.kind = GoroutineFrames::kWalked;
       }
     } else {
@@ -444,7 +446,7 @@ void stack_body(void* arg) {
   TraceWriter w(c->out);
   if (c->g != nullptr) {
     GoroutineFrames f;
-    unwind(c->regs, c->view, true, &f.pcs);
+    unwind(c->regs, c->view, FirstPc::kReturnAddress, &f.pcs);
     f.kind = GoroutineFrames::kWalked;
     f.skip = 1;  // gort::stack itself
     print_goroutine(w, c->g, "running", f, level);
@@ -455,10 +457,10 @@ void stack_body(void* arg) {
       // print_all separates goroutines with a blank line before each.
       std::string rest;
       TraceWriter w2(&rest);
-      print_all(w2, nullptr, level, false);
+      print_all(w2, nullptr, level, Frozen::kNo);
       c->out->append(rest.empty() ? rest : rest.substr(1));
     } else {
-      print_all(w, c->g, level, false);
+      print_all(w, c->g, level, Frozen::kNo);
     }
   }
 }

@@ -98,13 +98,16 @@ void print_goroutine(TraceWriter& w, G* g, const char* state, const GoroutineFra
 // goroutine's (Go's "runtime stack:").
 void print_frames(TraceWriter& w, const GoroutineFrames& f, int level);
 
+// Whether the world is frozen for good (freeze_world: a dying process).
+enum class Frozen : bool { kNo = false, kYes = true };
+
 // Prints every goroutine but `skip`, each after a blank line, in the order
-// they were created. `frozen`: the world is stopped (freeze_world) and
-// running goroutines' regs come from their frozen Ms; otherwise running
-// ones are asked for theirs. Sched::lock held by the caller, or, frozen,
-// not takable (a stopped thread holds it): then the G pointers are checked
-// against the stack pool before they are used.
-void print_all(TraceWriter& w, G* skip, int level, bool frozen);
+// they were created. Frozen::kYes: running goroutines' regs come from
+// their frozen Ms; otherwise running ones are asked for theirs. Sched::lock
+// held by the caller, or, frozen, not takable (a stopped thread holds it):
+// then the G pointers are checked against the stack pool before they are
+// used.
+void print_all(TraceWriter& w, G* skip, int level, Frozen frozen);
 
 // Stops every M but the caller's for good (a dying process), and sysmon's
 // work: their stacks hold still while they are printed. Waits up to

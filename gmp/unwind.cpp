@@ -23,7 +23,7 @@ namespace {
 struct Walk {
   const UnwindRegs* regs;
   StackView view;
-  bool first_is_return;
+  FirstPc first;
   PcList* out;
 };
 Walk* g_walk = nullptr;
@@ -80,7 +80,7 @@ int on_frame(Dwfl_Frame* frame, void* arg) {
   Dwarf_Addr pc = 0;
   bool activation = false;
   if (!dwfl_frame_pc(frame, &pc, &activation) || pc == 0) return DWARF_CB_ABORT;
-  bool exact = activation && !(w->out->total == 0 && w->first_is_return);
+  bool exact = activation && !(w->out->total == 0 && w->first == FirstPc::kReturnAddress);
   w->out->add(PcEntry{static_cast<uintptr_t>(pc), exact});
   return w->out->total < PcList::kMaxFrames ? DWARF_CB_OK : DWARF_CB_ABORT;
 }
@@ -97,11 +97,11 @@ bool attach(Dwfl* dwfl) {
 
 }  // namespace
 
-bool unwind(const UnwindRegs& regs, const StackView& view, bool first_is_return, PcList* out) {
+bool unwind(const UnwindRegs& regs, const StackView& view, FirstPc first, PcList* out) {
   *out = PcList{};
   Dwfl* dwfl = symbolizer_dwfl();
   if (!attach(dwfl)) return false;
-  Walk w{&regs, view, first_is_return, out};
+  Walk w{&regs, view, first, out};
   g_walk = &w;
   // Any error (no CFI, a read outside the stack) just ends the walk: what
   // was found so far is the answer.

@@ -97,10 +97,14 @@ struct PcList {
   int64_t kept() const { return total - elided(); }
 };
 
-// Walks from `regs` over `view` into *out. `first_is_return`: regs.pc() is
-// a return address (a parked goroutine's), not an interrupted instruction.
-// symbolizer_mutex() held. False if libdw is unavailable.
-bool unwind(const UnwindRegs& regs, const StackView& view, bool first_is_return, PcList* out);
+// What regs.pc() is: the instruction a signal or fault interrupted (a
+// running goroutine's), or a return address (a parked goroutine's, or
+// the caller's own from GORT_CURRENT_REGS).
+enum class FirstPc : bool { kInterrupted = false, kReturnAddress = true };
+
+// Walks from `regs` over `view` into *out. symbolizer_mutex() held. False
+// if libdw is unavailable.
+bool unwind(const UnwindRegs& regs, const StackView& view, FirstPc first, PcList* out);
 
 // The calling function's registers (right after the getcontext call in it)
 // and the bounds of the stack it runs on: the walk starts with the caller's

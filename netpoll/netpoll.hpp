@@ -42,7 +42,6 @@ enum PollResult : int {
   kPollOk = 0,
   kPollErrClosing = 1,   // the descriptor is being closed
   kPollErrTimeout = 2,   // the deadline passed
-  kPollErrNotPollable = 3,
 };
 
 // Registers fd (already O_NONBLOCK) with the poller. On failure returns

@@ -114,10 +114,14 @@ uint64_t tag_of(PollDesc* pd) {
          (static_cast<uint64_t>(pd->fdseq.load() & 0xFFFF) << kTagShift);
 }
 
-// Takes the waiter out of slot `mode`. ioready: readiness (leave kReady
-// behind); otherwise close or deadline (leave 0). Returns a parked G to
-// ready, or null.
-G* unblock(PollDesc* pd, int mode, bool ioready) {
+// Why unblock empties a slot (Go's ioready): readiness, which leaves kReady
+// behind, or a close or deadline, which leaves 0.
+enum class Unblock : bool { kCloseOrDeadline = false, kIoReady = true };
+
+// Takes the waiter out of slot `mode`. Returns a parked G to ready, or
+// null.
+G* unblock(PollDesc* pd, int mode, Unblock why) {
+  const bool ioready = why == Unblock::kIoReady;
   auto* gpp = slot(pd, mode);
   for (;;) {
     // Dekker with poll_wait's kWait store, for close and deadlines: after
@@ -161,7 +165,7 @@ void deadline_fired(Timer* t, int64_t, uint32_t) {
   // Dekker with poll_wait: this store, then unblock's slot load.
   (mode == 'r' ? pd->rd : pd->wd).store(-1, std::memory_order_seq_cst);
   pd->lock.unlock();
-  if (G* g = unblock(pd, mode, false)) ready(g);
+  if (G* g = unblock(pd, mode, Unblock::kCloseOrDeadline)) ready(g);
 }
 
 void wait_on_thread(PollDesc* pd, int mode) {
@@ -179,13 +183,13 @@ void netpoll_ready(uint64_t tag, int mode, bool hangup, GQueue* out) {
   // Before the readiness it comes with (unblock's release publishes it).
   if (hangup) pd->hangup.store(true, std::memory_order_relaxed);
   if (mode == 'r' || mode == 'r' + 'w') {
-    if (G* g = unblock(pd, 'r', true)) {
+    if (G* g = unblock(pd, 'r', Unblock::kIoReady)) {
       set_status(g, GStatus::kWaiting, GStatus::kRunnable);
       out->push_back(g);
     }
   }
   if (mode == 'w' || mode == 'r' + 'w') {
-    if (G* g = unblock(pd, 'w', true)) {
+    if (G* g = unblock(pd, 'w', Unblock::kIoReady)) {
       set_status(g, GStatus::kWaiting, GStatus::kRunnable);
       out->push_back(g);
     }
@@ -232,8 +236,8 @@ void poll_evict(PollDesc* pd) {
   timer_stop(&pd->rt);
   timer_stop(&pd->wt);
   pd->lock.unlock();
-  if (G* g = unblock(pd, 'r', false)) ready(g);
-  if (G* g = unblock(pd, 'w', false)) ready(g);
+  if (G* g = unblock(pd, 'r', Unblock::kCloseOrDeadline)) ready(g);
+  if (G* g = unblock(pd, 'w', Unblock::kCloseOrDeadline)) ready(g);
 }
 
 bool poll_close(PollDesc* pd) {
@@ -359,10 +363,10 @@ void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now) {
   if (mode == 'w' || mode == 'r' + 'w') expire_w = apply(pd->wd, pd->wseq, pd->wt_seq, pd->wt);
   pd->lock.unlock();
   if (expire_r) {
-    if (G* g = unblock(pd, 'r', false)) ready(g);
+    if (G* g = unblock(pd, 'r', Unblock::kCloseOrDeadline)) ready(g);
   }
   if (expire_w) {
-    if (G* g = unblock(pd, 'w', false)) ready(g);
+    if (G* g = unblock(pd, 'w', Unblock::kCloseOrDeadline)) ready(g);
   }
 }
 

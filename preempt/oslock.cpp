@@ -31,7 +31,7 @@
 // fatal error), so it cannot migrate and unbalance two Ms' counts.
 //
 // Cost: one TLS load, two plain stores and an indirect call per operation
-// (bench/oslock_bench.cpp measures it against the unwrapped call).
+// (os_mutex in bench/gmp_bench.cpp measures it against the unwrapped call).
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>

@@ -152,50 +152,68 @@ void unserved(WaitQ* q, Sudog* w, RingResult res, WakeList* wl) {
   }
 }
 
+// The two sides of a buffered channel. What both do alike (serving queued
+// waiters, waking them, the slow path) is written once, as templates
+// instantiated per side: no run-time choice of side.
+enum class Side { kSend, kRecv };
+
+template <Side s>
+WaitQ& queue(ChanCore* c) {
+  return s == Side::kSend ? c->sendq : c->recvq;
+}
+
+template <Side s>
+std::atomic<uint32_t>& waiting(ChanCore* c) {
+  return s == Side::kSend ? c->send_waiting : c->recv_waiting;
+}
+
+template <Side s>
+RingResult ring_op(ChanCore* c, void* elem) {
+  return s == Side::kSend ? ring_send(c, elem) : ring_recv(c, elem);
+}
+
+// Lock held: serves side s's queued waiters through the ring until it
+// would block. Returns whether anyone was served.
+template <Side s>
+bool serve(ChanCore* c, WakeList* wl) {
+  bool moved = false;
+  while (Sudog* w = queue<s>(c).dequeue()) {
+    if (RingResult res = ring_op<s>(c, w->elem); res != RingResult::kOk) {
+      unserved(&queue<s>(c), w, res, wl);
+      break;
+    }
+    w->success = true;
+    wl->push(w);
+    moved = true;
+  }
+  return moved;
+}
+
+// After a lock-free operation on the other side: wakes side s's parked
+// waiters it lets through, if its flag says there are any.
+template <Side s>
+void notify(ChanCore* c) {
+  if (waiting<s>(c).load(std::memory_order_seq_cst) == 0) return;
+  WakeList wl;
+  lock_word(&c->lock);
+  settle(c, &wl);
+  unlock_word(&c->lock);
+  wl.wake_all();
+}
+
 }  // namespace
 
 void settle(ChanCore* c, WakeList* wl) {
   for (bool moved = true; moved;) {
-    moved = false;
-    while (Sudog* r = c->recvq.dequeue()) {
-      if (RingResult res = ring_recv(c, r->elem); res != RingResult::kOk) {
-        unserved(&c->recvq, r, res, wl);
-        break;
-      }
-      r->success = true;
-      wl->push(r);
-      moved = true;
-    }
-    while (Sudog* s = c->sendq.dequeue()) {
-      if (RingResult res = ring_send(c, s->elem); res != RingResult::kOk) {
-        unserved(&c->sendq, s, res, wl);
-        break;
-      }
-      s->success = true;
-      wl->push(s);
-      moved = true;
-    }
+    moved = serve<Side::kRecv>(c, wl);
+    if (serve<Side::kSend>(c, wl)) moved = true;
   }
   publish_waiting(c);
 }
 
-void notify_receivers(ChanCore* c) {
-  if (c->recv_waiting.load(std::memory_order_seq_cst) == 0) return;
-  WakeList wl;
-  lock_word(&c->lock);
-  settle(c, &wl);
-  unlock_word(&c->lock);
-  wl.wake_all();
-}
+void notify_receivers(ChanCore* c) { notify<Side::kRecv>(c); }
 
-void notify_senders(ChanCore* c) {
-  if (c->send_waiting.load(std::memory_order_seq_cst) == 0) return;
-  WakeList wl;
-  lock_word(&c->lock);
-  settle(c, &wl);
-  unlock_word(&c->lock);
-  wl.wake_all();
-}
+void notify_senders(ChanCore* c) { notify<Side::kSend>(c); }
 
 namespace {
 
@@ -203,82 +221,41 @@ namespace {
 // partner or close wakes it. Returns whether a value was transferred.
 bool wait_on(ChanCore* c, WaitQ* q, void* elem, WaitReason reason) {
   Note note;
-  Sudog w;
-  w.g = getg();
-  w.note = &note;
-  w.elem = elem;
-  w.c = c;
+  Sudog w{.g = getg(), .note = &note, .elem = elem, .c = c};
   q->push(&w);
   sudog_block(&w, &park_unlock_word, &c->lock, reason);
   return w.success;
 }
 
-}  // namespace
-
-namespace {
-
-// A buffered send that found the ring full: queue up, announce it, and look
-// once more before parking (chan_ring.hpp, PARKING). Returns when the value
-// is in the ring (or with a waker's "look again").
-void send_buffered_slow(ChanCore* c, void* elem) {
+// A buffered send or receive that found the ring full or empty: queue up,
+// announce it, and look once more before parking (chan_ring.hpp, PARKING).
+// Returns true once the value has gone through the ring (or a waker moved
+// it), false if the channel is closed (for a receive: and drained).
+template <Side s>
+bool buffered_slow(ChanCore* c, void* elem) {
+  constexpr WaitReason kReason = s == Side::kSend ? WaitReason::kChanSend : WaitReason::kChanRecv;
   for (;;) {
     Note note;
-    Sudog w;
-    w.g = getg();
-    w.note = &note;
-    w.elem = elem;
-    w.c = c;
+    Sudog w{.g = getg(), .note = &note, .elem = elem, .c = c};
     lock_word(&c->lock);
-    c->sendq.push(&w);
-    c->send_waiting.store(1, std::memory_order_seq_cst);
-    RingResult r = ring_send(c, elem);
+    queue<s>(c).push(&w);
+    waiting<s>(c).store(1, std::memory_order_seq_cst);
+    RingResult r = ring_op<s>(c, elem);
     if (r != RingResult::kWouldBlock) {
-      c->sendq.remove(&w);
-      WakeList wl;
-      if (r == RingResult::kOk) settle(c, &wl); else publish_waiting(c);
-      unlock_word(&c->lock);
-      wl.wake_all();
-      if (r == RingResult::kClosed) throw panic_error("send on closed channel");
-      return;
-    }
-    sudog_block(&w, &park_unlock_word, &c->lock, WaitReason::kChanSend);
-    if (w.success) return;
-    // Closed (or a select-style retry): try the ring again.
-    r = ring_send(c, elem);
-    if (r == RingResult::kOk) {
-      notify_receivers(c);
-      return;
-    }
-    if (r == RingResult::kClosed) throw panic_error("send on closed channel");
-  }
-}
-
-bool recv_buffered_slow(ChanCore* c, void* out) {
-  for (;;) {
-    Note note;
-    Sudog w;
-    w.g = getg();
-    w.note = &note;
-    w.elem = out;
-    w.c = c;
-    lock_word(&c->lock);
-    c->recvq.push(&w);
-    c->recv_waiting.store(1, std::memory_order_seq_cst);
-    RingResult r = ring_recv(c, out);
-    if (r != RingResult::kWouldBlock) {
-      c->recvq.remove(&w);
+      queue<s>(c).remove(&w);
       WakeList wl;
       if (r == RingResult::kOk) settle(c, &wl); else publish_waiting(c);
       unlock_word(&c->lock);
       wl.wake_all();
       return r == RingResult::kOk;
     }
-    sudog_block(&w, &park_unlock_word, &c->lock, WaitReason::kChanRecv);
+    sudog_block(&w, &park_unlock_word, &c->lock, kReason);
     if (w.success) return true;
-    // Woken by close: drain what is left, in flight included.
-    r = ring_recv(c, out);
+    // Closed (or a select-style retry): try the ring again; a receive
+    // drains what is left, in flight included.
+    r = ring_op<s>(c, elem);
     if (r == RingResult::kOk) {
-      notify_senders(c);
+      if constexpr (s == Side::kSend) notify_receivers(c); else notify_senders(c);
       return true;
     }
     if (r == RingResult::kClosed) return false;
@@ -298,7 +275,7 @@ void chan_send(ChanCore* c, void* elem) {
       return;
     }
     if (r == RingResult::kClosed) throw panic_error("send on closed channel");
-    send_buffered_slow(c, elem);
+    if (!buffered_slow<Side::kSend>(c, elem)) throw panic_error("send on closed channel");
     return;
   }
   lock_word(&c->lock);
@@ -328,7 +305,7 @@ bool chan_recv(ChanCore* c, void* out) {
       return true;
     }
     if (r == RingResult::kClosed) return false;
-    return recv_buffered_slow(c, out);
+    return buffered_slow<Side::kRecv>(c, out);
   }
   lock_word(&c->lock);
   if (Sudog* s = c->sendq.dequeue()) {

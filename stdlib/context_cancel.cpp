@@ -81,7 +81,7 @@ void take_children(CancelNode* x, std::vector<std::shared_ptr<CancelNode>>* out)
 
 // Marks x cancelled and takes its children into `kids`. False if it was
 // cancelled already.
-bool cancel_one(CancelNode* x, bool remove_from_parent, const absl::Status& err, const absl::Status& cause,
+bool cancel_one(CancelNode* x, FromParent from_parent, const absl::Status& err, const absl::Status& cause,
                 std::vector<std::shared_ptr<CancelNode>>* kids) {
   lock_word(&x->mu);
   if (x->state.load(std::memory_order_relaxed) != CancelNode::kActive) {
@@ -113,7 +113,7 @@ bool cancel_one(CancelNode* x, bool remove_from_parent, const absl::Status& err,
   if (stop_timer) timer_stop(&static_cast<TimerNode*>(x)->t);
   // Go's removeChild on a stopCtx: tell a custom parent to forget us. When
   // the parent cancelled us (its f is running), there is nothing to forget.
-  if (stop_parent && remove_from_parent) stop_parent();
+  if (stop_parent && from_parent == FromParent::kRemove) stop_parent();
   return true;
 }
 
@@ -140,7 +140,7 @@ void link(CancelNode* p, const std::shared_ptr<CancelNode>& child) {
   if (p->state.load(std::memory_order_relaxed) != CancelNode::kActive) {
     absl::Status err = p->err, cause = p->cause;
     unlock_word(&p->mu);
-    cancel(child.get(), false, err, cause);
+    cancel(child.get(), FromParent::kKeep, err, cause);
     return;
   }
   if (p->detached) {
@@ -196,7 +196,7 @@ void watch(const Chan<std::monostate>& parent_done, const std::shared_ptr<Cancel
     gort::select(gort::on_recv(pdone,
                                [&] {
                                  CancelNode* c = src.get();
-                                 cancel(c, false, c->parent.err(), gort::cause(c->parent));
+                                 cancel(c, FromParent::kKeep, c->parent.err(), gort::cause(c->parent));
                                }),
                  gort::on_recv(cdone));
   });
@@ -211,7 +211,7 @@ void propagate_custom(const Context& parent, CancelNode* inner, const std::share
   bool closed = false;
   gort::select(gort::on_recv(done, [&](std::optional<std::monostate> v) { closed = !v; }), gort::on_default());
   if (closed) {
-    cancel(child.get(), false, parent.err(), gort::cause(parent));
+    cancel(child.get(), FromParent::kKeep, parent.err(), gort::cause(parent));
     return;
   }
   // Wrappers that forward done() to a cancel node: join it directly.
@@ -223,7 +223,7 @@ void propagate_custom(const Context& parent, CancelNode* inner, const std::share
   if (pn != nullptr && pn->kind == internal::ContextNode::Kind::kCustom) {
     std::function<bool()> stop = ContextAccess::custom(pn)->after_func([src = SourceRef(child)] {
       CancelNode* c = src.get();
-      cancel(c, false, c->parent.err(), gort::cause(c->parent));
+      cancel(c, FromParent::kKeep, c->parent.err(), gort::cause(c->parent));
     });
     if (stop) {
       lock_word(&child->mu);
@@ -263,13 +263,13 @@ const absl::Status& deadline_error() {
   return s;
 }
 
-void cancel(CancelNode* n, bool remove_from_parent, const absl::Status& err, const absl::Status& cause) {
+void cancel(CancelNode* n, FromParent from_parent, const absl::Status& err, const absl::Status& cause) {
   const absl::Status& why = cause.ok() ? err : cause;
   std::vector<std::shared_ptr<CancelNode>> kids;
-  if (!cancel_one(n, remove_from_parent, err, why, &kids)) return;
+  if (!cancel_one(n, from_parent, err, why, &kids)) return;
   // Breadth first over the subtree, in this frame: no recursion per level.
-  for (size_t i = 0; i < kids.size(); i++) cancel_one(kids[i].get(), false, err, why, &kids);
-  if (remove_from_parent) unlink(n);
+  for (size_t i = 0; i < kids.size(); i++) cancel_one(kids[i].get(), FromParent::kKeep, err, why, &kids);
+  if (from_parent == FromParent::kRemove) unlink(n);
 }  // the children's links are dropped here
 
 CancelNode* innermost_cancel_node(const Context& ctx) {
@@ -387,7 +387,7 @@ void timer_ref(Timer* t, int delta) {
   } else if (n->fired) {
     gort::go([src = std::move(n->armed)] {
       auto* n = static_cast<TimerNode*>(src.get());
-      cancel(n, true, deadline_error(), n->deadline_cause);
+      cancel(n, FromParent::kRemove, deadline_error(), n->deadline_cause);
     });
   } else {
     SourceRef drop = std::move(n->armed);
@@ -407,7 +407,7 @@ int64_t nanotime_at(absl::Time t) {
 }
 
 CancelFunc make_cancel(SourceRef src) {
-  return [src = std::move(src)] { cancel(src.get(), true, canceled_error(), absl::OkStatus()); };
+  return [src = std::move(src)] { cancel(src.get(), FromParent::kRemove, canceled_error(), absl::OkStatus()); };
 }
 
 }  // namespace
@@ -434,7 +434,7 @@ std::pair<Context, CancelCauseFunc> with_cancel_cause(const Context& parent) {
   SourceRef src(n);
   internal::propagate(parent, n, "gort::with_cancel_cause");
   return {internal::ContextAccess::make(std::move(n)), [src = std::move(src)](absl::Status cause) {
-            internal::cancel(src.get(), true, internal::canceled_error(), cause);
+            internal::cancel(src.get(), internal::FromParent::kRemove, internal::canceled_error(), cause);
           }};
 }
 
@@ -452,7 +452,7 @@ std::pair<Context, CancelFunc> with_deadline_cause(const Context& parent, absl::
   SourceRef src(n);
   internal::propagate(parent, n, "gort::with_deadline");
   if (!future) {  // the deadline has passed
-    internal::cancel(n.get(), true, internal::deadline_error(), n->deadline_cause);
+    internal::cancel(n.get(), internal::FromParent::kRemove, internal::deadline_error(), n->deadline_cause);
     return {internal::ContextAccess::make(std::move(n)), internal::make_cancel(std::move(src))};
   }
   n->t.f = &internal::timer_fire;
@@ -493,7 +493,7 @@ std::function<bool()> after_func(const Context& ctx, std::function<void()> f) {
     auto* a = static_cast<internal::AfterFuncNode*>(src.get());
     if (a->claimed.exchange(true, std::memory_order_acq_rel)) return false;
     a->f = nullptr;  // ours now: release what it holds
-    internal::cancel(a, true, internal::canceled_error(), absl::OkStatus());
+    internal::cancel(a, internal::FromParent::kRemove, internal::canceled_error(), absl::OkStatus());
     return true;
   };
 }

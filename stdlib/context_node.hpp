@@ -155,10 +155,13 @@ struct AfterFuncNode final : CancelNode {
   std::function<void()> f;           // owned by whoever set claimed
 };
 
+// Whether cancel unlinks the node from its parent (Go's removeFromParent):
+// not when the parent is what cancels it.
+enum class FromParent : bool { kKeep = false, kRemove = true };
 // Go's cancel: marks n cancelled (if it is not yet) with err and cause (OK:
 // cause = err), closes done, cancels its children, starts an after_func's f,
-// stops the timer, and if remove_from_parent unlinks n from its parent.
-void cancel(CancelNode* n, bool remove_from_parent, const absl::Status& err, const absl::Status& cause);
+// stops the timer, and with FromParent::kRemove unlinks n from its parent.
+void cancel(CancelNode* n, FromParent from_parent, const absl::Status& err, const absl::Status& cause);
 // Go's propagateCancel: arranges for child (not yet published) to be
 // cancelled with `parent`. `op` names the caller in a panic.
 void propagate(const Context& parent, const std::shared_ptr<CancelNode>& child, const char* op);

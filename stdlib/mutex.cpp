@@ -93,9 +93,9 @@ void Mutex::lock_slow(int32_t old) {
     if (state_.compare_exchange_weak(old, next, std::memory_order_acq_rel)) {
       if ((old & (kLocked | kStarving)) == 0) return;  // locked it
       // A waiter that was woken before keeps its place at the front.
-      bool lifo = wait_start != 0;
+      internal::QueueAt at = wait_start != 0 ? internal::QueueAt::kFront : internal::QueueAt::kBack;
       if (wait_start == 0) wait_start = internal::nanotime();
-      sema_.acquire(lifo, static_cast<uint8_t>(internal::WaitReason::kSyncMutex));
+      sema_.acquire(at, static_cast<uint8_t>(internal::WaitReason::kSyncMutex));
       starving = starving || internal::nanotime() - wait_start > kStarvationThresholdNs;
       old = state_.load(std::memory_order_acquire);
       if ((old & kStarving) != 0) {
@@ -129,7 +129,7 @@ void Mutex::unlock_slow(int32_t now) {
       if ((old >> kWaiterShift) == 0 || (old & (kLocked | kWoken | kStarving)) != 0) break;
       int32_t next = (old - (1 << kWaiterShift)) | kWoken;
       if (state_.compare_exchange_weak(old, next, std::memory_order_acq_rel)) {
-        sema_.release(false);
+        sema_.release(internal::Handoff::kNo);
         break;
       }
     }
@@ -141,7 +141,7 @@ void Mutex::unlock_slow(int32_t now) {
     return;
   }
   // Starvation mode: hand ownership to the first waiter and yield to it.
-  sema_.release(true);
+  sema_.release(internal::Handoff::kYes);
 }
 
 // Race edges (Go's rwmutex.go): Unlock releases reader_sem_, which RLock
@@ -150,7 +150,7 @@ void Mutex::unlock_slow(int32_t now) {
 void RWMutex::lock_shared() {
   if (reader_count_.fetch_add(1, std::memory_order_acq_rel) + 1 < 0) {
     // A writer is pending: wait for it.
-    reader_sem_.acquire(false, static_cast<uint8_t>(internal::WaitReason::kSyncRWMutex));
+    reader_sem_.acquire(internal::QueueAt::kBack, static_cast<uint8_t>(internal::WaitReason::kSyncRWMutex));
   }
   internal::race_acquire(&reader_sem_);
 }
@@ -175,7 +175,7 @@ void RWMutex::unlock_shared() {
 void RWMutex::unlock_shared_slow(int32_t r) {
   if (r + 1 == 0 || r + 1 == -kMaxReaders) internal::fatal_user("sync: RUnlock of unlocked RWMutex");
   // A writer is pending: the last departing reader lets it in.
-  if (reader_wait_.fetch_sub(1, std::memory_order_acq_rel) - 1 == 0) writer_sem_.release(false);
+  if (reader_wait_.fetch_sub(1, std::memory_order_acq_rel) - 1 == 0) writer_sem_.release(internal::Handoff::kNo);
   internal::preempt_check();  // a writer waits (see Mutex::unlock_slow)
 }
 
@@ -185,7 +185,7 @@ void RWMutex::lock() {
   // Announce the writer; r is the number of active readers.
   int32_t r = reader_count_.fetch_sub(kMaxReaders, std::memory_order_acq_rel);
   if (r != 0 && reader_wait_.fetch_add(r, std::memory_order_acq_rel) + r != 0) {
-    writer_sem_.acquire(false, static_cast<uint8_t>(internal::WaitReason::kSyncRWMutex));
+    writer_sem_.acquire(internal::QueueAt::kBack, static_cast<uint8_t>(internal::WaitReason::kSyncRWMutex));
   }
   internal::race_acquire(&reader_sem_);
   internal::race_acquire(&writer_sem_);
@@ -207,7 +207,7 @@ void RWMutex::unlock() {
   internal::race_release(&reader_sem_);
   int32_t r = reader_count_.fetch_add(kMaxReaders, std::memory_order_acq_rel) + kMaxReaders;
   if (r >= kMaxReaders) internal::fatal_user("sync: Unlock of unlocked RWMutex");
-  for (int32_t i = 0; i < r; i++) reader_sem_.release(false);
+  for (int32_t i = 0; i < r; i++) reader_sem_.release(internal::Handoff::kNo);
   w_.unlock();
   internal::preempt_check();
 }

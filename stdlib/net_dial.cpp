@@ -125,7 +125,7 @@ absl::StatusOr<Conn> dial_impl(const Context& ctx, std::string_view network,
   if (auto e = ctx.err(); !e.ok()) {
     return internal::wrap_error(internal::op_prefix("dial", n->name, "", address), internal::ctx_error(e));
   }
-  auto addrs = internal::resolve_addr_list(ctx, deadline, *n, address, false);
+  auto addrs = internal::resolve_addr_list(ctx, deadline, *n, address, internal::AddrFor::kDial);
   if (!addrs.ok()) return internal::wrap_error(cat("dial ", n->name), addrs.status());
   absl::Status first_err;
   int total = static_cast<int>(addrs->size());

@@ -258,6 +258,24 @@ class ABSL_SCOPED_LOCKABLE NetFD::IoLock {
   int err_ = 0;
 };
 
+// Go's fd.incref with the deferred decref, for the calls that use the
+// descriptor without either direction's lock: a ref on the NetFD for the
+// guard's scope, so that close cannot destroy it meanwhile. err() is
+// kErrClosing when the NetFD was closed already (then nothing is held).
+class NetFD::Ref {
+ public:
+  explicit Ref(NetFD* fd) : fd_(fd->incref() ? fd : nullptr) {}
+  ~Ref() {
+    if (fd_ != nullptr) fd_->decref();
+  }
+  Ref(const Ref&) = delete;
+  Ref& operator=(const Ref&) = delete;
+  int err() const { return fd_ != nullptr ? 0 : kErrClosing; }
+
+ private:
+  NetFD* const fd_;
+};
+
 // Inline, as the check it replaces was: it is on every read and write.
 __attribute__((always_inline)) inline int NetFD::prepare(int mode) {
   if (pd_ == nullptr) [[unlikely]] return 0;
@@ -468,9 +486,9 @@ int NetFD::wait_connect() {
 }
 
 int NetFD::raw_control(absl::FunctionRef<void(int)> f) {
-  if (!incref()) return kErrClosing;
+  Ref ref(this);
+  if (ref.err() != 0) return ref.err();
   f(sysfd_);
-  decref();
   return 0;
 }
 
@@ -501,42 +519,34 @@ int NetFD::raw_loop(int mode, absl::FunctionRef<bool(int)> f) {
 
 int NetFD::set_deadline(absl::Time t, int mode) {
   if (pd_ == nullptr) return kErrNoDeadline;
-  if (!incref()) return kErrClosing;
+  Ref ref(this);
+  if (ref.err() != 0) return ref.err();
   int64_t now = internal::nanotime();
   internal::poll_set_deadline(pd_, poll_deadline(t, now), mode, now);
-  decref();
   return 0;
 }
 
 int NetFD::expire_write() {
-  if (!incref()) return kErrClosing;
+  Ref ref(this);
+  if (ref.err() != 0) return ref.err();
   internal::poll_set_deadline(pd_, 1, 'w');
-  decref();
   return 0;
 }
 
 int NetFD::shutdown(int how) {
-  if (!incref()) return kErrClosing;
+  Ref ref(this);
+  if (ref.err() != 0) return ref.err();
   // The other calls learn it from poll_check: the run that opened this
   // socket has ended and closed it, and sysfd_ may name another file now.
-  if (internal::poll_check(pd_, 0) == internal::kPollErrClosing) {
-    decref();
-    return kErrClosing;
-  }
-  int err = ::shutdown(sysfd_, how) == 0 ? 0 : errno;
-  decref();
-  return err;
+  if (internal::poll_check(pd_, 0) == internal::kPollErrClosing) return kErrClosing;
+  return ::shutdown(sysfd_, how) == 0 ? 0 : errno;
 }
 
 int NetFD::setsockopt(int level, int name, const void* val, socklen_t len) {
-  if (!incref()) return kErrClosing;
-  if (internal::poll_check(pd_, 0) == internal::kPollErrClosing) {  // as shutdown
-    decref();
-    return kErrClosing;
-  }
-  int err = ::setsockopt(sysfd_, level, name, val, len) == 0 ? 0 : errno;
-  decref();
-  return err;
+  Ref ref(this);
+  if (ref.err() != 0) return ref.err();
+  if (internal::poll_check(pd_, 0) == internal::kPollErrClosing) return kErrClosing;  // as shutdown
+  return ::setsockopt(sysfd_, level, name, val, len) == 0 ? 0 : errno;
 }
 
 }  // namespace gort::internal

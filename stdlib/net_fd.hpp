@@ -156,6 +156,7 @@ class NetFD {
   static constexpr uint64_t kRef = 2;
 
   class IoLock;
+  class Ref;
 
   bool incref();
   void decref();

@@ -54,7 +54,7 @@ absl::StatusOr<size_t> PacketConn::write_to(absl::Span<const char> buf, std::str
   return internal::with_fd(fd_, [&](NetFD* fd) -> absl::StatusOr<size_t> {
     auto n = internal::parse_network(fd->net());
     if (!n.ok()) return n.status();
-    auto addrs = internal::resolve_addr_list(background(), absl::InfiniteFuture(), *n, addr, false);
+    auto addrs = internal::resolve_addr_list(background(), absl::InfiniteFuture(), *n, addr, internal::AddrFor::kDial);
     if (!addrs.ok()) {
       std::string prefix = internal::op_prefix("write", fd->net(), fd->laddr(), "");
       return internal::wrap_error(prefix, addrs.status());

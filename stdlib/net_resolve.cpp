@@ -153,7 +153,8 @@ absl::StatusOr<std::vector<SockAddr>> lookup_ip(const Context& ctx, absl::Time d
 
 absl::StatusOr<std::vector<SockAddr>> resolve_addr_list(const Context& ctx, absl::Time deadline,
                                                         const Network& n, std::string_view address,
-                                                        bool for_listen) {
+                                                        AddrFor use) {
+  const bool for_listen = use == AddrFor::kListen;
   if (n.proto == Proto::kUnix) {
     if (address.empty() && !for_listen) return absl::InvalidArgumentError("missing address");
     SockAddr a;

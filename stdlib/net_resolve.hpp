@@ -14,6 +14,10 @@
 
 namespace gort::internal {
 
+// What the addresses are for (Go's op "dial" or "listen"); a packet
+// socket's destination is resolved as for dial.
+enum class AddrFor : bool { kDial = false, kListen = true };
+
 // The addresses of `address` on network n, in the order to try them.
 // IP networks: an empty host is the wildcard address (listen) or loopback
 // (dial); listen puts IPv4 addresses first (Go's first(isIPv4)). Unix: the
@@ -22,7 +26,7 @@ namespace gort::internal {
 // "lookup host: no such host", "missing address").
 absl::StatusOr<std::vector<SockAddr>> resolve_addr_list(const Context& ctx, absl::Time deadline,
                                                         const Network& n, std::string_view address,
-                                                        bool for_listen);
+                                                        AddrFor use);
 
 // IPv4 and IPv6 addresses of a host name (or literal), port 0; family
 // AF_UNSPEC, AF_INET or AF_INET6.

@@ -63,8 +63,6 @@ SockAddr peer_addr(int s) {
 
 std::string sock_name(int s) { return format_sockaddr(sock_addr(s)); }
 
-std::string peer_name(int s) { return format_sockaddr(peer_addr(s)); }
-
 bool supports_ipv4map() {
   // 0 unknown, 1 no, 2 yes. A race only probes twice.
   static std::atomic<int> cached{0};
@@ -114,7 +112,7 @@ std::string listen_display(std::string_view address, const SockAddr& la, const N
 // Resolves address for listening and creates a bound socket of type
 // n.sotype (listening if a stream). Shared by listen and listen_packet.
 absl::StatusOr<NetFD*> listen_fd(const Network& n, std::string_view address) {
-  auto addrs = resolve_addr_list(background(), absl::InfiniteFuture(), n, address, true);
+  auto addrs = resolve_addr_list(background(), absl::InfiniteFuture(), n, address, AddrFor::kListen);
   if (!addrs.ok()) return wrap_error(cat("listen ", n.name), addrs.status());
   SockAddr la = addrs->front();
   std::string prefix = op_prefix("listen", n.name, "", listen_display(address, la, n));

@@ -23,9 +23,9 @@ int sys_socket(int family, int sotype, bool ipv6only, int* err);
 // (NetFD::enable_inq).
 void set_conn_defaults(NetFD* fd, const Network& n);
 
-// getsockname / getpeername of s, formatted; "" on failure.
+// getsockname of s, formatted; "" on failure.
 std::string sock_name(int s);
-std::string peer_name(int s);
+// getsockname / getpeername of s; len 0 on failure.
 SockAddr sock_addr(int s);
 SockAddr peer_addr(int s);
 

@@ -33,12 +33,10 @@ bool Sema::try_acquire() {
   return false;
 }
 
-void Sema::acquire(bool lifo, uint8_t reason) {
+void Sema::acquire(QueueAt at, uint8_t reason) {
   if (try_acquire()) return;
   Note note;
-  Sudog s;
-  s.g = getg();
-  s.note = &note;
+  Sudog s{.g = getg(), .note = &note};
   for (;;) {
     lock_word(&lock_);
     nwait_.fetch_add(1, std::memory_order_seq_cst);  // before try_acquire's load
@@ -49,13 +47,13 @@ void Sema::acquire(bool lifo, uint8_t reason) {
     }
     s.success = false;
     note.clear();
-    if (lifo) q_.push_front(&s); else q_.push(&s);
+    if (at == QueueAt::kFront) q_.push_front(&s); else q_.push(&s);
     sudog_block(&s, &park_unlock_word, &lock_, static_cast<WaitReason>(reason));
     if (s.success || try_acquire()) return;
   }
 }
 
-void Sema::release(bool handoff) {
+void Sema::release(Handoff handoff) {
   count_.fetch_add(1, std::memory_order_seq_cst);
   if (nwait_.load(std::memory_order_seq_cst) == 0) return;  // no waiter can have missed it
   lock_word(&lock_);
@@ -66,7 +64,7 @@ void Sema::release(bool handoff) {
   Sudog* s = q_.dequeue();
   nwait_.fetch_sub(1, std::memory_order_acq_rel);
   unlock_word(&lock_);
-  bool handed = handoff && try_acquire();
+  bool handed = handoff == Handoff::kYes && try_acquire();
   s->success = handed;
   bool thread = s->g == nullptr;
   sudog_ready(s);  // s may be gone after this
@@ -84,10 +82,7 @@ void NotifyList::wait(uint32_t ticket) {
     return;
   }
   Note note;
-  Sudog s;
-  s.g = getg();
-  s.note = &note;
-  s.ticket = ticket;
+  Sudog s{.g = getg(), .note = &note, .ticket = ticket};
   q_.push(&s);
   sudog_block(&s, &park_unlock_word, &lock_, WaitReason::kSyncCond);
 }

@@ -424,9 +424,13 @@ absl::Status ensure_handshake(Conn::State& st) {
   return s;
 }
 
-absl::StatusOr<std::unique_ptr<Conn::State>> new_state(net::Conn c, const Config& cfg, bool client,
+// Which end of the handshake a connection is.
+enum class Role : bool { kServer = false, kClient = true };
+
+absl::StatusOr<std::unique_ptr<Conn::State>> new_state(net::Conn c, const Config& cfg, Role role,
                                                         std::string default_name) {
   if (!c.valid()) return absl::InvalidArgumentError("invalid argument");
+  const bool client = role == Role::kClient;
   auto ctx = context_of(cfg, client);
   if (!ctx.ok()) return ctx.status();
   auto st = std::make_unique<Conn::State>();
@@ -484,13 +488,13 @@ Conn& Conn::operator=(Conn&&) noexcept = default;
 Conn::~Conn() = default;
 
 absl::StatusOr<Conn> Conn::client(net::Conn c, const Config& cfg) {
-  auto st = new_state(std::move(c), cfg, true, "");
+  auto st = new_state(std::move(c), cfg, Role::kClient, "");
   if (!st.ok()) return st.status();
   return Conn(std::move(*st));
 }
 
 absl::StatusOr<Conn> Conn::server(net::Conn c, const Config& cfg) {
-  auto st = new_state(std::move(c), cfg, false, "");
+  auto st = new_state(std::move(c), cfg, Role::kServer, "");
   if (!st.ok()) return st.status();
   return Conn(std::move(*st));
 }
@@ -638,7 +642,7 @@ std::string Conn::peer_subject() const {
 absl::StatusOr<Conn> dial(const Context& ctx, std::string_view network, std::string_view addr, const Config& cfg) {
   auto c = net::dial(ctx, network, addr);
   if (!c.ok()) return c.status();
-  auto st = new_state(std::move(*c), cfg, true, host_of(addr));
+  auto st = new_state(std::move(*c), cfg, Role::kClient, host_of(addr));
   if (!st.ok()) return st.status();
   Conn conn(std::move(*st));
   absl::Status s = conn.handshake(ctx);

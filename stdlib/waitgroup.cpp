@@ -25,7 +25,7 @@ void WaitGroup::add(int64_t delta) {
     throw panic_error("sync: WaitGroup misuse: Add called concurrently with Wait");
   }
   state_.store(0, std::memory_order_release);
-  for (; w != 0; w--) sema_.release(false);
+  for (; w != 0; w--) sema_.release(internal::Handoff::kNo);
 }
 
 void WaitGroup::wait() {
@@ -37,7 +37,7 @@ void WaitGroup::wait() {
       return;
     }
     if (state_.compare_exchange_weak(state, state + 1, std::memory_order_acq_rel)) {
-      sema_.acquire(false, static_cast<uint8_t>(internal::WaitReason::kSyncWaitGroup));
+      sema_.acquire(internal::QueueAt::kBack, static_cast<uint8_t>(internal::WaitReason::kSyncWaitGroup));
       if (state_.load(std::memory_order_acquire) != 0) {
         throw panic_error("sync: WaitGroup is reused before previous Wait has returned");
       }

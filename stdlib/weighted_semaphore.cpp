@@ -72,10 +72,7 @@ void Semaphore::acquire(int64_t n) {
     internal::block_forever(internal::WaitReason::kSemacquire, "semaphore: impossible acquire was woken");
   }
   internal::Note note;
-  Sudog s;
-  s.g = internal::getg();
-  s.note = &note;
-  s.n = n;
+  Sudog s{.g = internal::getg(), .note = &note, .n = n};
   q_.push(&s);
   internal::sudog_block(&s, &internal::park_unlock_word, &lock_, internal::WaitReason::kSemacquire);
   if (!s.success) internal::fatal("semaphore: waiter woken without grant");
@@ -125,10 +122,7 @@ absl::Status Semaphore::acquire(const Context& ctx, int64_t n) {
     return ctx.err();
   }
   Chan<std::monostate> ready = make_chan<std::monostate>();
-  Sudog s;
-  s.g = internal::getg();
-  s.n = n;
-  s.elem = &ready;
+  Sudog s{.g = internal::getg(), .elem = &ready, .n = n};
   q_.push(&s);
   internal::unlock_word(&lock_);
 

@@ -13,6 +13,8 @@
 namespace gort_stdlib_test {
 namespace {
 
+using gort::internal::Handoff;
+using gort::internal::QueueAt;
 using gort::internal::Sema;
 using gort::test::Countdown;
 using gort::test::Parked;
@@ -27,9 +29,9 @@ TEST_P(SemaTest, ReleaseBeforeAcquireIsKept) {
   run_test([] {
     Sema s;
     EXPECT_FALSE(s.try_acquire());
-    s.release(false);
-    s.release(false);
-    s.acquire(false, kReason);  // does not park
+    s.release(Handoff::kNo);
+    s.release(Handoff::kNo);
+    s.acquire(QueueAt::kBack, kReason);  // does not park
     EXPECT_TRUE(s.try_acquire());
     EXPECT_FALSE(s.try_acquire());
     EXPECT_EQ(s.waiters(), 0u);
@@ -44,27 +46,27 @@ TEST_P(SemaTest, QueueOrder) {
     std::vector<int> order;  // appended under the "lock" the sema forms
     Parked p[3];
     Countdown cd(3);
-    auto waiter = [&](int id, bool lifo) {
-      gort::go([&, id, lifo] {
+    auto waiter = [&](int id, QueueAt at) {
+      gort::go([&, id, at] {
         p[id].mark();
-        s.acquire(lifo, kReason);
+        s.acquire(at, kReason);
         // The runtime's semaphore orders nothing for the race detector (as
         // Go's semacquire); the test says what it relies on.
         gort::internal::race_acquire(&s);
         order.push_back(id);
         gort::internal::race_release(&s);
-        s.release(false);  // pass the baton to the next waiter
+        s.release(Handoff::kNo);  // pass the baton to the next waiter
         cd.done();
       });
       EXPECT_TRUE(p[id].wait(WaitReason::kSyncMutex));
     };
-    waiter(0, false);
-    waiter(1, false);
-    waiter(2, true);  // jumps the queue
+    waiter(0, QueueAt::kBack);
+    waiter(1, QueueAt::kBack);
+    waiter(2, QueueAt::kFront);  // jumps the queue
     EXPECT_EQ(s.waiters(), 3u);
-    s.release(false);
+    s.release(Handoff::kNo);
     cd.wait();
-    s.acquire(false, kReason);  // the last baton
+    s.acquire(QueueAt::kBack, kReason);  // the last baton
     EXPECT_EQ(order, (std::vector<int>{2, 0, 1}));
   });
 }
@@ -78,11 +80,11 @@ TEST_P(SemaTest, HandoffGivesTheCountToTheWaiter) {
     Countdown cd(1);
     gort::go([&] {
       p.mark();
-      s.acquire(false, kReason);
+      s.acquire(QueueAt::kBack, kReason);
       cd.done();
     });
     EXPECT_TRUE(p.wait(WaitReason::kSyncMutex));
-    s.release(true);
+    s.release(Handoff::kYes);
     EXPECT_FALSE(s.try_acquire());
     cd.wait();
     EXPECT_FALSE(s.try_acquire());
@@ -108,7 +110,7 @@ TEST_P(SemaTest, NoLostWakeupStress) {
     for (int i = 0; i < kProducers; i++) {
       gort::go([&, i] {
         for (int k = 0; k < kPerProducer; k++) {
-          s.release(false);
+          s.release(Handoff::kNo);
           if ((k + i) % 64 == 0) gort::yield();
         }
         cd.done();
@@ -121,7 +123,7 @@ TEST_P(SemaTest, NoLostWakeupStress) {
             polled.fetch_add(1, std::memory_order_relaxed);
             continue;
           }
-          s.acquire((k + i) % 5 == 0, kReason);
+          s.acquire((k + i) % 5 == 0 ? QueueAt::kFront : QueueAt::kBack, kReason);
         }
         cd.done();
       });
@@ -146,25 +148,25 @@ TEST_P(SemaTest, PlainThreadsQueueInOrderWithGoroutines) {
       mu.unlock();
     };
     std::thread first([&] {
-      s.acquire(false, kReason);
+      s.acquire(QueueAt::kBack, kReason);
       record(1);
     });
     ASSERT_TRUE(gort::test::eventually([&] { return s.waiters() == 1; })) << "the thread did not queue";
     Countdown done(1);
     gort::go([&] {
-      s.acquire(false, kReason);
+      s.acquire(QueueAt::kBack, kReason);
       record(2);
       done.done();
     });
     ASSERT_TRUE(gort::test::eventually([&] { return s.waiters() == 2; }));
     std::thread third([&] {
-      s.acquire(false, kReason);
+      s.acquire(QueueAt::kBack, kReason);
       record(3);
     });
     ASSERT_TRUE(gort::test::eventually([&] { return s.waiters() == 3; }));
     for (int i = 0; i < 3; i++) {
       size_t want = static_cast<size_t>(i) + 1;
-      s.release(false);
+      s.release(Handoff::kNo);
       EXPECT_TRUE(gort::test::eventually([&] {
         mu.lock();
         size_t n = order.size();

@@ -315,7 +315,7 @@ Context link_value(const Context& parent, const ContextKeyBase& key, std::shared
 // parent. Use values for request-scoped data, not optional arguments (Go's
 // advice).
 template <class T>
-Context with_value(const Context& parent, const ContextKey<T>& key, std::type_identity_t<T> value) {
+[[nodiscard]] Context with_value(const Context& parent, const ContextKey<T>& key, std::type_identity_t<T> value) {
   return internal::link_value(parent, key, std::make_shared<internal::ValueNode<T>>(std::move(value)));
 }
 

@@ -4,8 +4,8 @@
 // semaphore (runtime/sema.go), one per object instead of Go's address-keyed
 // table because C++ objects can carry their own queue: a count and a FIFO
 // of parked goroutines. acquire parks the calling goroutine (never the OS
-// thread); release readies the oldest waiter, and with `handoff` gives it
-// the count directly and yields to it (Go's starvation-mode hand-off).
+// thread); release readies the oldest waiter, and with Handoff::kYes gives
+// it the count directly and yields to it (Go's starvation-mode hand-off).
 //
 // Called from a plain OS thread (not a goroutine), acquire and wait queue
 // the thread as any other waiter and sleep it on a futex until woken.
@@ -18,14 +18,21 @@
 
 namespace gort::internal {
 
+// Where Sema::acquire queues a caller that has to wait: at the back, or at
+// the front (Go's lifo: a waiter that was woken and lost the race keeps its
+// place, as Go's Mutex does).
+enum class QueueAt : bool { kBack = false, kFront = true };
+// Whether Sema::release hands the count straight to the waiter it wakes and
+// yields to it (Go's handoff: a Mutex in starvation mode).
+enum class Handoff : bool { kNo = false, kYes = true };
+
 class Sema {
  public:
-  // Waits until the count is positive and decrements it. `lifo` queues the
-  // caller at the front (a waiter that was woken and lost the race keeps
-  // its place, as Go's Mutex does). `reason` is a WaitReason.
-  void acquire(bool lifo, uint8_t reason);
-  bool try_acquire();
-  void release(bool handoff);
+  // Waits until the count is positive and decrements it. `reason` is a
+  // WaitReason.
+  void acquire(QueueAt at, uint8_t reason);
+  [[nodiscard]] bool try_acquire();
+  void release(Handoff handoff);
   uint32_t waiters() const { return nwait_.load(std::memory_order_relaxed); }
 
  private:
