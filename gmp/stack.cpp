@@ -1,7 +1,6 @@
 // gmp/stack.cpp — see stack.hpp.
 #include "gmp/stack.hpp"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -45,33 +44,21 @@ void install_guard(char* lo) {
 }
 
 // process_madvise(2) with MADV_DONTNEED (Linux 6.13+): one system call,
-// and one TLB shootdown, for many ranges. Its pidfd is this process's, and
-// opened again after a fork (a child must never name its parent). -1
-// unknown, 1 works, 0 plain madvise per range.
+// and one TLB shootdown, for many ranges. -1 unknown, 1 works, 0 plain
+// madvise per range. The pidfd it needs is opened for each batch and
+// closed after it: a descriptor kept open would outlive gort::run (a leak
+// the tests count), and one inherited by a fork's child would name the
+// parent.
 std::atomic<int> g_process_madvise{-1};
-std::atomic<int> g_self_pidfd{-1};
-std::atomic<pid_t> g_self_pid{0};
-
-int self_pidfd() {
-  pid_t pid = getpid();
-  int fd = g_self_pidfd.load(std::memory_order_acquire);
-  if (fd >= 0 && g_self_pid.load(std::memory_order_acquire) == pid) return fd;
-  // A fork's child inherits the parent's pidfd: leave it (it is a valid
-  // descriptor of the child's, harmless) and open our own.
-  fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-  if (fd < 0) return -1;
-  fcntl(fd, F_SETFD, FD_CLOEXEC);
-  g_self_pid.store(pid, std::memory_order_release);
-  g_self_pidfd.store(fd, std::memory_order_release);
-  return fd;
-}
 
 // Gives back the pages of n ranges (iov), guards between them included:
 // a guard marker survives MADV_DONTNEED.
 void release_ranges(iovec* iov, size_t n) {
   size_t done = 0;
   if (g_process_madvise.load(std::memory_order_relaxed) != 0) {
-    int fd = self_pidfd();
+    // No descriptor to spare (EMFILE): this batch goes range by range.
+    int fd = static_cast<int>(syscall(SYS_pidfd_open, getpid(), 0));
+    if (fd < 0 && errno == ENOSYS) g_process_madvise.store(0, std::memory_order_relaxed);
     while (fd >= 0 && done < n) {
       size_t batch = std::min<size_t>(n - done, IOV_MAX);
       size_t want = 0;
@@ -86,6 +73,7 @@ void release_ranges(iovec* iov, size_t n) {
       g_process_madvise.store(1, std::memory_order_relaxed);
       done += batch;
     }
+    if (fd >= 0) close(fd);
   }
   for (size_t i = done; i < n; i++) madvise(iov[i].iov_base, iov[i].iov_len, MADV_DONTNEED);
 }
