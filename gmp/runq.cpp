@@ -56,6 +56,7 @@ G* Runq::get(bool exclusive, bool* from_next) {
     if (tail_.load(std::memory_order_relaxed) == h) return nullptr;
     G* g = buf_[h % kRunqSize].load(std::memory_order_relaxed);
     head_.store(h + 1, std::memory_order_release);
+    prefetch_after(h);
     return g;
   }
   if (next != nullptr &&
@@ -68,7 +69,10 @@ G* Runq::get(bool exclusive, bool* from_next) {
     uint32_t t = tail_.load(std::memory_order_relaxed);
     if (t == h) return nullptr;
     G* g = buf_[h % kRunqSize].load(std::memory_order_relaxed);
-    if (head_.compare_exchange_weak(h, h + 1, std::memory_order_acq_rel)) return g;
+    if (head_.compare_exchange_weak(h, h + 1, std::memory_order_acq_rel)) {
+      prefetch_after(h);
+      return g;
+    }
   }
 }
 

@@ -79,6 +79,15 @@ class Runq {
   void drain(GQueue* out);
 
  private:
+  // Starts fetching the G queued after slot h, which is likely to run
+  // next: each G is on its own stack page, so switching to it is a TLB
+  // miss and a cache miss (a million goroutines readied at once run one
+  // after the other from here). The slot may be stale or empty; a
+  // prefetch never faults.
+  void prefetch_after(uint32_t h) const {
+    __builtin_prefetch(buf_[(h + 1) % kRunqSize].load(std::memory_order_relaxed));
+  }
+
   alignas(64) std::atomic<uint32_t> head_{0};
   alignas(64) std::atomic<uint32_t> tail_{0};
   std::atomic<G*> runnext_{nullptr};

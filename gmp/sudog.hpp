@@ -23,8 +23,10 @@
 #include <cstring>
 
 #include "gmp/fatal.hpp"
+#include "gmp/lock.hpp"
 #include "gmp/g.hpp"
 #include "gmp/note.hpp"
+#include "gort/detail/race.hpp"
 #include "gort/detail/waitq.hpp"
 
 namespace gort::internal {
@@ -106,6 +108,13 @@ struct WakeList {
         if (G* g = v_[i - kAhead]->g) __builtin_prefetch(g, 1);
       }
       sudog_ready(v_[i]);
+      // Waking a million goroutines takes a while: the waker yields when
+      // sysmon asks, as at any gort call (no lock is held here), so its P
+      // runs what it has readied meanwhile. Not in the race build, whose
+      // callers look away from TSan (RaceIgnore) around this loop.
+      if constexpr (!kRaceEnabled) {
+        if ((i & (kYieldEvery - 1)) == 0 && i != 0) preempt_check();
+      }
     }
   }
 
@@ -121,6 +130,7 @@ struct WakeList {
   }
 
   static constexpr size_t kInline = 8;
+  static constexpr size_t kYieldEvery = 1024;
   Sudog* inline_[kInline];
   Sudog** v_ = inline_;
   size_t n_ = 0;

@@ -259,11 +259,11 @@ TEST_P(Chan, ReceiversDrainBufferThenGetNulloptForever) {
   });
 }
 
-// 10 and 1,000 receivers: past the wake list's inline slots, and past
-// several of its growths.
+// 10 and 3,000 receivers: past the wake list's inline slots, several of
+// its growths, and the points where a long wake-up may yield.
 TEST_P(Chan, CloseWakesParkedReceiversWithNullopt) {
   run_test([] {
-    for (auto [cap, kReceivers] : {std::pair{size_t{0}, 10}, std::pair{size_t{3}, 10}, std::pair{size_t{0}, 1000}}) {
+    for (auto [cap, kReceivers] : {std::pair{size_t{0}, 10}, std::pair{size_t{3}, 10}, std::pair{size_t{0}, 3000}}) {
       auto ch = gort::make_chan<int>(cap);
       std::vector<Parked> parked(kReceivers);
       std::atomic<int> got_nullopt{0};
