@@ -144,8 +144,11 @@ def check_dump(out, lines, source_name, label, main_state):
     got = [n for n in names if n in want]
     check(got == want, label + ": chan goroutine's frames in order: recv, park_in_chan_recv, "
           "recurse x4", chan)
+    # The outermost recurse frame's depth is a value in every build; the
+    # inner ones' may read <optimized out> where the compiler kept depth in
+    # a register (the ASan build does).
     check(re.search(r"park_in_chan_recv \(ch=.*\) at .*%s:%d" % (re.escape(source_name), lines["chan"]),
-                    chan) is not None and "recurse (depth=0," in chan and "recurse (depth=3," in chan,
+                    chan) is not None and "recurse (depth=3," in chan,
           label + ": frames show arguments and file:line", chan)
     check(names and names[-1] == "gort::internal::goroutine_main",
           label + ": the backtrace ends at goroutine_main", chan)
@@ -220,6 +223,8 @@ def main():
         raise Skip("gdb is not installed (Debian: apt-get install gdb; ./bootstrap lists it)")
     lines = marked_lines(source)
     source_name = os.path.basename(source)
+    with open(exe, "rb") as f:
+        asan = b"__asan_init" in f.read()
     tmp = tempfile.mkdtemp(prefix="gort-gdb-")
     try:
         for procs in (1, 2):
@@ -230,6 +235,13 @@ def main():
             core = os.path.join(tmp, "gcore.%d" % procs)
             plain = os.path.join(tmp, "plain.%d" % procs)
             dump(["-p", str(p.pid)], script, lines, source_name, "live procs=%d" % procs, "syscall")
+            if asan:
+                # A core of an AddressSanitizer process holds its shadow
+                # memory too, terabytes of address space: it fills the disk.
+                log("skip - core files, procs=%d: an AddressSanitizer build" % procs)
+                p.stdin.close()
+                check(p.wait(timeout=60) == 0, "gdb_parked exits normally after gdb detached")
+                continue
             out = gdb(["-p", str(p.pid), "-x", script, "-ex", "gort gcore " + core,
                        "-ex", "gcore " + plain])
             no_python_errors(out, "gort gcore")
