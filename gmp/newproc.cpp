@@ -246,7 +246,8 @@ int gfree_scavenge(int64_t now, Scavenge what) {
       released += n;
     }
     gfree_release(&release);
-    // Outside idleness, one batch per call: the caller comes back soon.
+    // Outside idleness, at most kScavengeBatch per call: sysmon comes
+    // back next round.
     if (!idle && released >= kScavengeBatch) break;
   }
   return released;

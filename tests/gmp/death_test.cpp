@@ -177,6 +177,25 @@ TEST(DeathDeadlock, EveryGoroutineWithItsFrames) {
   }
 }
 
+// n goroutines that all exist at once (each waits at a gate until all
+// have started), then all exit: a burst whose dead Gs the scavenger
+// releases beyond the warm limit. False if they did not all start within
+// 30 s.
+[[nodiscard]] bool burst_of_dead_goroutines(int n) {
+  Gate gate;
+  Countdown cd(n);
+  for (int i = 0; i < n; i++) {
+    gort::go([&] {
+      gate.wait();
+      cd.done();
+    });
+  }
+  bool started = eventually([&] { return gate.waiting() == static_cast<size_t>(n); }, std::chrono::seconds(30));
+  gate.open();
+  cd.wait();
+  return started;
+}
+
 // After a burst whose dead Gs were partly released with their stacks
 // (released Gs leave allg), the deadlock report still lists exactly the
 // goroutines that are parked, and nothing released.
@@ -188,18 +207,9 @@ TEST(DeathDeadlock, ReportAfterGoroutinesWereReleased) {
               // Well past the warm limit (twice it in the race build, where
               // each goroutine costs far more).
               constexpr int kBurst = std::max<int>(stress_size(5000), 2 * internal::StackPool::kWarmLimit);
-              {
-                Gate gate;
-                Countdown cd(kBurst);
-                for (int i = 0; i < kBurst; i++) {
-                  gort::go([&] {
-                    gate.wait();
-                    cd.done();
-                  });
-                }
-                while (gate.waiting() < static_cast<size_t>(kBurst)) gort::yield();
-                gate.open();
-                cd.wait();
+              if (!burst_of_dead_goroutines(kBurst)) {
+                std::fprintf(stderr, "the burst did not start\n");
+                std::exit(3);
               }
               while (gort::num_goroutine() > 1) gort::yield();
               // The scavenger releases the excess within a few 100 ms periods.
@@ -317,19 +327,7 @@ TEST(DeathStackOverflow, OnAStackReleasedAndHandedOutAgain) {
         gort::run(
             [] {
               constexpr int kBurst = 3 * static_cast<int>(internal::StackPool::kWarmLimit);
-              {
-                Gate gate;
-                Countdown cd(kBurst);
-                for (int i = 0; i < kBurst; i++) {
-                  gort::go([&] {
-                    gate.wait();
-                    cd.done();
-                  });
-                }
-                if (!eventually([&] { return gate.waiting() == kBurst; }, std::chrono::seconds(30))) ::_exit(3);
-                gate.open();
-                cd.wait();
-              }
+              if (!burst_of_dead_goroutines(kBurst)) ::_exit(3);
               // The idle scavenger releases the dead Gs beyond the warm
               // limit, their stacks' pages with them.
               if (!eventually([] { return gort::runtime_stats().goroutines_allocated < kBurst / 2; })) {
