@@ -13,7 +13,9 @@
 //      the saved state and the yield;
 //   4. the interrupted PC lies in code registered as preemptible (the main
 //      executable's text by default; never libc, libstdc++ or gort, which
-//      hold locks and thread-local state such as malloc's arenas);
+//      hold locks and thread-local state such as malloc's arenas), or in a
+//      clock function (the vDSO, libc's and libstdc++'s clock reads) that
+//      preemptible code called (clock_caller_preemptible);
 //   5. the thread holds no OS lock and is inside no one-time
 //      initialisation (m->oslocks, counted by oslock.cpp);
 //   6. the interrupted context runs with the M's own signal mask (not
@@ -183,8 +185,20 @@ bool frames_preemptible(const G* g, const ucontext_t* uc, TlsCheck tls);
 // through the trampoline (tests/preempt/unwind_test.cpp).
 extern std::atomic<void (*)()> async_preempt_hook;
 
-// Code ranges where an interrupted goroutine may be preempted.
-bool pc_preemptible(uintptr_t pc);
+// Code ranges where an interrupted goroutine may be preempted: kYes, code
+// registered as preemptible; kClock, a clock function, preemptible only
+// when its caller is (clock_caller_preemptible); kNo, anything else.
+enum class PcKind { kNo, kYes, kClock };
+PcKind pc_kind(uintptr_t pc);
+inline bool pc_preemptible(uintptr_t pc) { return pc_kind(pc) == PcKind::kYes; }
+// From the preemption signal's handler, for a PC of kind kClock: unwinds
+// the interrupted thread out of the clock functions (the vDSO, libc, an
+// ASan interceptor) and says whether the code that called them is
+// preemptible. A clock read inside a library that holds a lock (ASan's
+// allocator, abseil's clock, gort itself) is not. O(frames) with libgcc's
+// unwinder, which finds frame data through _dl_find_object: no lock, no
+// allocation. False if the walk fails.
+bool clock_caller_preemptible(uintptr_t interrupted_pc);
 void preempt_ranges_init();
 bool add_preemptible_range(uintptr_t lo, uintptr_t hi);
 // For dl_iterate_phdr callbacks. Whether addr lies in one of the loaded

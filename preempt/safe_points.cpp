@@ -3,13 +3,19 @@
 // By default: the executable segments of the main program. Not shared
 // libraries: libc and libstdc++ hold locks and per-thread state (malloc's
 // arenas and tcache, stdio locks) that a goroutine moving to another
-// thread mid-call would corrupt or deadlock on; nor gort itself. The
-// exception is reading the clock (add_clock_ranges): the vDSO and the few
-// library functions between a program and it hold no lock and no
+// thread mid-call would corrupt or deadlock on; nor gort itself. Users can
+// add ranges (a plugin they built, see gort/preempt.hpp). The table is
+// append-only and read lock-free by the signal handler.
+//
+// The exception is reading the clock (add_clock_ranges): the vDSO and the
+// few library functions between a program and it hold no lock and no
 // per-thread state, and a loop that polls the clock spends nearly all its
-// time there. Users can add ranges (a plugin they built, see
-// gort/preempt.hpp). The table is append-only and read lock-free by the
-// signal handler.
+// time there. They are safe points only for the code that called them:
+// libraries read the clock while holding locks (ASan's allocator under its
+// size-class lock, abseil's clock under its spin lock, gort's own timers),
+// and a goroutine preempted there would leave the lock held while every
+// thread that wants it waits. So for a PC in a clock function the handler
+// unwinds to the caller (clock_caller_preemptible).
 //
 // Beyond the PC, what the interrupted goroutine is in the middle of
 // (frames_preemptible): a user signal handler, which belongs to the thread
@@ -20,6 +26,7 @@
 #include <link.h>
 #include <signal.h>
 #include <sys/auxv.h>
+#include <unwind.h>
 
 #include <atomic>
 #include <cstring>
@@ -41,6 +48,27 @@ std::atomic<int> g_nranges{0};
 std::mutex g_mu;
 std::once_flag g_once;
 bool g_gort_in_main = false;
+
+// The clock functions, written once by preempt_ranges_init before any
+// handler reads them.
+constexpr int kMaxClockRanges = 16;
+Range g_clock[kMaxClockRanges];
+std::atomic<int> g_nclock{0};
+
+void add_clock_range(uintptr_t lo, uintptr_t hi) {
+  int n = g_nclock.load(std::memory_order_relaxed);
+  if (n == kMaxClockRanges || lo >= hi) return;
+  g_clock[n] = Range{lo, hi};
+  g_nclock.store(n + 1, std::memory_order_release);
+}
+
+bool in_clock_range(uintptr_t pc) {
+  int n = g_nclock.load(std::memory_order_acquire);
+  for (int i = 0; i < n; i++) {
+    if (pc >= g_clock[i].lo && pc < g_clock[i].hi) return true;
+  }
+  return false;
+}
 
 struct FindMain {
   uintptr_t self;  // an address inside gort
@@ -64,8 +92,27 @@ int add_vdso_segments(dl_phdr_info* info, size_t, void* arg) {
   auto ehdr = *static_cast<uintptr_t*>(arg);
   auto phdr = reinterpret_cast<uintptr_t>(info->dlpi_phdr);
   if (phdr - ehdr >= 4096) return 0;  // its program headers follow its ELF header
-  add_object_segments(info);
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_X) == 0) continue;
+    uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    add_clock_range(lo, lo + ph.p_memsz);
+  }
   return 1;
+}
+
+// [lo, hi) of the function at f, from its symbol's size; false if unknown.
+bool function_range(void* f, uintptr_t* lo, uintptr_t* hi, const char** object) {
+  Dl_info info;
+  void* sym = nullptr;  // RTLD_DL_SYMENT: the symbol's ElfW(Sym)
+  if (f == nullptr || dladdr1(f, &info, &sym, RTLD_DL_SYMENT) == 0 || sym == nullptr ||
+      static_cast<const ElfW(Sym)*>(sym)->st_size == 0) {
+    return false;
+  }
+  *lo = reinterpret_cast<uintptr_t>(f);
+  *hi = *lo + static_cast<const ElfW(Sym)*>(sym)->st_size;
+  *object = info.dli_fname != nullptr ? info.dli_fname : "";
+  return true;
 }
 
 // The library functions a program calls to read the clock, each only as
@@ -75,9 +122,6 @@ int add_vdso_segments(dl_phdr_info* info, size_t, void* arg) {
 void add_clock_ranges() {
   uintptr_t ehdr = getauxval(AT_SYSINFO_EHDR);
   if (ehdr != 0) dl_iterate_phdr(&add_vdso_segments, &ehdr);
-  // Looked up in the libraries themselves, not by the default search: an
-  // interposer of the same name (a sanitizer's interceptor) works on
-  // per-thread state and must stay unpreemptible.
   struct Function {
     const char* library;
     const char* name;
@@ -89,19 +133,51 @@ void add_clock_ranges() {
       {"libstdc++.so.6", "_ZNSt6chrono3_V212steady_clock3nowEv"},  // steady_clock::now()
       {"libstdc++.so.6", "_ZNSt6chrono3_V212system_clock3nowEv"},  // system_clock::now()
   };
+  uintptr_t lo, hi;
+  const char* object;
   for (const Function& fn : kFunctions) {
+    // Looked up in the library itself, not by the default search, which
+    // finds an interposer of the same name first (below).
     void* lib = dlopen(fn.library, RTLD_LAZY | RTLD_NOLOAD);
     if (lib == nullptr) continue;  // not loaded (linked statically: then in the main program)
-    void* f = dlsym(lib, fn.name);
-    Dl_info info;
-    void* sym = nullptr;  // RTLD_DL_SYMENT: the symbol's ElfW(Sym)
-    if (f != nullptr && dladdr1(f, &info, &sym, RTLD_DL_SYMENT) != 0 && sym != nullptr &&
-        static_cast<const ElfW(Sym)*>(sym)->st_size != 0) {
-      auto lo = reinterpret_cast<uintptr_t>(f);
-      add_preemptible_range(lo, lo + static_cast<const ElfW(Sym)*>(sym)->st_size);
-    }
+    if (function_range(dlsym(lib, fn.name), &lo, &hi, &object)) add_clock_range(lo, hi);
     dlclose(lib);
+    // ASan's interceptor of the clock calls (GCC links libasan as a shared
+    // library) holds nothing across the real call: it checks that the
+    // result's memory is addressable afterwards, from shadow memory shared
+    // by every thread. Other interposers are unknown code: not safe points,
+    // and so the calls through them are not either.
+    if (function_range(dlsym(RTLD_DEFAULT, fn.name), &lo, &hi, &object) &&
+        std::strstr(object, "/libasan.so") != nullptr) {
+      add_clock_range(lo, hi);
+    }
   }
+}
+
+// The walk of clock_caller_preemptible: past the handler's own frames and
+// the signal frame to the interrupted one, then out of the clock functions.
+struct ClockWalk {
+  uintptr_t interrupted_pc;
+  bool at_interrupted = false;
+  int frames = 0;
+  bool preemptible = false;
+};
+constexpr int kMaxClockWalkFrames = 32;
+
+_Unwind_Reason_Code clock_walk_step(_Unwind_Context* ctx, void* arg) {
+  auto* w = static_cast<ClockWalk*>(arg);
+  if (++w->frames > kMaxClockWalkFrames) return _URC_END_OF_STACK;
+  int exact = 0;  // set for the frame a signal interrupted: its PC is not a return address
+  uintptr_t ip = _Unwind_GetIPInfo(ctx, &exact);
+  if (!w->at_interrupted) {
+    if (exact != 0 && ip == w->interrupted_pc) w->at_interrupted = true;
+    return _URC_NO_REASON;
+  }
+  if (ip == 0) return _URC_END_OF_STACK;
+  uintptr_t call = ip - 1;  // inside the call instruction: a call may end its function
+  if (in_clock_range(call)) return _URC_NO_REASON;
+  w->preemptible = pc_kind(call) == PcKind::kYes;
+  return _URC_END_OF_STACK;
 }
 
 // The main program's static TLS block, as offsets from the thread pointer
@@ -235,12 +311,18 @@ bool gort_linked_into_main() {
   return g_gort_in_main;
 }
 
-bool pc_preemptible(uintptr_t pc) {
+PcKind pc_kind(uintptr_t pc) {
   int n = g_nranges.load(std::memory_order_acquire);
   for (int i = 0; i < n; i++) {
-    if (pc >= g_ranges[i].lo && pc < g_ranges[i].hi) return true;
+    if (pc >= g_ranges[i].lo && pc < g_ranges[i].hi) return PcKind::kYes;
   }
-  return false;
+  return in_clock_range(pc) ? PcKind::kClock : PcKind::kNo;
+}
+
+bool clock_caller_preemptible(uintptr_t interrupted_pc) {
+  ClockWalk w{interrupted_pc};
+  _Unwind_Backtrace(&clock_walk_step, &w);
+  return w.preemptible;
 }
 
 }  // namespace gort::internal

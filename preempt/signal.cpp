@@ -141,8 +141,10 @@ void on_signal(int sig, siginfo_t* info, void* ucv) {
   uintptr_t rsp = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]);
   uintptr_t lo = reinterpret_cast<uintptr_t>(g->stack_lo);
   uintptr_t hi = reinterpret_cast<uintptr_t>(g->stack_hi);
-  if (rsp > hi || rsp < lo + 128 + 8 + kFrameHeadroom + gort_xsave_size || !pc_preemptible(rip) ||
-      m->oslocks.load(std::memory_order_relaxed) != 0) {
+  PcKind kind = pc_kind(rip);
+  if (rsp > hi || rsp < lo + 128 + 8 + kFrameHeadroom + gort_xsave_size || kind == PcKind::kNo ||
+      m->oslocks.load(std::memory_order_relaxed) != 0 ||
+      (kind == PcKind::kClock && !clock_caller_preemptible(rip))) {
     retry_soon(m);
     errno = saved_errno;
     return;

@@ -10,6 +10,7 @@
 // beyond what a working runtime needs, so a failure is a failed assertion,
 // not a hang.
 #include <dlfcn.h>
+#include <time.h>
 
 #include <atomic>
 #include <chrono>
@@ -18,6 +19,7 @@
 #include "gort/sync.hpp"
 #include "gort/time.hpp"
 #include "preempt/preempt.hpp"
+#include "tests/preempt/clock_lib.hpp"
 #include "tests/preempt/helpers.hpp"
 
 namespace gort::test {
@@ -44,19 +46,64 @@ uintptr_t symbol_in(const char* library, const char* name) {
 TEST(ClockPoll, ClockFunctionsAreSafePoints) {
   SKIP_WITHOUT_ASYNC_PREEMPTION();
   internal::preempt_ranges_init();
+  using internal::PcKind;
   uintptr_t vdso = symbol_in("linux-vdso.so.1", "__vdso_clock_gettime");
   if (vdso != 0) {
-    EXPECT_TRUE(internal::pc_preemptible(vdso));
+    EXPECT_EQ(internal::pc_kind(vdso), PcKind::kClock);
   }
   uintptr_t libc_clock = symbol_in("libc.so.6", "clock_gettime");
   ASSERT_NE(libc_clock, 0u);
-  EXPECT_TRUE(internal::pc_preemptible(libc_clock));
+  EXPECT_EQ(internal::pc_kind(libc_clock), PcKind::kClock);
   uintptr_t steady = symbol_in("libstdc++.so.6", "_ZNSt6chrono3_V212steady_clock3nowEv");
   ASSERT_NE(steady, 0u);
-  EXPECT_TRUE(internal::pc_preemptible(steady));
-  // The rest of those libraries is not.
-  EXPECT_FALSE(internal::pc_preemptible(symbol_in("libc.so.6", "malloc")));
-  EXPECT_FALSE(internal::pc_preemptible(symbol_in("libc.so.6", "pthread_mutex_lock")));
+  EXPECT_EQ(internal::pc_kind(steady), PcKind::kClock);
+  // The rest of those libraries is not, nor a library of the program's own
+  // that reads the clock.
+  EXPECT_EQ(internal::pc_kind(symbol_in("libc.so.6", "malloc")), PcKind::kNo);
+  EXPECT_EQ(internal::pc_kind(symbol_in("libc.so.6", "pthread_mutex_lock")), PcKind::kNo);
+  EXPECT_EQ(internal::pc_kind(reinterpret_cast<uintptr_t>(&clock_lib_locked_reads)), PcKind::kNo);
+  // The executable is.
+  EXPECT_EQ(internal::pc_kind(reinterpret_cast<uintptr_t>(&poll_clock_until)), PcKind::kYes);
+}
+
+// About a second at the clock rates of today's machines.
+constexpr uint64_t kGiveUpCycles = uint64_t{3} << 30;
+
+// The clock functions are safe points only for the code that called them.
+// A library that reads the clock while it holds a lock (clock_lib.cpp; so
+// do ASan's allocator, abseil's clock and gort's timers) must not be
+// preempted there: two goroutines on one P take the library's spin lock in
+// turn, and one preempted inside it would leave the other spinning in the
+// library (no safe point either) until the give-up time. Before the check,
+// this failed on nearly every run; it was the hang of
+// PreemptIntegrity.MallocStringsStreamsAndExceptionsUnderPreemption under
+// ASan.
+TEST(ClockPoll, ClockReadUnderALibrarysLockIsNotASafePoint) {
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
+  std::atomic<int> gave_up{0};
+  std::atomic<int64_t> calls{0};
+  std::atomic<uint32_t> preempts{0};
+  run_cfg(preempt_cfg(1, absl::Milliseconds(1)), [&] {
+    std::atomic<bool> lock{false};
+    auto until = Clock::now() + 1500ms;
+    Countdown cd(2);
+    for (int i = 0; i < 2; i++) {
+      gort::go([&] {
+        while (Clock::now() < until) {
+          if (clock_lib_locked_reads(&lock, 200, kGiveUpCycles) < 0) gave_up++;
+          calls++;
+          poll_clock_until(Clock::now() + 20us);  // the executable: where preemptions land
+        }
+        preempts += self_async_preempts();
+        cd.done();
+      });
+    }
+    cd.wait();
+  });
+  EXPECT_EQ(gave_up.load(), 0) << "a goroutine was preempted holding the library's lock";
+  EXPECT_GT(calls.load(), 100);
+  // Preemption worked all along (1 ms slices for 1.5 s).
+  EXPECT_GT(preempts.load(), 10u);
 }
 
 // The report: a goroutine polling steady_clock::now() was
