@@ -338,14 +338,8 @@ void chan_close(ChanCore* c) {
   // channel success == false sends them back to the ring, which drains and
   // then reports closed.
   WakeList wl;
-  while (Sudog* w = c->recvq.dequeue()) {
-    w->success = false;
-    wl.push(w);
-  }
-  while (Sudog* w = c->sendq.dequeue()) {
-    w->success = false;
-    wl.push(w);
-  }
+  c->recvq.drain(&wl);
+  c->sendq.drain(&wl);
   if (c->cap > 0) publish_waiting(c);
   unlock_word(&c->lock);
   wl.wake_all();

@@ -23,6 +23,9 @@ struct WaitQ {
   inline void remove(Sudog* s) noexcept;
   inline Sudog* dequeue() noexcept;
   inline Sudog* take_all() noexcept;
+  // Empties the queue into *wl (success = false, as a close wants them),
+  // dropping select Sudogs whose select already completed.
+  inline void drain(WakeList* wl) noexcept;
 };
 
 }  // namespace gort::internal
