@@ -53,10 +53,11 @@ G* Runq::get(bool exclusive, bool* from_next) {
       return next;
     }
     uint32_t h = head_.load(std::memory_order_relaxed);
-    if (tail_.load(std::memory_order_relaxed) == h) return nullptr;
+    uint32_t t = tail_.load(std::memory_order_relaxed);
+    if (t == h) return nullptr;
     G* g = buf_[h % kRunqSize].load(std::memory_order_relaxed);
     head_.store(h + 1, std::memory_order_release);
-    prefetch_after(h);
+    prefetch_after(h, t);
     return g;
   }
   if (next != nullptr &&
@@ -70,7 +71,7 @@ G* Runq::get(bool exclusive, bool* from_next) {
     if (t == h) return nullptr;
     G* g = buf_[h % kRunqSize].load(std::memory_order_relaxed);
     if (head_.compare_exchange_weak(h, h + 1, std::memory_order_acq_rel)) {
-      prefetch_after(h);
+      prefetch_after(h, t);
       return g;
     }
   }
