@@ -235,7 +235,7 @@ void goroutine_main(G* self) {
   // stack where it was thrown, before anything is unwound.
   self->invoke(self->closure);
   if (self->locals != nullptr) gls_destroy(self);
-  race_release(&sched);  // before run() returns (run.cpp)
+  race_release(&race_run_end);  // before run() returns (run.cpp)
   self->nopreempt = 0;
   M* m = getm();
   if (m->oslocks.load(std::memory_order_relaxed) != 0) [[unlikely]] {

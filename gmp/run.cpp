@@ -167,10 +167,10 @@ void race_all_goroutines_done() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   for (G* g = sched.allg; g != nullptr; g = g->allg_next) {
     if (g->tsan_fiber == nullptr) continue;
     tsan_switch_to(g->tsan_fiber);
-    race_release(&sched);
+    race_release(&race_run_end);
     tsan_switch_to(self);
   }
-  race_acquire(&sched);
+  race_acquire(&race_run_end);
 }
 
 void teardown() ABSL_NO_THREAD_SAFETY_ANALYSIS {
