@@ -167,16 +167,20 @@ inline void WaitQ::remove(Sudog* s) noexcept {
   s->queued = false;
 }
 
+// Whether a waker taking s off its queue may wake it: always, unless s
+// belongs to a select, which only the first of its cases' wakers wins.
+inline bool sudog_claim(Sudog* s) noexcept {
+  if (s->select_done == nullptr) return true;
+  uint32_t expected = 0;
+  return s->select_done->compare_exchange_strong(expected, 1, std::memory_order_acq_rel);
+}
+
 // Takes the first Sudog that can still be woken (select Sudogs whose select
 // already completed are dropped).
 inline Sudog* WaitQ::dequeue() noexcept {
   while (Sudog* s = first) {
     remove(s);
-    if (s->select_done != nullptr) {
-      uint32_t expected = 0;
-      if (!s->select_done->compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) continue;
-    }
-    return s;
+    if (sudog_claim(s)) return s;
   }
   return nullptr;
 }
@@ -190,10 +194,7 @@ inline void WaitQ::drain(WakeList* wl) noexcept {
   auto take = [wl](Sudog* s) {
     s->next = s->prev = nullptr;
     s->queued = false;
-    if (s->select_done != nullptr) {
-      uint32_t expected = 0;
-      if (!s->select_done->compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) return;
-    }
+    if (!sudog_claim(s)) return;
     s->success = false;
     wl->push(s);
   };

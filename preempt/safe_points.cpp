@@ -49,6 +49,17 @@ std::mutex g_mu;
 std::once_flag g_once;
 bool g_gort_in_main = false;
 
+// Calls add(lo, hi) for each executable loaded segment of the object.
+template <class F>
+void for_each_exec_segment(const dl_phdr_info* info, F add) {
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_X) == 0) continue;
+    uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    add(lo, lo + ph.p_memsz);
+  }
+}
+
 // The clock functions, written once by preempt_ranges_init before any
 // handler reads them.
 constexpr int kMaxClockRanges = 16;
@@ -92,12 +103,7 @@ int add_vdso_segments(dl_phdr_info* info, size_t, void* arg) {
   auto ehdr = *static_cast<uintptr_t*>(arg);
   auto phdr = reinterpret_cast<uintptr_t>(info->dlpi_phdr);
   if (phdr - ehdr >= 4096) return 0;  // its program headers follow its ELF header
-  for (int i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_X) == 0) continue;
-    uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
-    add_clock_range(lo, lo + ph.p_memsz);
-  }
+  for_each_exec_segment(info, &add_clock_range);
   return 1;
 }
 
@@ -281,12 +287,7 @@ bool object_contains(const dl_phdr_info* info, uintptr_t addr, bool exec) {
 }
 
 void add_object_segments(const dl_phdr_info* info) {
-  for (int i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_X) == 0) continue;
-    uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
-    add_preemptible_range(lo, lo + ph.p_memsz);
-  }
+  for_each_exec_segment(info, [](uintptr_t lo, uintptr_t hi) { add_preemptible_range(lo, hi); });
 }
 
 void preempt_ranges_init() {

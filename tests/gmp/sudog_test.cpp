@@ -53,7 +53,9 @@ void check_drained(Queued& qd, const WakeList& wl) {
     EXPECT_EQ(s.prev, nullptr);
     EXPECT_FALSE(s.queued);
     // Every select it touched is now won: nobody else may wake those.
-    if (s.select_done != nullptr) EXPECT_EQ(s.select_done->load(), 1u);
+    if (s.select_done != nullptr) {
+      EXPECT_EQ(s.select_done->load(), 1u);
+    }
   }
 }
 
