@@ -200,8 +200,10 @@ void stopm(M* m) {
 }
 
 void wakep() {
-  if (sched.npidle.load(std::memory_order_acquire) == 0) return;
-  if (sched.nmspinning.load(std::memory_order_acquire) != 0) return;
+  if (sched.npidle.load(std::memory_order_seq_cst) == 0) return;
+  // seq_cst: Dekker with an M that stops spinning (find_runnable), which
+  // decrements nmspinning and then looks at every run queue again.
+  if (sched.nmspinning.load(std::memory_order_seq_cst) != 0) return;
   int32_t zero = 0;
   if (!sched.nmspinning.compare_exchange_strong(zero, 1, std::memory_order_acq_rel)) return;
   startm(nullptr, Spinning::kYes);

@@ -50,11 +50,25 @@ void after_switch(G* prev) {
       [[fallthrough]];  // no P (see ensurep)
     case AfterSwitch::kGlobal: {
       relaxed_store<M*>(prev->m, nullptr);
+      P* idle = nullptr;
       {
         MutexLock lock(sched.lock);
         globrunqput_locked(prev);
+        // An M without a P (back from blocking() with none free) is about
+        // to sleep. A P that fell idle since its last look must run prev,
+        // and wakep() is not enough: the M that gave that P up may still
+        // count as spinning, so wakep() starts nobody, yet it is past its
+        // last look at this queue. Under the lock, as in Go's
+        // exitsyscall0: either prev is queued before an M's last look
+        // (find_runnable checks this queue under the lock before it gives
+        // its P up), or that P is on pidle now and this M takes it.
+        if (m->p == nullptr) idle = pidleget();
       }
-      wakep();
+      if (idle != nullptr) {
+        acquirep(m, idle);  // g0's find_runnable takes prev from the queue
+      } else {
+        wakep();
+      }
       break;
     }
     case AfterSwitch::kPark:

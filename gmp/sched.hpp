@@ -26,8 +26,9 @@
 // Spinning Ms (Go's protocol): an M that looks for work to steal is
 // "spinning". At most one M is woken to spin when work appears (wakep only
 // starts one if none spins), and a spinning M that finds work wakes another
-// before running it. An M that stops spinning re-checks every run queue after
-// decrementing nmspinning, so work submitted concurrently is never stranded.
+// before running it. An M that stops spinning re-checks every run queue (the
+// Ps' and the global one) after decrementing nmspinning, so work submitted
+// concurrently is never stranded.
 #pragma once
 
 #include <signal.h>

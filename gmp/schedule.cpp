@@ -37,7 +37,8 @@ Sched sched;
 
 void globrunqput_locked(G* g) {
   sched.runq.push_back(g);
-  sched.runqsize.fetch_add(1, std::memory_order_release);
+  // seq_cst: Dekker with an M that stops spinning (find_runnable).
+  sched.runqsize.fetch_add(1, std::memory_order_seq_cst);
 }
 
 namespace {
@@ -182,23 +183,27 @@ top:
   }
   if (m->spinning) {
     relaxed_store(m->spinning, false);
-    if (sched.nmspinning.fetch_sub(1, std::memory_order_acq_rel) - 1 < 0) {
+    if (sched.nmspinning.fetch_sub(1, std::memory_order_seq_cst) - 1 < 0) {
       fatal("find_runnable: negative nmspinning");
     }
     // Work may have been queued between our last look and the decrement,
-    // by someone who saw us spinning and therefore did not wake an M.
+    // by someone who saw us spinning and therefore did not wake an M: on a
+    // P's queue, or on the global queue by a plain thread or an M without
+    // a P (Dekker with wakep: both sides store, then load, seq_cst).
+    bool work = sched.runqsize.load(std::memory_order_seq_cst) > 0;
     for (P* pp : sched.allp) {
-      if (!pp->runq.empty()) {
-        UniqueLock lock(sched.lock);
-        P* np = pidleget();
-        lock.unlock();
-        if (np != nullptr) {
-          acquirep(m, np);
-          relaxed_store(m->spinning, true);
-          sched.nmspinning.fetch_add(1, std::memory_order_acq_rel);
-          goto top;
-        }
-        break;
+      if (work) break;
+      work = !pp->runq.empty();
+    }
+    if (work) {
+      UniqueLock lock(sched.lock);
+      P* np = pidleget();
+      lock.unlock();
+      if (np != nullptr) {
+        acquirep(m, np);
+        relaxed_store(m->spinning, true);
+        sched.nmspinning.fetch_add(1, std::memory_order_acq_rel);
+        goto top;
       }
     }
   }

@@ -4,7 +4,9 @@
 // f's result (values, references, move-only types) and propagates its
 // exceptions, also when the P was handed away meanwhile; the hand-off and
 // the reacquisition survive stress; the blocked thread is never hit by the
-// preemption signal; and on a plain thread blocking() just calls f.
+// preemption signal; and on a plain thread blocking() just calls f. A
+// goroutine queued globally by an M without a P or by a plain thread is
+// never stranded beside an idle P.
 #include <poll.h>
 #include <unistd.h>
 
@@ -476,6 +478,76 @@ TEST(BlockingOneP, LoopOfShortCallsDoesNotStarveTheRunQueue) {
         wg.wait();
       });
       EXPECT_GE(calls.load(), 20);
+    }
+  };
+  GORT_EXPECT_SUBPROCESS_OK(60, reporting(child));
+}
+
+// A goroutine back from blocking() whose P was handed away, with no P free,
+// queues itself on the global run queue and its M goes to sleep. A P may
+// fall idle right after that look, given up by an M that was still counted
+// as spinning (so a plain wakep() starts nobody) and past its last look at
+// the global queue. Then the goroutine must still run: once it waited for
+// ever while the only other M blocked in the poller, and the program hung
+// (seen as Procs/OsFile.FifoOpensBothEnds stalling). Each round here waits
+// for every caller, so one lost caller hangs the round; the watchdog ends
+// the child.
+TEST(BlockingStress, ReturnWithNoPFreeIsNeverLost) {
+  auto child = [] {
+    for (int procs : {1, 2, 3}) {
+      constexpr int kRounds = stress_size(1000);
+      const int callers = procs + 1;
+      std::atomic<int64_t> calls{0};
+      run_checked(procs, [&] {
+        for (int r = 0; r < kRounds; r++) {
+          gort::WaitGroup wg;
+          wg.add(callers);
+          for (int c = 0; c < callers; c++) {
+            gort::go([&, r, c] {
+              // Uneven lengths, so that the returns are spread over the
+              // moments when the Ps are being retaken and handed off.
+              int us = 20 + ((r * 7 + c * 13) % 11) * 30;
+              gort::blocking([us] { ::usleep(static_cast<useconds_t>(us)); });
+              calls++;
+              wg.done();
+            });
+          }
+          wg.wait();
+        }
+      });
+      EXPECT_EQ(calls.load(), int64_t{kRounds} * callers) << procs << " Ps";
+    }
+  };
+  GORT_EXPECT_SUBPROCESS_OK(60, reporting(child));
+}
+
+// The same for a goroutine readied by a plain thread, which has no P and
+// queues it on the global queue: a ping-pong between a std::thread and a
+// goroutine, where each wake-up is the only work there is.
+TEST(BlockingStress, GoroutineReadiedByAPlainThreadIsNeverLost) {
+  auto child = [] {
+    for (int procs : {1, 2}) {
+      constexpr int kRounds = stress_size(3000);
+      std::atomic<int64_t> pongs{0};
+      run_checked(procs, [&] {
+        auto ping = gort::make_chan<int>();
+        auto pong = gort::make_chan<int>();
+        std::thread t([&] {
+          for (int r = 0; r < kRounds; r++) {
+            ping.send(r);
+            if (pong.recv() == r) pongs++;
+          }
+          ping.close();
+        });
+        // The goroutine sleeps a little at times, so that its P is going
+        // idle when the plain thread's next send comes.
+        while (auto v = ping.recv()) {
+          if (*v % 3 == 0) gort::blocking([] { ::usleep(30); });
+          pong.send(*v);
+        }
+        gort::blocking([&] { t.join(); });
+      });
+      EXPECT_EQ(pongs.load(), int64_t{kRounds}) << procs << " Ps";
     }
   };
   GORT_EXPECT_SUBPROCESS_OK(60, reporting(child));
