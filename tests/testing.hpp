@@ -559,17 +559,22 @@ inline void no_core_file() {
   setrlimit(RLIMIT_CORE, &none);
 }
 
-// Goroutine headers ("goroutine N [" at the start of a line) in `out`.
-inline int count_goroutines(const std::string& whole) {
+// The ids of the goroutine headers ("goroutine N [" at the start of a
+// line) in `out`, in order. Ids need not be consecutive: each P hands them
+// out from its own batch (as Go's goidcache does).
+inline std::vector<int64_t> goroutine_ids(const std::string& whole) {
   std::string out = without_stall_reports(whole);
-  int n = 0;
+  std::vector<int64_t> ids;
   for (size_t at = out.find("goroutine "); at != std::string::npos; at = out.find("goroutine ", at + 1)) {
     if (at != 0 && out[at - 1] != '\n') continue;
     size_t i = at + 10;
-    while (i < out.size() && out[i] >= '0' && out[i] <= '9') i++;
-    if (i > at + 10 && i < out.size() && out[i] == ' ') n++;
+    int64_t id = 0;
+    while (i < out.size() && out[i] >= '0' && out[i] <= '9') id = id * 10 + (out[i++] - '0');
+    if (i > at + 10 && i < out.size() && out[i] == ' ') ids.push_back(id);
   }
-  return n;
+  return ids;
 }
+
+inline int count_goroutines(const std::string& whole) { return static_cast<int>(goroutine_ids(whole).size()); }
 
 }  // namespace gort::test
