@@ -29,7 +29,9 @@ void pidleput(P* p) {
   if (stop_p_if_waiting_locked(p)) return;
   p->link = sched.pidle;
   sched.pidle = p;
-  sched.npidle.fetch_add(1, std::memory_order_acq_rel);
+  // seq_cst: Dekker with wake_poller and wakep (they store work, then
+  // read npidle).
+  sched.npidle.fetch_add(1, std::memory_order_seq_cst);
 }
 
 // Sched::lock held.

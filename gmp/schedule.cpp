@@ -219,7 +219,8 @@ top:
         timeout = when - nanotime();
         if (timeout < 0) timeout = 0;
       }
-      sched.poll_until.store(when >= 0 ? when : INT64_MAX, std::memory_order_release);
+      // seq_cst: Dekker with wake_poller (update_timer0).
+      sched.poll_until.store(when >= 0 ? when : INT64_MAX, std::memory_order_seq_cst);
       // A timer may have been added between timers_next and publishing
       // poll_until; its adder saw poll_until == 0 and did not break us.
       int64_t again = timers_next();

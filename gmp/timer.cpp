@@ -67,7 +67,12 @@ void sift_down(std::vector<Timer*>& h, size_t i) {
 }
 
 void update_timer0(TimerHeap* th) ABSL_EXCLUSIVE_LOCKS_REQUIRED(th->lock) {
-  th->timer0.store(th->heap.empty() ? 0 : th->heap[0]->when, std::memory_order_release);
+  // seq_cst: Dekker with an M going idle (find_runnable: it puts its P on
+  // pidle or publishes poll_until, then reads timer0) against wake_poller
+  // (this store, then it reads poll_until and npidle). With release/acquire
+  // both sides could read the old values (store-buffer reordering): the M
+  // sleeps without a timeout and nobody wakes it.
+  th->timer0.store(th->heap.empty() ? 0 : th->heap[0]->when, std::memory_order_seq_cst);
 }
 
 void heap_remove(TimerHeap* th, Timer* t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(th->lock) {
@@ -97,12 +102,16 @@ P* current_p() {
   return sched.allp[0];
 }
 
+std::atomic<bool> skip_poller_wake_for_test{false};
+
 // The blocked poller (if any) must wake by `when`.
 void wake_poller(int64_t when) {
-  int64_t until = sched.poll_until.load(std::memory_order_acquire);
+  if (skip_poller_wake_for_test.load(std::memory_order_relaxed)) [[unlikely]] return;
+  // seq_cst loads, after update_timer0's seq_cst store (see there).
+  int64_t until = sched.poll_until.load(std::memory_order_seq_cst);
   if (until != 0 && when < until && sched.hooks.netpoll_break != nullptr) {
     sched.hooks.netpoll_break();
-  } else if (sched.npidle.load(std::memory_order_acquire) == sched.procs()) {
+  } else if (sched.npidle.load(std::memory_order_seq_cst) == sched.procs()) {
     // Every P idle and nobody polling: make sure some M waits for it.
     wakep();
   }
@@ -111,6 +120,8 @@ void wake_poller(int64_t when) {
 }  // namespace
 
 void timers_init(P* p) { p->timers = new TimerHeap; }
+
+void timers_skip_poller_wake_for_test(bool skip) { skip_poller_wake_for_test.store(skip); }
 
 // The run is over: no M runs timers any more.
 void timers_destroy(P* p) ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -132,7 +143,7 @@ void timers_destroy(P* p) ABSL_NO_THREAD_SAFETY_ANALYSIS {
 
 int64_t timers_first(P* p) {
   auto* th = static_cast<TimerHeap*>(p->timers);
-  return th ? th->timer0.load(std::memory_order_acquire) : 0;
+  return th ? th->timer0.load(std::memory_order_seq_cst) : 0;
 }
 
 int32_t timers_len(P* p) {

@@ -131,6 +131,9 @@ int64_t timers_first(P* p);
 // Timers in p's heap (schedtrace's timerslen). Takes p's timer lock: call
 // it holding no other runtime lock.
 int32_t timers_len(P* p);
+// Tests: adding a timer does not wake the poller or an M (a lost wake-up,
+// for the backstop in sysmon to catch).
+void timers_skip_poller_wake_for_test(bool skip);
 // Creates p's heap (run() does it for every P).
 void timers_init(P* p);
 // Frees p's heap at shutdown (timers left in it are abandoned).

@@ -8,7 +8,8 @@
 //     least one round when that P has work or no P is idle or spinning, and
 //     hands it to another M (Go's retake/handoffp);
 //   - polls the network if nobody has for 10 ms;
-//   - starts an M when timers are overdue and every P is idle;
+//   - starts an M (or wakes the poller) when timers are overdue and every
+//     P is idle, and sleeps no longer than until the next timer;
 //   - releases dead Gs (with their stacks) the program stopped needing
 //     (gfree_scavenge, newproc.cpp), all of the excess before a deep sleep;
 //   - reports a goroutine that keeps its P far past its slice, or an M the
@@ -90,6 +91,8 @@ constexpr int kIdleRoundsBeforeBackoff = 50;
 // left to its M for this long (Go's retake: 10 ms).
 constexpr int64_t kSyscallRetakeNs = 10 * 1000 * 1000;
 
+// deep: until a P runs again (acquirep wakes sysmon), or for ns if ns > 0
+// (the next timer: Go's sysmon also bounds its deep sleep by it).
 void sleep_ns(Sysmon* s, int64_t ns, bool deep) {
   sigquit_sleeping(true);
   struct Awake {
@@ -102,7 +105,11 @@ void sleep_ns(Sysmon* s, int64_t ns, bool deep) {
     // Re-check after publishing: a P may have started meanwhile (it saw
     // sysmon_wait false and did not wake us).
     if (sched.npidle.load(std::memory_order_seq_cst) == sched.procs()) {
-      s->cv.wait(lock, woken);
+      if (ns > 0) {
+        s->cv.wait_for(lock, std::chrono::nanoseconds(ns), woken);
+      } else {
+        s->cv.wait(lock, woken);
+      }
     }
     sched.sysmon_wait.store(false, std::memory_order_relaxed);
   } else {
@@ -279,11 +286,16 @@ void sysmon_loop(Sysmon* s) {
         if (sched.hooks.netpoll(0, &list) && !list.empty()) inject(&list);
       }
     }
-    // Overdue timers while every P is idle and nobody polls: get an M.
+    // Overdue timers while every P is idle: get an M, or wake the poller
+    // if it waits past them (a missed wake-up; the poller publishes when
+    // it will wake in poll_until).
     int64_t next_timer = timers_next();
-    if (next_timer >= 0 && next_timer < now && sched.npidle.load() == sched.procs() &&
-        !sched.netpoll_blocked.load()) {
-      wakep();
+    if (next_timer >= 0 && next_timer < now && sched.npidle.load() == sched.procs()) {
+      if (!sched.netpoll_blocked.load()) {
+        wakep();
+      } else if (sched.poll_until.load() > next_timer && sched.hooks.netpoll_break != nullptr) {
+        sched.hooks.netpoll_break();
+      }
     }
 
     idle = acted > 0 ? 0 : idle + 1;
@@ -301,7 +313,16 @@ void sysmon_loop(Sysmon* s) {
     if (trace_every > 0) {
       sleep = std::max(kMinDelayNs, std::min(sleep, lasttrace + trace_every - now));
     }
-    sleep_ns(s, sleep, all_idle && idle > kIdleRoundsBeforeBackoff && trace_every == 0);
+    bool deep = all_idle && idle > kIdleRoundsBeforeBackoff && trace_every == 0;
+    if (deep) {
+      // Not past the next timer: if the M that should wait for it missed
+      // it, the overdue check above gets one (Go's sysmon does the same).
+      // A timer already overdue and still unserved is that check's to
+      // retry at the paced rate.
+      next_timer = timers_next();
+      sleep = next_timer < 0 ? 0 : std::max(next_timer - now, delay);
+    }
+    sleep_ns(s, sleep, deep);
     if (s->stop.load(std::memory_order_acquire)) return;
   }
 }

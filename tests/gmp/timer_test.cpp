@@ -564,5 +564,48 @@ TEST(TimerPoll, EarlierTimerFromAPlainThreadBreaksALongPoll) {
   }
 }
 
+// The same with the adder's wake-up lost (a test hook skips it): sysmon
+// must see the overdue timer and break the poll. A goroutine inside
+// blocking() keeps sysmon at its paced rounds (it sleeps deep only while
+// nothing runs at all; its deep sleep is bounded by the next timer it knew
+// of when it went to sleep). Before that, sysmon started an M for an
+// overdue timer only when nobody was polling, and the timer waited for the
+// poll's 10 s timeout.
+TEST(TimerPoll, SysmonBreaksAPollThatMissedAnEarlierTimer) {
+  for (int procs : {1, 2}) {
+    auto long_timer = std::make_unique<Probe>();
+    auto short_timer = std::make_unique<Probe>();
+    std::atomic<int64_t> added_at{0};
+    std::atomic<bool> poller_was_blocked{false};
+    run_checked(procs, [&] {
+      arm(*long_timer, nanotime() + 10000 * kMs, 0);
+      std::atomic<bool> release{false};
+      gort::go([&] {
+        gort::blocking([&] {
+          while (!release.load()) ::usleep(1000);
+        });
+      });
+      std::thread adder([&] {
+        poller_was_blocked = eventually([] {
+          int64_t until = internal::sched.poll_until.load();
+          return until != 0 && until - nanotime() > 5000 * kMs;
+        });
+        internal::timers_skip_poller_wake_for_test(true);
+        added_at = nanotime();
+        arm(*short_timer, added_at.load() + 10 * kMs, 0);
+        internal::timers_skip_poller_wake_for_test(false);
+      });
+      short_timer->ev.wait();
+      release = true;
+      adder.join();
+      EXPECT_TRUE(internal::timer_stop(&long_timer->t)) << "the 10 s timer is gone";
+    });
+    EXPECT_TRUE(poller_was_blocked.load()) << procs << " P: no M blocked in the poller";
+    EXPECT_EQ(short_timer->fired.load(), 1);
+    EXPECT_LT(short_timer->fired_at.load() - added_at.load(), 5000 * kMs)
+        << procs << " P: the overdue timer waited for the poll's old timeout";
+  }
+}
+
 }  // namespace
 }  // namespace gort::test
