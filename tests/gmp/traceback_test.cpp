@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -259,7 +260,7 @@ TEST(TracebackRunning, GoroutineRunningOnAnotherThreadIsWalked) {
       spin_in_known_function();
       done.done();
     });
-    ASSERT_TRUE(eventually([&] {
+    auto spinner_running = [&] {
       G* g = nullptr;
       {
         internal::MutexLock lock(internal::sched.lock);
@@ -268,7 +269,17 @@ TEST(TracebackRunning, GoroutineRunningOnAnotherThreadIsWalked) {
         }
       }
       return g != nullptr && g->status.load() == internal::GStatus::kRunning;
-    }));
+    };
+    // Not `eventually`: its gort::yield would let the spinner take this P
+    // (it waits in this P's runnext until the other M steals it), and
+    // where there is no asynchronous preemption (the race build) it would
+    // never give the P back: main would wait in the run queue for ever.
+    bool running = false;
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+         !(running = spinner_running()) && std::chrono::steady_clock::now() < until;) {
+      std::this_thread::yield();
+    }
+    ASSERT_TRUE(running);
     std::string b;
     // It may be between two preemptions when asked: ask again.
     for (int i = 0; i < 20; i++) {
