@@ -532,79 +532,61 @@ TEST(TimerIdleP, TimersOfIdlePsStillFire) {
   }
 }
 
-// The only M blocks in the poller until a 10 s timer. A 10 ms timer added
-// from a plain thread must break that wait.
-TEST(TimerPoll, EarlierTimerFromAPlainThreadBreaksALongPoll) {
-  for (int procs : {1, 2}) {
-    auto long_timer = std::make_unique<Probe>();
-    auto short_timer = std::make_unique<Probe>();
-    std::atomic<int64_t> added_at{0};
-    std::atomic<bool> poller_was_blocked{false};
-    run_checked(procs, [&] {
-      arm(*long_timer, nanotime() + 10000 * kMs, 0);
-      std::thread adder([&] {
-        // Wait until an M sleeps in the poller with the 10 s timeout.
-        poller_was_blocked = eventually([] {
-          int64_t until = internal::sched.poll_until.load();
-          return until != 0 && until - nanotime() > 5000 * kMs;
-        });
-        added_at = nanotime();
-        arm(*short_timer, added_at.load() + 10 * kMs, 0);
-      });
-      short_timer->ev.wait();
-      adder.join();
-      EXPECT_TRUE(internal::timer_stop(&long_timer->t)) << "the 10 s timer is gone";
-    });
-    EXPECT_TRUE(poller_was_blocked.load()) << procs << " P: no M blocked in the poller";
-    EXPECT_EQ(short_timer->fired.load(), 1);
-    EXPECT_EQ(long_timer->fired.load(), 0);
-    // Generous: the point is "not after the 10 s timeout".
-    EXPECT_LT(short_timer->fired_at.load() - added_at.load(), 5000 * kMs)
-        << procs << " P: the earlier timer waited for the poll's old timeout";
-  }
-}
-
-// The same with the adder's wake-up lost (a test hook skips it): sysmon
-// must see the overdue timer and break the poll. A goroutine inside
-// blocking() keeps sysmon at its paced rounds (it sleeps deep only while
-// nothing runs at all; its deep sleep is bounded by the next timer it knew
-// of when it went to sleep). Before that, sysmon started an M for an
-// overdue timer only when nobody was polling, and the timer waited for the
-// poll's 10 s timeout.
-TEST(TimerPoll, SysmonBreaksAPollThatMissedAnEarlierTimer) {
-  for (int procs : {1, 2}) {
-    auto long_timer = std::make_unique<Probe>();
-    auto short_timer = std::make_unique<Probe>();
-    std::atomic<int64_t> added_at{0};
-    std::atomic<bool> poller_was_blocked{false};
-    run_checked(procs, [&] {
-      arm(*long_timer, nanotime() + 10000 * kMs, 0);
-      std::atomic<bool> release{false};
+// The only M blocks in the poller until a 10 s timer; then a plain thread
+// adds a 10 ms timer, which must fire long before the poll's old timeout.
+// With `lose_wakeup`, the adder's wake-up is lost (a test hook skips it),
+// and a goroutine inside blocking() keeps sysmon at its paced rounds (it
+// sleeps deep only while nothing runs at all, and then no longer than the
+// next timer it knew of).
+void earlier_timer_ends_a_long_poll(int procs, bool lose_wakeup) {
+  auto long_timer = std::make_unique<Probe>();
+  auto short_timer = std::make_unique<Probe>();
+  std::atomic<int64_t> added_at{0};
+  std::atomic<bool> poller_was_blocked{false};
+  run_checked(procs, [&] {
+    arm(*long_timer, nanotime() + 10000 * kMs, 0);
+    std::atomic<bool> release{false};
+    if (lose_wakeup) {
       gort::go([&] {
         gort::blocking([&] {
           while (!release.load()) ::usleep(1000);
         });
       });
-      std::thread adder([&] {
-        poller_was_blocked = eventually([] {
-          int64_t until = internal::sched.poll_until.load();
-          return until != 0 && until - nanotime() > 5000 * kMs;
-        });
-        internal::timers_skip_poller_wake_for_test(true);
-        added_at = nanotime();
-        arm(*short_timer, added_at.load() + 10 * kMs, 0);
-        internal::timers_skip_poller_wake_for_test(false);
+    }
+    std::thread adder([&] {
+      // Wait until an M sleeps in the poller with the 10 s timeout.
+      poller_was_blocked = eventually([] {
+        int64_t until = internal::sched.poll_until.load();
+        return until != 0 && until - nanotime() > 5000 * kMs;
       });
-      short_timer->ev.wait();
-      release = true;
-      adder.join();
-      EXPECT_TRUE(internal::timer_stop(&long_timer->t)) << "the 10 s timer is gone";
+      if (lose_wakeup) internal::timers_skip_poller_wake_for_test(true);
+      added_at = nanotime();
+      arm(*short_timer, added_at.load() + 10 * kMs, 0);
+      internal::timers_skip_poller_wake_for_test(false);
     });
-    EXPECT_TRUE(poller_was_blocked.load()) << procs << " P: no M blocked in the poller";
-    EXPECT_EQ(short_timer->fired.load(), 1);
-    EXPECT_LT(short_timer->fired_at.load() - added_at.load(), 5000 * kMs)
-        << procs << " P: the overdue timer waited for the poll's old timeout";
-  }
+    short_timer->ev.wait();
+    release = true;
+    adder.join();
+    EXPECT_TRUE(internal::timer_stop(&long_timer->t)) << "the 10 s timer is gone";
+  });
+  EXPECT_TRUE(poller_was_blocked.load()) << procs << " P: no M blocked in the poller";
+  EXPECT_EQ(short_timer->fired.load(), 1);
+  EXPECT_EQ(long_timer->fired.load(), 0);
+  // Generous: the point is "not after the 10 s timeout".
+  EXPECT_LT(short_timer->fired_at.load() - added_at.load(), 5000 * kMs)
+      << procs << " P: the earlier timer waited for the poll's old timeout";
+}
+
+// Adding the earlier timer breaks the poll.
+TEST(TimerPoll, EarlierTimerFromAPlainThreadBreaksALongPoll) {
+  for (int procs : {1, 2}) earlier_timer_ends_a_long_poll(procs, false);
+}
+
+// With that wake-up lost, sysmon sees the overdue timer and breaks the
+// poll. Before, it started an M for an overdue timer only when nobody was
+// polling, and the timer waited for the poll's 10 s timeout.
+TEST(TimerPoll, SysmonBreaksAPollThatMissedAnEarlierTimer) {
+  for (int procs : {1, 2}) earlier_timer_ends_a_long_poll(procs, true);
 }
 
 }  // namespace
