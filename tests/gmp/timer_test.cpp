@@ -22,6 +22,7 @@
 #include "gmp/sched.hpp"
 #include "gmp/timer.hpp"
 #include "gort/preempt.hpp"
+#include "gort/sync.hpp"
 #include "gort/time.hpp"
 #include "tests/testing.hpp"
 
@@ -546,11 +547,14 @@ void earlier_timer_ends_a_long_poll(int procs, bool lose_wakeup) {
   run_checked(procs, [&] {
     arm(*long_timer, nanotime() + 10000 * kMs, 0);
     std::atomic<bool> release{false};
+    gort::WaitGroup released;  // joined before `release` goes out of scope
     if (lose_wakeup) {
+      released.add(1);
       gort::go([&] {
         gort::blocking([&] {
           while (!release.load()) ::usleep(1000);
         });
+        released.done();
       });
     }
     std::thread adder([&] {
@@ -566,6 +570,7 @@ void earlier_timer_ends_a_long_poll(int procs, bool lose_wakeup) {
     });
     short_timer->ev.wait();
     release = true;
+    released.wait();
     adder.join();
     EXPECT_TRUE(internal::timer_stop(&long_timer->t)) << "the 10 s timer is gone";
   });
