@@ -31,7 +31,9 @@
 
 #include <dirent.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -407,14 +409,33 @@ constexpr int race_scaled(int n) { return internal::kRaceEnabled && n > kRaceGor
 
 // ---- subprocesses ----
 
+// A child that hangs is sent SIGQUIT shortly before its alarm: inside
+// gort::run that prints every goroutine and exits with status 2 (as Go's
+// runtime does), so the failure shows where it hung. A POSIX timer, not a
+// thread: the child's thread counts stay as they were.
+inline void quit_before_alarm(unsigned seconds) {
+  unsigned margin = seconds / 10 > 2 ? seconds / 10 : 2;
+  if (seconds <= margin) return;
+  struct sigevent ev = {};
+  ev.sigev_notify = SIGEV_SIGNAL;
+  ev.sigev_signo = SIGQUIT;
+  timer_t t;
+  if (::timer_create(CLOCK_MONOTONIC, &ev, &t) != 0) return;
+  struct itimerspec at = {};
+  at.it_value.tv_sec = seconds - margin;
+  ::timer_settime(t, 0, &at, nullptr);
+}
+
 // Runs `child()` in a death-test child (a fresh process, so it may change
 // the environment, hang or die without taking the suite down) and expects it
 // to return with no failed expectation within `seconds`. A hang shows up as
-// "killed by signal 14" (SIGALRM). `child` is a callable (name a lambda
-// first: gtest prints the statement's text when it fails).
+// a goroutine dump (SIGQUIT, see quit_before_alarm) or "killed by signal
+// 14" (SIGALRM). `child` is a callable (name a lambda first: gtest prints
+// the statement's text when it fails).
 #define GORT_EXPECT_SUBPROCESS_OK(seconds, child)                               \
   EXPECT_EXIT(                                                                  \
       {                                                                         \
+        ::gort::test::quit_before_alarm(seconds);                               \
         ::alarm(seconds);                                                       \
         (child)();                                                              \
         std::fflush(nullptr);                                                   \
