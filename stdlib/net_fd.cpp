@@ -354,7 +354,7 @@ int NetFD::wait_readable() {
     // reset (above, or by the read that drained the socket), so data, the
     // end of the stream or an error arrived since: trusted without another
     // poll, which cost a server one system call per message (3 where the
-    // C floor makes 2; docs/benchmarks.md, Server CPU per request).
+    // C floor makes 2; docs/server-cpu.md).
     err = wait('r');
     break;
   }
