@@ -55,13 +55,11 @@ void after_switch(G* prev) {
         MutexLock lock(sched.lock);
         globrunqput_locked(prev);
         // An M without a P (back from blocking() with none free) is about
-        // to sleep. A P that fell idle since its last look must run prev,
-        // and wakep() is not enough: the M that gave that P up may still
-        // count as spinning, so wakep() starts nobody, yet it is past its
-        // last look at this queue. Under the lock, as in Go's
-        // exitsyscall0: either prev is queued before an M's last look
-        // (find_runnable checks this queue under the lock before it gives
-        // its P up), or that P is on pidle now and this M takes it.
+        // to sleep: if a P fell idle since its last look, this M takes it
+        // and runs prev itself rather than sleep and wake another M for it
+        // (Go's exitsyscall0, in the same critical section as the put).
+        // wakep() alone would also be safe: an M that stops spinning looks
+        // at this queue again (find_runnable).
         if (m->p == nullptr) idle = pidleget();
       }
       if (idle != nullptr) {

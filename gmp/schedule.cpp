@@ -20,6 +20,7 @@
 // Rejected: switching to g0 at every park (Go's mcall): it doubles the cost of
 // a channel hand-off, and the after-switch protocol (switch.hpp) gives the
 // same safety on a direct switch.
+#include <algorithm>
 #include <cstdint>
 #include <mutex>
 
@@ -190,11 +191,8 @@ top:
     // by someone who saw us spinning and therefore did not wake an M: on a
     // P's queue, or on the global queue by a plain thread or an M without
     // a P (Dekker with wakep: both sides store, then load, seq_cst).
-    bool work = sched.runqsize.load(std::memory_order_seq_cst) > 0;
-    for (P* pp : sched.allp) {
-      if (work) break;
-      work = !pp->runq.empty();
-    }
+    bool work = sched.runqsize.load(std::memory_order_seq_cst) > 0 ||
+                std::any_of(sched.allp.begin(), sched.allp.end(), [](P* pp) { return !pp->runq.empty(); });
     if (work) {
       UniqueLock lock(sched.lock);
       P* np = pidleget();

@@ -315,11 +315,10 @@ void sysmon_loop(Sysmon* s) {
     }
     bool deep = all_idle && idle > kIdleRoundsBeforeBackoff && trace_every == 0;
     if (deep) {
-      // Not past the next timer: if the M that should wait for it missed
-      // it, the overdue check above gets one (Go's sysmon does the same).
-      // A timer already overdue and still unserved is that check's to
-      // retry at the paced rate.
-      next_timer = timers_next();
+      // Not past the next timer (as read for the overdue check above): if
+      // the M that should wait for it missed it, that check gets one (Go's
+      // sysmon does the same). A timer already overdue and still unserved
+      // is that check's to retry at the paced rate.
       sleep = next_timer < 0 ? 0 : std::max(next_timer - now, delay);
     }
     sleep_ns(s, sleep, deep);
