@@ -76,16 +76,26 @@ G* lockedg_next(M* m) {
   // waits until whoever takes G from the queue hands it a P. It counts as
   // asleep from the moment G is queued, so that startlockedm always finds
   // it so.
+  //
+  // With no P (sysmon handed it away while the thread was stuck in the
+  // kernel, and none was idle when it came back), an idle P found under
+  // the same lock as the put is started for G: a P that went idle before
+  // the put had already looked at the global queue, so nobody else would
+  // come for G (as after_switch's kGlobal put does).
+  P* idle = nullptr;
   {
     MutexLock lock(sched.lock);
     if (sched.stopping.load(std::memory_order_acquire)) return nullptr;
     globrunqput_locked(g);
     m->stoplocked = true;
     sched.nmidlelocked++;
+    if (p == nullptr) idle = pidleget();
   }
   if (p != nullptr) {
     if (m->spinning) fatal("lockedg_next: spinning M with a locked goroutine");
     handoffp(releasep(m));
+  } else if (idle != nullptr) {
+    handoffp(idle);  // work is queued: an M starts on it at once
   }
   {
     MutexLock lock(sched.lock);
