@@ -90,6 +90,7 @@ G* gnew(P* p) {
   } else {
     sched.stacks.alloc(&lo, 1);
   }
+  lo = sched.stacks.take(lo);
   char* top = lo + sched.stacks.stack_size();
   G* g = new (top - kGSize) G;
   g->stack_lo = lo;

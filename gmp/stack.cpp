@@ -129,7 +129,11 @@ void StackPool::grow_locked() {
 
 void StackPool::alloc(char** out, size_t n) {
   MutexLock lock(mu_);
-  for (size_t i = 0; i < n; i++) {
+  // Filled from the end: a P's cache pops from the end, so it hands out
+  // the warmest stack first, and fresh slots in rising address order, each
+  // above one already in use and guarded (a frame that jumps its own guard
+  // and the whole stack below still lands in a guard).
+  for (size_t i = n; i-- > 0;) {
     if (!warm_.empty()) {
       out[i] = warm_.back();
       warm_.pop_back();
@@ -141,24 +145,46 @@ void StackPool::alloc(char** out, size_t n) {
       continue;
     }
     if (fresh_.empty()) grow_locked();
-    char* lo = fresh_.back();
+    out[i] = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(fresh_.back()) | kUnprepared);
     fresh_.pop_back();
-    // The guard, then at once a user-mode write to the stack's top page
-    // (where the G goes): the pair that keeps shadow-paging hypervisors
-    // from discarding their translations (stack.hpp, "Guards").
-    install_guard(lo - kGuardSize);
-    static_cast<volatile char*>(lo)[size_ - 1] = 0;
-    out[i] = lo;
   }
 }
 
-void StackPool::free(char* const* lows, size_t n) {
-  size_t warm = 0;
+char* StackPool::prepare(char* entry) {
+  char* lo = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(entry) & ~kUnprepared);
+  // The guard, then at once a user-mode write to the stack's top page
+  // (where the G goes): the pair that keeps shadow-paging hypervisors
+  // from discarding their translations (stack.hpp, "Guards").
+  install_guard(lo - kGuardSize);
+  static_cast<volatile char*>(lo)[size_ - 1] = 0;
+  return lo;
+}
+
+void StackPool::free(char* const* entries, size_t n) {
+  for (size_t done = 0; done < n;) {
+    size_t k = std::min(n - done, kFreeBatchMax);
+    free_batch(entries + done, k);
+    done += k;
+  }
+}
+
+void StackPool::free_batch(char* const* entries, size_t n) {
+  char* cold[kFreeBatchMax];
+  size_t k = 0;
   {
     MutexLock lock(mu_);
-    while (warm < n && warm_.size() < kWarmLimit) warm_.push_back(lows[warm++]);
+    for (size_t i = 0; i < n; i++) {
+      auto e = reinterpret_cast<uintptr_t>(entries[i]);
+      if ((e & kUnprepared) != 0) {
+        fresh_.push_back(reinterpret_cast<char*>(e & ~kUnprepared));  // never used: nothing to give back
+      } else if (warm_.size() < kWarmLimit) {
+        warm_.push_back(entries[i]);
+      } else {
+        cold[k++] = entries[i];
+      }
+    }
   }
-  if (warm == n) return;
+  if (k == 0) return;
   // The rest give their pages back, outside the lock, before any of them
   // can be handed out again. Sorted, neighbouring slots make one range
   // (stacks die roughly in the order they were born, so runs are common),
@@ -166,25 +192,19 @@ void StackPool::free(char* const* lows, size_t n) {
   // the batch instead of one per stack, each of which interrupted every
   // CPU running the process (perf: smp_call_function_many_cond was a
   // tenth of a million-goroutine wake-up).
-  char* cold[kFreeBatchMax];
+  std::sort(cold, cold + k);
   iovec iov[kFreeBatchMax];
-  while (warm < n) {
-    size_t k = std::min(n - warm, kFreeBatchMax);
-    std::copy(lows + warm, lows + warm + k, cold);
-    std::sort(cold, cold + k);
-    size_t nr = 0;
-    for (size_t i = 0; i < k; i++) {
-      if (nr > 0 && static_cast<char*>(iov[nr - 1].iov_base) + iov[nr - 1].iov_len + kGuardSize == cold[i]) {
-        iov[nr - 1].iov_len += slot_;
-      } else {
-        iov[nr++] = iovec{cold[i], size_};
-      }
+  size_t nr = 0;
+  for (size_t i = 0; i < k; i++) {
+    if (nr > 0 && static_cast<char*>(iov[nr - 1].iov_base) + iov[nr - 1].iov_len + kGuardSize == cold[i]) {
+      iov[nr - 1].iov_len += slot_;
+    } else {
+      iov[nr++] = iovec{cold[i], size_};
     }
-    release_ranges(iov, nr);
-    MutexLock lock(mu_);
-    cold_.insert(cold_.end(), cold, cold + k);
-    warm += k;
   }
+  release_ranges(iov, nr);
+  MutexLock lock(mu_);
+  cold_.insert(cold_.end(), cold, cold + k);
 }
 
 StackPool::~StackPool() {

@@ -15,7 +15,7 @@
 // G in the top kGSize bytes of its stack (g.hpp): the pool itself knows
 // nothing of that and hands out and takes back whole slots.
 //
-// Guards: a slot's guard is installed when the slot is first handed out,
+// Guards: a slot's guard is installed when the slot is first used (take()),
 // and the slot's top page is written right after it, one slot at a time;
 // guards survive MADV_DONTNEED, so a recycled slot needs nothing. Why not
 // all of a slab's guards when it is mapped: under a shadow-paging
@@ -92,10 +92,23 @@ class StackPool {
   // Which mechanism protects the guards: "madvise" or "mprotect".
   const char* guard_kind() const;
 
-  // Fills out[0..n) with the low ends of free stacks, free of ASan poison.
+  // Fills out[0..n) with free stacks, free of ASan poison. An entry is a
+  // stack's low end, or, for a slot never used before, that low end
+  // tagged kUnprepared: its guard is not installed yet, and take() does it
+  // when the stack is about to be used. So a P's cache refill (32 at a
+  // time) costs one guard and one first touch per stack the P really uses,
+  // not 32 up front (the first `go` of a fresh process paid ~100 µs).
   void alloc(char** out, size_t n);
-  // Takes stacks back; the caller has cleared any ASan poison on them.
-  void free(char* const* lows, size_t n);
+  // The low end of a stack from alloc(), ready to run on: an unprepared
+  // slot gets its guard and at once a write to its top page (the pairing
+  // of "Guards" above). Lock-free.
+  char* take(char* entry) {
+    if ((reinterpret_cast<uintptr_t>(entry) & kUnprepared) == 0) [[likely]] return entry;
+    return prepare(entry);
+  }
+  // Takes entries of alloc() back, used or not; the caller has cleared any
+  // ASan poison on the used ones.
+  void free(char* const* entries, size_t n);
 
   // Number of slabs (for tests and the demo).
   size_t slabs() const;
@@ -112,7 +125,14 @@ class StackPool {
     std::atomic<SlabRange*> next{nullptr};
   };
 
+  // The tag of an entry whose slot has no guard yet (stacks are page
+  // aligned).
+  static constexpr uintptr_t kUnprepared = 1;
+
   void grow_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  char* prepare(char* entry);
+  // free() of at most kFreeBatchMax entries.
+  void free_batch(char* const* entries, size_t n);
 
   mutable RuntimeMutex mu_;
   size_t size_ = 0;

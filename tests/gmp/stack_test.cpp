@@ -38,6 +38,12 @@ bool kernel_has_guard_madvise() {
   return major > 6 || (major == 6 && minor >= 13);
 }
 
+// What gnew does with what alloc() hands out: take() each entry (an
+// unused slot gets its guard here).
+void take_all(StackPool& pool, char** s, size_t n) {
+  for (size_t i = 0; i < n; i++) s[i] = pool.take(s[i]);
+}
+
 TEST(StackPool, SizeIsRoundedToPagesAndAtLeast16K) {
   StackPool pool;
   pool.init(1000);
@@ -58,6 +64,7 @@ TEST(StackPool, FindNamesTheSlotAndGuardOfAnAddress) {
   pool.init(64 * 1024);
   char* s[3];
   pool.alloc(s, 3);
+  take_all(pool, s, 3);
   internal::StackSlot slot;
   for (char* lo : s) {
     ASSERT_TRUE(pool.find(lo, &slot));
@@ -88,6 +95,7 @@ TEST(StackPool, AllocatesDistinctWritableStacksInSlabs) {
   const size_t per_slab = (64u << 20) / (size + kGuardSize);
   std::vector<char*> stacks(per_slab);
   pool.alloc(stacks.data(), stacks.size());
+  take_all(pool, stacks.data(), stacks.size());
   EXPECT_EQ(pool.slabs(), 1u);
   std::sort(stacks.begin(), stacks.end());
   for (size_t i = 0; i < stacks.size(); i++) {
@@ -103,6 +111,7 @@ TEST(StackPool, AllocatesDistinctWritableStacksInSlabs) {
   // One more needs a second slab.
   char* extra;
   pool.alloc(&extra, 1);
+  extra = pool.take(extra);
   EXPECT_EQ(pool.slabs(), 2u);
   EXPECT_EQ(std::count(stacks.begin(), stacks.end(), extra), 0);
   pool.free(stacks.data(), stacks.size());
@@ -116,9 +125,11 @@ TEST(StackPool, FreedStacksAreReusedBeforeGrowing) {
   pool.init(32 * 1024);
   std::vector<char*> a(1000), b(1000);
   pool.alloc(a.data(), a.size());
+  take_all(pool, a.data(), a.size());
   size_t slabs = pool.slabs();
   pool.free(a.data(), a.size());
   pool.alloc(b.data(), b.size());
+  take_all(pool, b.data(), b.size());
   EXPECT_EQ(pool.slabs(), slabs);
   std::sort(a.begin(), a.end());
   std::sort(b.begin(), b.end());
@@ -135,10 +146,12 @@ TEST(StackPool, StacksBeyondTheWarmLimitAreReturnedToTheKernel) {
   const size_t n = StackPool::kWarmLimit + 100;
   std::vector<char*> s(n);
   pool.alloc(s.data(), n);
+  take_all(pool, s.data(), n);
   for (char* lo : s) std::memset(lo, 0x5a, pool.stack_size());
   pool.free(s.data(), n);
   std::vector<char*> again(n);
   pool.alloc(again.data(), n);
+  take_all(pool, again.data(), n);
   size_t zeroed = 0, dirty = 0;
   for (char* lo : again) {
     bool all_zero = true;
@@ -166,6 +179,7 @@ TEST(StackPool, ReleasedNeighboursAndGapsKeepTheirGuards) {
   const size_t n = StackPool::kWarmLimit + 3 * StackPool::kFreeBatchMax + 7;
   std::vector<char*> s(n);
   pool.alloc(s.data(), n);
+  take_all(pool, s.data(), n);
   for (char* lo : s) std::memset(lo, 0x5a, pool.stack_size());
   // The warm ones first, then every other stack of the rest in shuffled
   // order (gaps between ranges), then the stacks in between (neighbours).
@@ -201,6 +215,7 @@ TEST(StackPool, GuardBelowEachStackFaults) {
   pool.init(64 * 1024);
   char* lo;
   pool.alloc(&lo, 1);
+  lo = pool.take(lo);
   lo[0] = 1;  // the lowest usable byte is fine
   EXPECT_DEATH(
       {
@@ -218,6 +233,36 @@ TEST(StackPool, GuardBelowEachStackFaults) {
   pool.destroy();
 }
 
+// A P's cache refill (32 stacks) prepares nothing: a slot never used gets
+// its guard and its first page only when take() hands it to a G, so a
+// process's first `go` pays for one stack, not 32. Entries given back
+// untaken are handed out again, and once taken they are guarded.
+TEST(StackPool, FreshSlotsArePreparedOnlyWhenTaken) {
+  StackPool pool;
+  pool.init(64 * 1024);
+  constexpr size_t kN = 32;
+  char* s[kN];
+  const size_t before = rss_bytes();
+  pool.alloc(s, kN);
+  const size_t after_alloc = rss_bytes();
+  EXPECT_LT(after_alloc - before, 12 * page()) << "alloc touched the stacks it handed out";
+  pool.free(s, kN);  // untaken: back as they were
+  char* again[kN];
+  pool.alloc(again, kN);
+  EXPECT_EQ(std::set<char*>(s, s + kN), std::set<char*>(again, again + kN));
+  take_all(pool, again, kN);
+  EXPECT_GE(rss_bytes() - after_alloc, kN * page()) << "take() did not write each stack's top page";
+  for (char* lo : again) ASSERT_EQ(reinterpret_cast<uintptr_t>(lo) % page(), 0u);
+  EXPECT_DEATH(
+      {
+        volatile char* guard = again[kN / 2] - 1;
+        *guard = 1;
+      },
+      "");
+  pool.free(again, kN);
+  pool.destroy();
+}
+
 TEST(StackPool, GuardsDoNotSplitMappings) {
   GORT_SKIP_IN_RACE_BUILD("each recycled stack is mapped afresh");
   if (!kernel_has_guard_madvise()) GTEST_SKIP() << "kernel older than 6.13: mprotect guards";
@@ -226,6 +271,7 @@ TEST(StackPool, GuardsDoNotSplitMappings) {
   int before = count_maps_lines();
   std::vector<char*> s(20000);
   pool.alloc(s.data(), s.size());
+  take_all(pool, s.data(), s.size());
   EXPECT_STREQ(pool.guard_kind(), "madvise");
   EXPECT_TRUE(internal::stack_guard_madvise_supported());
   int during = count_maps_lines();
