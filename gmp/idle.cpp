@@ -92,8 +92,11 @@ void* mstart(void* arg) {
   if (m->nextp != nullptr) {
     acquirep(m, m->nextp);
     m->nextp = nullptr;
+  } else {
+    stopm(m);  // started ahead of need (mprestart): idle until handed a P
   }
-  schedule_loop();
+  // Without a P here only when the runtime stops.
+  if (m->p != nullptr) schedule_loop();
   if (m->p != nullptr && m->p->m == m) {
     MutexLock lock(sched.lock);
     P* p = releasep(m);
@@ -181,6 +184,14 @@ void startm(P* p, Spinning spin) {
   relaxed_store(m->spinning, spinning);
   m->nextp = p;
   m->park.wakeup();
+}
+
+void mprestart() {
+  {
+    MutexLock lock(sched.lock);
+    if (sched.stopping.load(std::memory_order_acquire) || sched.npidle.load() == 0 || sched.nmidle > 0) return;
+  }
+  newm(nullptr, false);
 }
 
 // Puts the M to sleep until somebody hands it a P (or shutdown).

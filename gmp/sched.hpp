@@ -301,6 +301,12 @@ bool stop_p_if_waiting_locked(P* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock);
 enum class Spinning : bool { kNo = false, kYes = true };
 // Starts an M to run p (or any idle P when null).
 void startm(P* p, Spinning spinning);
+// Starts one M ahead of need when an idle P has no idle M waiting, and
+// leaves it idle: the program's first `go` then wakes a thread instead of
+// creating one on its own path (~60 µs here; Go's runtime has its threads
+// before main runs, started for its GC workers). sysmon calls it as it
+// starts, off the main goroutine's path.
+void mprestart();
 // Go's handoffp: p (taken from an M stuck in blocking()) gets an M if it
 // has work, else goes idle. p must have no M and be in neither list.
 void handoffp(P* p);

@@ -121,5 +121,35 @@ TEST(IdleStress, EverySourceOfWakeUpsReachesAnIdleScheduler) {
   GORT_EXPECT_SUBPROCESS_OK(120, reporting(child));
 }
 
+// sysmon starts one M ahead of need (mprestart), idle: the first go()
+// wakes it instead of creating a thread on the spawner's path. Nothing is
+// started for one P, and a run that never spawns exits with it idle.
+TEST(IdlePrestart, FirstGoWakesAThreadStartedAhead) {
+  for (int procs : {1, 2, 4}) {
+    int before = -1, after = -1, idle = -1;
+    run_cfg(gort::Config{.procs = procs}, [&] {
+      const int want = procs > 1 ? 2 : 1;
+      EXPECT_TRUE(eventually([&] {
+        auto st = gort::runtime_stats();
+        return st.threads == want && st.idle_threads == want - 1;
+      })) << procs << " Ps";
+      before = gort::runtime_stats().threads;
+      idle = gort::runtime_stats().idle_threads;
+      gort::Chan<int> ran = gort::make_chan<int>(1);
+      gort::go([ran]() mutable { ran.send(1); });
+      (void)ran.recv();
+      after = gort::runtime_stats().threads;
+    });
+    EXPECT_EQ(before, procs > 1 ? 2 : 1) << procs << " Ps";
+    EXPECT_EQ(idle, procs > 1 ? 1 : 0) << procs << " Ps";
+    // The goroutine ran on main's thread or on the one started ahead. (With
+    // more Ps, the woken M may start another for the Ps still idle.)
+    if (procs <= 2) EXPECT_EQ(after, before) << procs << " Ps";
+    EXPECT_GE(after, before) << procs << " Ps";
+  }
+  // Started and never used: the run ends and joins it.
+  run_cfg(gort::Config{.procs = 2}, [] {});
+}
+
 }  // namespace
 }  // namespace gort::test
