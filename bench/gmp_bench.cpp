@@ -21,6 +21,10 @@
 //   burst/procs:2       the same with 100,000 goroutines: the first burst of
 //                       a fresh process (nothing recycled, every stack new).
 //                       us/goroutine = spawn time / N; wake_ms.
+//   burst_1, burst_100, burst_10k (procs:2)  the same with 1, 100 and
+//                       10,000 goroutines: a fresh process's first go (its
+//                       fixed costs: a thread to wake, the stack cache's
+//                       first refill) and small first bursts.
 //   sleepers/procs:2    10,000 goroutines, the i-th sleeps i % 99 ms as it
 //                       starts (timers firing while the spawning goes on).
 //                       spawn_ms: the spawning loop; late_max_ms: the worst
@@ -162,6 +166,12 @@ void parked(benchmark::State& state, int procs) {
 }
 
 void burst(benchmark::State& state, int procs) { park_and_wake(state, procs, gortbench::scaled(kBurst), true); }
+
+// The first burst at smaller sizes (issue 13: every size from 1 up).
+template <int64_t N>
+void burst_n(benchmark::State& state, int procs) {
+  park_and_wake(state, procs, gortbench::scaled(N), true);
+}
 
 constexpr int64_t kSleepers = 10'000;
 
@@ -314,6 +324,9 @@ int main(int argc, char** argv) {
   gortbench::register_once("yield_ping", 1, yield_ping);
   gortbench::register_once("parked", 2, parked);
   gortbench::register_once("burst", 2, burst);
+  gortbench::register_once("burst_1", 2, burst_n<1>);
+  gortbench::register_once("burst_100", 2, burst_n<100>);
+  gortbench::register_once("burst_10k", 2, burst_n<10'000>);
   gortbench::register_once("sleepers", 2, sleepers);
   gortbench::register_once("skynet", 2, skynet);
   gortbench::register_once("os_mutex", 1, os_mutex);

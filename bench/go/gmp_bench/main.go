@@ -107,6 +107,12 @@ func parked(r *harness.Result) { parkAndWake(r, harness.Scaled(goroutines), fals
 
 func burst(r *harness.Result) { parkAndWake(r, harness.Scaled(burstGoroutines), true) }
 
+// burstN: the first burst at a smaller size (a fresh process's first go,
+// small bursts).
+func burstN(n int) func(*harness.Result) {
+	return func(r *harness.Result) { parkAndWake(r, harness.Scaled(n), true) }
+}
+
 // sleepers: the i-th of n goroutines sleeps i % 99 ms as it starts.
 func sleepers(r *harness.Result) {
 	n := harness.Scaled(sleeperGoroutines)
@@ -235,6 +241,9 @@ func main() {
 		{Workload: "yield_ping", Procs: 1, Run: yieldPing},
 		{Workload: "parked", Procs: 2, Run: parked},
 		{Workload: "burst", Procs: 2, Run: burst},
+		{Workload: "burst_1", Procs: 2, Run: burstN(1)},
+		{Workload: "burst_100", Procs: 2, Run: burstN(100)},
+		{Workload: "burst_10k", Procs: 2, Run: burstN(10_000)},
 		{Workload: "sleepers", Procs: 2, Run: sleepers},
 		{Workload: "skynet", Procs: 2, Run: skynet},
 		{Workload: "os_mutex", Procs: 1, Run: osMutex},
