@@ -89,11 +89,15 @@ void* mstart(void* arg) {
   // A dying process stopped the runtime to print it: no new M joins in.
   while (sched.frozen.load(std::memory_order_acquire)) pause();
   minit(m);
+  if (m->started_idle) {
+    // On the idle list since before it ran (mprestart): sleep until startm
+    // hands it a P, or return at once if it already has.
+    m->park.sleep();
+    m->park.clear();
+  }
   if (m->nextp != nullptr) {
     acquirep(m, m->nextp);
     m->nextp = nullptr;
-  } else {
-    stopm(m);  // started ahead of need (mprestart): idle until handed a P
   }
   // Without a P here only when the runtime stops.
   if (m->p != nullptr) schedule_loop();
@@ -108,6 +112,8 @@ void* mstart(void* arg) {
   return nullptr;
 }
 
+// With p null and not spinning, the M goes on the idle list at once,
+// before its thread runs (mprestart).
 void newm(P* p, bool spinning) {
   if (sched.stopping.load(std::memory_order_acquire)) {
     // No new threads once stopping: run() may already have joined them.
@@ -129,6 +135,10 @@ void newm(P* p, bool spinning) {
   MutexLock lock(sched.lock);
   sched.allm.push_back(m);
   sched.mcount++;
+  if (p == nullptr && !spinning) {
+    m->started_idle = true;
+    mput(m);
+  }
   {
     // Whatever goroutine is current (wakep runs in goroutines too) is not
     // the new thread's past: it must carry no history into M::race_tls.
@@ -189,7 +199,7 @@ void startm(P* p, Spinning spin) {
 void mprestart() {
   {
     MutexLock lock(sched.lock);
-    if (sched.stopping.load(std::memory_order_acquire) || sched.npidle.load() == 0 || sched.nmidle > 0) return;
+    if (sched.npidle.load() == 0 || sched.nmidle > 0) return;
   }
   newm(nullptr, false);
 }

@@ -72,6 +72,7 @@ struct M {
   M* link = nullptr;     // idle list
   bool spinning = false; // looking for work without a P's own work (relaxed_store)
   bool is_main = false;  // the thread that called gort::run
+  bool started_idle = false;  // started ahead of need, on the idle list from birth (mprestart)
   Note park;             // sleeps here when idle
   // The goroutine this M runs and no other (Go's m.lockedg; lockedm.cpp):
   // an asynchronously preempted G waits for its own thread. Only this M

@@ -309,6 +309,7 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
   p0->runq.put(main_g, RunqAt::kNext, &unused);
 
   if (sched.hooks.sysmon_start != nullptr) sched.hooks.sysmon_start();
+  mprestart();
   mstart_on_current_thread(m0);
   // Plain threads inside go() finish before anything is torn down.
   while (sched.external_go.load(std::memory_order_acquire) > 0) sched_yield();

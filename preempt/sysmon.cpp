@@ -348,7 +348,6 @@ void sysmon_start() {
     sigemptyset(&set);
     sigaddset(&set, preempt_signal());
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
-    mprestart();
     sysmon_loop(s);
     sigquit_stop();
   });
