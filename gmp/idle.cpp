@@ -2,8 +2,8 @@
 // (mput/mget, pidleput/pidleget) and everything in proc.go that moves an M or
 // a P on or off them: acquirep/releasep, startm/stopm, wakep, handoffp. newm
 // and mstart are here because an M is made only when startm finds midle
-// empty (M0 aside: run.cpp). Ms are never destroyed before shutdown: an M
-// with nothing to do sleeps on midle.
+// empty, or by mprestart straight onto midle (M0 aside: run.cpp). Ms are
+// never destroyed before shutdown: an M with nothing to do sleeps on midle.
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
