@@ -145,13 +145,13 @@ void StackPool::alloc(char** out, size_t n) {
       continue;
     }
     if (fresh_.empty()) grow_locked();
-    out[i] = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(fresh_.back()) | kUnprepared);
+    out[i] = with_tag(fresh_.back());
     fresh_.pop_back();
   }
 }
 
 char* StackPool::prepare(char* entry) {
-  char* lo = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(entry) & ~kUnprepared);
+  char* lo = without_tag(entry);
   // The guard, then at once a user-mode write to the stack's top page
   // (where the G goes): the pair that keeps shadow-paging hypervisors
   // from discarding their translations (stack.hpp, "Guards").
@@ -174,9 +174,8 @@ void StackPool::free_batch(char* const* entries, size_t n) {
   {
     MutexLock lock(mu_);
     for (size_t i = 0; i < n; i++) {
-      auto e = reinterpret_cast<uintptr_t>(entries[i]);
-      if ((e & kUnprepared) != 0) {
-        fresh_.push_back(reinterpret_cast<char*>(e & ~kUnprepared));  // never used: nothing to give back
+      if (unprepared(entries[i])) {
+        fresh_.push_back(without_tag(entries[i]));  // never used: nothing to give back
       } else if (warm_.size() < kWarmLimit) {
         warm_.push_back(entries[i]);
       } else {

@@ -103,7 +103,7 @@ class StackPool {
   // slot gets its guard and at once a write to its top page (the pairing
   // of "Guards" above). Lock-free.
   char* take(char* entry) {
-    if ((reinterpret_cast<uintptr_t>(entry) & kUnprepared) == 0) [[likely]] return entry;
+    if (!unprepared(entry)) [[likely]] return entry;
     return prepare(entry);
   }
   // Takes entries of alloc() back, used or not; the caller has cleared any
@@ -128,6 +128,11 @@ class StackPool {
   // The tag of an entry whose slot has no guard yet (stacks are page
   // aligned).
   static constexpr uintptr_t kUnprepared = 1;
+  static bool unprepared(const char* entry) { return (reinterpret_cast<uintptr_t>(entry) & kUnprepared) != 0; }
+  static char* with_tag(char* lo) { return reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(lo) | kUnprepared); }
+  static char* without_tag(char* entry) {
+    return reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(entry) & ~kUnprepared);
+  }
 
   void grow_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   char* prepare(char* entry);

@@ -121,7 +121,7 @@ TEST(IdleStress, EverySourceOfWakeUpsReachesAnIdleScheduler) {
   GORT_EXPECT_SUBPROCESS_OK(120, reporting(child));
 }
 
-// sysmon starts one M ahead of need (mprestart), idle: the first go()
+// run() starts one M ahead of need (mprestart), idle: the first go()
 // wakes it instead of creating a thread on the spawner's path. Nothing is
 // started for one P, and a run that never spawns exits with it idle.
 TEST(IdlePrestart, FirstGoWakesAThreadStartedAhead) {

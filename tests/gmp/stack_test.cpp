@@ -242,16 +242,17 @@ TEST(StackPool, FreshSlotsArePreparedOnlyWhenTaken) {
   pool.init(64 * 1024);
   constexpr size_t kN = 32;
   char* s[kN];
-  const size_t before = rss_bytes();
+  const auto before = static_cast<int64_t>(rss_bytes());
   pool.alloc(s, kN);
-  const size_t after_alloc = rss_bytes();
-  EXPECT_LT(after_alloc - before, 12 * page()) << "alloc touched the stacks it handed out";
+  const auto after_alloc = static_cast<int64_t>(rss_bytes());
+  EXPECT_LT(after_alloc - before, static_cast<int64_t>(12 * page())) << "alloc touched the stacks it handed out";
   pool.free(s, kN);  // untaken: back as they were
   char* again[kN];
   pool.alloc(again, kN);
   EXPECT_EQ(std::set<char*>(s, s + kN), std::set<char*>(again, again + kN));
   take_all(pool, again, kN);
-  EXPECT_GE(rss_bytes() - after_alloc, kN * page()) << "take() did not write each stack's top page";
+  EXPECT_GE(static_cast<int64_t>(rss_bytes()) - after_alloc, static_cast<int64_t>(kN * page()))
+      << "take() did not write each stack's top page";
   for (char* lo : again) ASSERT_EQ(reinterpret_cast<uintptr_t>(lo) % page(), 0u);
   EXPECT_DEATH(
       {
