@@ -2,9 +2,9 @@
 // bench/echo_compare: a TCP echo server with one goroutine per connection,
 // the same flags, limits and shutdown, written on the net package.
 //
-// Differences: the read buffer is 4 KiB (Go's usual size, as in
-// bench/go/net_bench's tcp_echo) where the gort sample reads into 16 KiB;
-// the connection limit is a buffered channel used as a semaphore (Go's
+// The read buffer is 4 KiB, as in the gort sample and in
+// bench/go/net_bench's tcp_echo (Go's usual size). Differences: the
+// connection limit is a buffered channel used as a semaphore (Go's
 // netutil.LimitListener does the same; internal/connset, shared with
 // bench/go/http_server); the idle timeout is a read
 // deadline set before every read, as the gort sample renews its own.
