@@ -177,19 +177,6 @@ NetFD* NetFD::open_file(int sysfd, FdKind kind, bool pollable, int* err) {
   return new NetFD(sysfd, pd, AF_UNSPEC, 0, "file", kind);
 }
 
-bool NetFD::incref() {
-  uint64_t s = state_.load(std::memory_order_acquire);
-  for (;;) {
-    if (s & kClosed) return false;
-    if (state_.compare_exchange_weak(s, s + kRef, std::memory_order_acq_rel)) return true;
-  }
-}
-
-void NetFD::decref() {
-  uint64_t s = state_.fetch_sub(kRef, std::memory_order_acq_rel) - kRef;
-  if (s == kClosed) destroy();
-}
-
 void NetFD::destroy() {
   // Linux: the descriptor is gone even on EINTR; never retry. Not ours to
   // close when the run that opened it has closed it (poll_abandon_all).
@@ -200,16 +187,14 @@ void NetFD::destroy() {
 }
 
 int NetFD::close() {
-  uint64_t s = state_.load(std::memory_order_acquire);
-  for (;;) {
-    if (s & kClosed) return kErrClosing;
-    if (state_.compare_exchange_weak(s, (s | kClosed) + kRef, std::memory_order_acq_rel)) break;
-  }
+  // Waiters for either lock wake and fail; calls in progress are evicted
+  // from the poll descriptor below.
+  if (!fdmu_.incref_and_close()) return kErrClosing;
   // Go removes a Unix listener's file before closing the socket.
   if (!unlink_path_.empty()) ::unlink(unlink_path_.c_str());
   if (pd_ != nullptr) internal::poll_evict(pd_);  // blocked readers and writers wake with kErrClosing
   if (closing_) closing_.close();
-  decref();
+  if (fdmu_.decref()) destroy();
   return 0;
 }
 
@@ -228,34 +213,31 @@ int NetFD::wait(int mode) {
   return from_poll(internal::poll_wait(pd_, mode));
 }
 
-// Go's fd.readLock / fd.writeLock with the deferred unlock: a ref on the
-// NetFD, then its read or write lock, for the guard's scope. err() is
-// kErrClosing when the NetFD is closed, found before the ref (then nothing
-// is held) or once the lock is taken; the caller then returns at once.
+// Go's fd.readLock / fd.writeLock with the deferred unlock: the read or
+// write lock of fdmu_ and a ref, for the guard's scope. err() is
+// kErrClosing when the NetFD was closed before the lock was taken (then
+// nothing is held); the caller then returns at once. A close while the lock
+// is held evicts the holder's waits instead (poll_evict).
 class ABSL_SCOPED_LOCKABLE NetFD::IoLock {
  public:
-  IoLock(NetFD* fd, Mutex& mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : fd_(fd), mu_(&mu) {
-    if (!fd->incref()) {
-      mu_ = nullptr;
-      err_ = kErrClosing;
-      return;
+  IoLock(NetFD* fd, LockSide& side) ABSL_EXCLUSIVE_LOCK_FUNCTION(side)
+      : fd_(fd), read_(&side == &fd->rlock_) {
+    bool last;
+    if (!fd->fdmu_.rwlock(read_, &last)) {
+      if (last) fd->destroy();
+      fd_ = nullptr;
     }
-    mu.lock();
-    if (fd->state_.load(std::memory_order_acquire) & kClosed) err_ = kErrClosing;
   }
   ~IoLock() ABSL_UNLOCK_FUNCTION() {
-    if (mu_ == nullptr) return;
-    mu_->unlock();
-    fd_->decref();
+    if (fd_ != nullptr && fd_->fdmu_.rwunlock(read_)) fd_->destroy();
   }
   IoLock(const IoLock&) = delete;
   IoLock& operator=(const IoLock&) = delete;
-  int err() const { return err_; }
+  int err() const { return fd_ != nullptr ? 0 : kErrClosing; }
 
  private:
-  NetFD* const fd_;
-  Mutex* mu_;
-  int err_ = 0;
+  NetFD* fd_;
+  const bool read_;
 };
 
 // Go's fd.incref with the deferred decref, for the calls that use the
@@ -264,9 +246,9 @@ class ABSL_SCOPED_LOCKABLE NetFD::IoLock {
 // kErrClosing when the NetFD was closed already (then nothing is held).
 class NetFD::Ref {
  public:
-  explicit Ref(NetFD* fd) : fd_(fd->incref() ? fd : nullptr) {}
+  explicit Ref(NetFD* fd) : fd_(fd->fdmu_.incref() ? fd : nullptr) {}
   ~Ref() {
-    if (fd_ != nullptr) fd_->decref();
+    if (fd_ != nullptr && fd_->fdmu_.decref()) fd_->destroy();
   }
   Ref(const Ref&) = delete;
   Ref& operator=(const Ref&) = delete;
@@ -298,7 +280,7 @@ ssize_t NetFD::io_loop(int mode, int* err, F&& call) {
 }
 
 IoResult NetFD::read(char* p, size_t len) {
-  IoLock io(this, rmu_);
+  IoLock io(this, rlock_);
   IoResult r;
   // Go: a zero-byte read returns at once (after taking the lock).
   if ((r.err = io.err()) != 0 || len == 0 || (r.err = prepare('r')) != 0) return r;
@@ -334,7 +316,7 @@ IoResult NetFD::read(char* p, size_t len) {
 }
 
 int NetFD::wait_readable() {
-  IoLock io(this, rmu_);
+  IoLock io(this, rlock_);
   int err;
   if ((err = io.err()) != 0 || (err = prepare('r')) != 0) return err;
   for (;;) {
@@ -362,7 +344,7 @@ int NetFD::wait_readable() {
 }
 
 IoResult NetFD::write(const char* p, size_t len) {
-  IoLock io(this, wmu_);
+  IoLock io(this, wlock_);
   IoResult r;
   if ((r.err = io.err()) != 0 || (r.err = prepare('w')) != 0) return r;
   race_io_write(p, len);
@@ -393,7 +375,7 @@ IoResult NetFD::write(const char* p, size_t len) {
 }
 
 IoResult NetFD::recvfrom(char* p, size_t len, SockAddr* from) {
-  IoLock io(this, rmu_);
+  IoLock io(this, rlock_);
   IoResult r;
   if ((r.err = io.err()) != 0 || (r.err = prepare('r')) != 0) return r;
   ssize_t n = io_loop('r', &r.err, [&] {
@@ -408,7 +390,7 @@ IoResult NetFD::recvfrom(char* p, size_t len, SockAddr* from) {
 }
 
 IoResult NetFD::sendto(const char* p, size_t len, const SockAddr& to) {
-  IoLock io(this, wmu_);
+  IoLock io(this, wlock_);
   IoResult r;
   if ((r.err = io.err()) != 0 || (r.err = prepare('w')) != 0) return r;
   race_io_write(p, len);
@@ -429,7 +411,7 @@ void NetFD::backoff_sleep(absl::Duration d) {
 }
 
 int NetFD::accept(int* s, SockAddr* sa, const char** syscall) {
-  IoLock io(this, rmu_);
+  IoLock io(this, rlock_);
   int err;
   if ((err = io.err()) != 0 || (err = prepare('r')) != 0) return err;
   absl::Duration backoff = absl::ZeroDuration();
@@ -453,7 +435,7 @@ int NetFD::accept(int* s, SockAddr* sa, const char** syscall) {
       backoff = backoff == absl::ZeroDuration() ? absl::Milliseconds(5)
                                                 : std::min(backoff * 2, absl::Seconds(1));
       backoff_sleep(backoff);
-      if (state_.load(std::memory_order_acquire) & kClosed) return kErrClosing;
+      if (fdmu_.closed()) return kErrClosing;
       if ((err = prepare('r')) != 0) return err;
       continue;
     }
@@ -464,7 +446,7 @@ int NetFD::accept(int* s, SockAddr* sa, const char** syscall) {
 
 int NetFD::wait_connect() {
   // A closed NetFD fails here as wait() would have: kErrClosing.
-  IoLock io(this, wmu_);
+  IoLock io(this, wlock_);
   int err;
   if ((err = io.err()) != 0) return err;
   for (;;) {
@@ -494,12 +476,12 @@ int NetFD::raw_control(absl::FunctionRef<void(int)> f) {
 
 int NetFD::raw_io(int mode, absl::FunctionRef<bool(int)> f) {
   if (mode == 'r') {
-    IoLock io(this, rmu_);
+    IoLock io(this, rlock_);
     // f may leave data behind: the next read() must try before it waits.
     rdrained_ = false;
     return io.err() != 0 ? io.err() : raw_loop(mode, f);
   }
-  IoLock io(this, wmu_);
+  IoLock io(this, wlock_);
   return io.err() != 0 ? io.err() : raw_loop(mode, f);
 }
 

@@ -3,8 +3,9 @@
 // fd_unix.go).
 //
 // Invariants:
-//   - `state_` packs a closed bit and the number of calls in progress
-//     (refs). A call takes a ref on entry (failing with kErrClosing once the
+//   - `fdmu_` (FdMutex, stdlib/fd_mutex.hpp) counts the calls in progress
+//     (refs), holds the closed bit and the read and write locks, in one
+//     word. A call takes a ref on entry (failing with kErrClosing once the
 //     closed bit is set) and drops it on exit; close() sets the bit, evicts
 //     the poll descriptor's waiters (poll_evict), and drops its own ref. The
 //     one who drops the last ref of a closed NetFD destroys it: poll_close,
@@ -13,10 +14,10 @@
 //     (The end of a run closes the fd of a NetFD still open and marks its
 //     poll descriptor closing; poll_close then says so and destroy leaves
 //     the fd number alone.)
-//   - Readers hold rmu_, writers wmu_ (gort::Mutex: they park) while they
-//     do I/O: the poll descriptor allows one waiter per mode. They are taken
-//     after the ref, so a goroutine queued on them keeps the NetFD alive and
-//     notices the closed bit once it gets the lock.
+//   - Readers hold the read lock, writers the write lock, while they do
+//     I/O: the poll descriptor allows one waiter per mode. A goroutine
+//     waiting for a lock holds a ref, so the NetFD outlives it; close wakes
+//     it and it fails with kErrClosing.
 //   - The memory belongs to the owner (Conn, Listener, PacketConn); release()
 //     closes, waits until the destruction is complete (normally at once:
 //     the blocked calls were evicted), then frees it.
@@ -39,6 +40,7 @@
 #include "gort/net.hpp"
 #include "gort/os.hpp"
 #include "gort/sync.hpp"
+#include "stdlib/fd_mutex.hpp"
 #include "stdlib/net_addr.hpp"
 #include "stdlib/net_error.hpp"
 
@@ -152,14 +154,13 @@ class NetFD {
       : sysfd_(sysfd), pd_(pd), family_(family), sotype_(sotype), kind_(kind), net_(std::move(net)) {}
   ~NetFD() = default;
 
-  static constexpr uint64_t kClosed = 1;
-  static constexpr uint64_t kRef = 2;
+  // The read and write locks of fdmu_, as capabilities for the
+  // thread-safety annotations (they hold nothing).
+  struct ABSL_LOCKABLE LockSide {};
 
   class IoLock;
   class Ref;
 
-  bool incref();
-  void decref();
   void destroy();
   // Waits for readiness in mode; 0 or kErr*.
   int wait(int mode);
@@ -187,19 +188,19 @@ class NetFD {
   std::string unlink_path_;
   Chan<std::monostate> closing_;  // closed by close() when enabled
 
-  std::atomic<uint64_t> state_{0};
+  FdMutex fdmu_;
   std::atomic<bool> destroyed_{false};
   bool borrowed_ = false;
-  Mutex rmu_;
-  Mutex wmu_;
+  LockSide rlock_;
+  LockSide wlock_;
   // The last stream read was short, so the socket was empty when it
   // returned (see read()).
-  bool rdrained_ ABSL_GUARDED_BY(rmu_) = false;
+  bool rdrained_ ABSL_GUARDED_BY(rlock_) = false;
   // Set once by enable_inq(): stream reads may use recvmsg with TCP_CM_INQ.
   bool inq_ = false;
   // The last read filled its buffer (so the next one asks for TCP_CM_INQ
   // when inq_ is set).
-  bool rfull_ ABSL_GUARDED_BY(rmu_) = false;
+  bool rfull_ ABSL_GUARDED_BY(rlock_) = false;
 };
 
 // Go's `if !c.ok() { return syscall.EINVAL }`, for every call of Conn,

@@ -119,7 +119,7 @@ TEST_P(NetTest, CloseWakesEveryQueuedCaller) {
     Pair p = make_pair();
     if (!p.server) return;
     // Three readers: one parks in the poller, the others queue behind it
-    // on the read lock (a gort::Mutex).
+    // on the read lock (the FdMutex's semaphore: Go's "semacquire").
     constexpr int kReaders = 3;
     std::atomic<int> closed_errors{0};
     gort::WaitGroup wg;
@@ -138,7 +138,7 @@ TEST_P(NetTest, CloseWakesEveryQueuedCaller) {
       int io = 0, queued = 0;
       for (auto& pk : parked) {
         io += pk.now(WaitReason::kIOWait);
-        queued += pk.now(WaitReason::kSyncMutex);
+        queued += pk.now(WaitReason::kSemacquire);
       }
       return io == 1 && queued == kReaders - 1;
     }));
