@@ -2,8 +2,8 @@
 // a NetFD's reference count, closed flag, read lock and write lock in one
 // word. A read or a write enters with one atomic operation (rwlock) and
 // leaves with one (rwunlock); a separate reference count and a gort::Mutex
-// per direction took two each (four atomic operations more per echoed
-// message, 2 % of a server's CPU per message: docs/server-cpu.md).
+// per direction took two each (six atomic operations more per echoed
+// message, 1-2 % of the server's user time: docs/server-cpu.md).
 //
 // The word, low bits first:
 //
