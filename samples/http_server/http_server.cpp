@@ -368,10 +368,10 @@ const char* status_text(int code) {
 }
 
 // The Date header's value, formatted at most once a second per connection.
+// `now` is the batch's clock reading (serve_conn).
 class DateCache {
  public:
-  const std::string& get() {
-    absl::Time now = absl::Now();
+  const std::string& get(absl::Time now) {
     int64_t s = absl::ToUnixSeconds(now);
     if (s != last_) {
       last_ = s;
@@ -393,14 +393,14 @@ struct Response {
 };
 
 void append_response(std::string& out, const Response& r, bool head, bool keep_alive,
-                     bool http10, DateCache& date) {
+                     bool http10, DateCache& date, absl::Time now) {
   append(out, "HTTP/1.1 ", r.status, " ", status_text(r.status), "\r\n");
   if (r.status != 204) {
     append(out, "Content-Type: ", r.content_type, "\r\nContent-Length: ",
                     r.body.size(), "\r\n");
   }
   if (!r.allow.empty()) append(out, "Allow: ", r.allow, "\r\n");
-  append(out, "Date: ", date.get(), "\r\nServer: gort\r\n");
+  append(out, "Date: ", date.get(now), "\r\nServer: gort\r\n");
   if (!keep_alive) {
     out += "Connection: close\r\n";
   } else if (http10) {
@@ -502,9 +502,9 @@ void linger_close(C& c) {
 }
 
 template <class C>
-bool flush(C& c, std::string& out) {
+bool flush(C& c, std::string& out, absl::Time now) {
   if (out.empty()) return true;
-  (void)c.set_write_deadline(absl::Now() + kWriteTimeout);
+  (void)c.set_write_deadline(now + kWriteTimeout);
   bool ok = c.write(absl::MakeConstSpan(out)).ok();
   out.clear();
   return ok;
@@ -520,7 +520,9 @@ void serve_conn(C& c, absl::Duration idle) {
   Request req;  // reused: its header vector keeps its capacity
   if (idle > absl::ZeroDuration()) (void)c.set_read_deadline(absl::Now() + idle);
   for (;;) {
-    // Answer every complete request in the buffer.
+    // Answer every complete request in the buffer. One clock reading serves
+    // the batch: its Date headers and its write deadline.
+    const absl::Time now = absl::Now();
     size_t pos = 0;
     bool close_after = false, graceful = false;
     for (;;) {
@@ -537,22 +539,22 @@ void serve_conn(C& c, absl::Duration idle) {
       if (p == Parse::kError) {
         Response r = text(err.status, cat(err.status, " ", status_text(err.status),
                                                    ": ", err.detail, "\n"));
-        append_response(out, r, false, false, false, date);
+        append_response(out, r, false, false, false, date, now);
         close_after = graceful = true;
         break;
       }
       Response r = route(req);
-      append_response(out, r, req.method == "HEAD", req.keep_alive, req.minor == 0, date);
+      append_response(out, r, req.method == "HEAD", req.keep_alive, req.minor == 0, date, now);
       pos += used;
       sent_continue = false;
       if (!req.keep_alive) {
         close_after = true;
         break;
       }
-      if (out.size() >= kFlushAt && !flush(c, out)) return;
+      if (out.size() >= kFlushAt && !flush(c, out, absl::Now())) return;
     }
     bool wrote = !out.empty();
-    if (!flush(c, out)) return;
+    if (!flush(c, out, now)) return;
     if (close_after) {
       if (graceful) linger_close(c);
       else (void)c.close_write();

@@ -358,13 +358,13 @@ func statusText(code int) string {
 }
 
 // dateCache formats the Date header at most once a second per connection.
+// now is the batch's clock reading (serveConn).
 type dateCache struct {
 	last  int64
 	value []byte
 }
 
-func (d *dateCache) get() []byte {
-	now := time.Now()
+func (d *dateCache) get(now time.Time) []byte {
 	if s := now.Unix(); s != d.last {
 		d.last = s
 		d.value = now.UTC().AppendFormat(d.value[:0], "Mon, 02 Jan 2006 15:04:05 GMT")
@@ -379,7 +379,7 @@ type response struct {
 	allow       string
 }
 
-func appendResponse(out []byte, r *response, head, keepAlive, http10 bool, date *dateCache) []byte {
+func appendResponse(out []byte, r *response, head, keepAlive, http10 bool, date *dateCache, now time.Time) []byte {
 	out = append(out, "HTTP/1.1 "...)
 	out = strconv.AppendInt(out, int64(r.status), 10)
 	out = append(out, ' ')
@@ -398,7 +398,7 @@ func appendResponse(out []byte, r *response, head, keepAlive, http10 bool, date 
 		out = append(out, "\r\n"...)
 	}
 	out = append(out, "Date: "...)
-	out = append(out, date.get()...)
+	out = append(out, date.get(now)...)
 	out = append(out, "\r\nServer: go\r\n"...)
 	if !keepAlive {
 		out = append(out, "Connection: close\r\n"...)
@@ -531,11 +531,11 @@ func lingerClose(c *net.TCPConn) {
 	}
 }
 
-func flush(c *net.TCPConn, out *[]byte) bool {
+func flush(c *net.TCPConn, out *[]byte, now time.Time) bool {
 	if len(*out) == 0 {
 		return true
 	}
-	c.SetWriteDeadline(time.Now().Add(writeTimeout))
+	c.SetWriteDeadline(now.Add(writeTimeout))
 	_, err := c.Write(*out)
 	*out = (*out)[:0]
 	return err == nil
@@ -552,6 +552,9 @@ func serveConn(c *net.TCPConn, idle time.Duration) {
 		c.SetReadDeadline(time.Now().Add(idle))
 	}
 	for {
+		// One clock reading serves the batch: its Date headers and its
+		// write deadline (as in the gort sample).
+		now := time.Now()
 		pos := 0
 		closeAfter, graceful := false, false
 		for {
@@ -565,24 +568,24 @@ func serveConn(c *net.TCPConn, idle time.Duration) {
 			}
 			if res == parseFailed {
 				r := text(perr.status, fmt.Sprintf("%d %s: %s\n", perr.status, statusText(perr.status), perr.detail))
-				out = appendResponse(out, &r, false, false, false, &date)
+				out = appendResponse(out, &r, false, false, false, &date, now)
 				closeAfter, graceful = true, true
 				break
 			}
 			r := route(&req)
-			out = appendResponse(out, &r, string(req.method) == "HEAD", req.keepAlive, req.minor == 0, &date)
+			out = appendResponse(out, &r, string(req.method) == "HEAD", req.keepAlive, req.minor == 0, &date, now)
 			pos += used
 			sentContinue = false
 			if !req.keepAlive {
 				closeAfter = true
 				break
 			}
-			if len(out) >= flushAt && !flush(c, &out) {
+			if len(out) >= flushAt && !flush(c, &out, time.Now()) {
 				return
 			}
 		}
 		wrote := len(out) != 0
-		if !flush(c, &out) {
+		if !flush(c, &out, now) {
 			return
 		}
 		if closeAfter {
