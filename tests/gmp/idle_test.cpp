@@ -144,7 +144,9 @@ TEST(IdlePrestart, FirstGoWakesAThreadStartedAhead) {
     EXPECT_EQ(idle, procs > 1 ? 1 : 0) << procs << " Ps";
     // The goroutine ran on main's thread or on the one started ahead. (With
     // more Ps, the woken M may start another for the Ps still idle.)
-    if (procs <= 2) EXPECT_EQ(after, before) << procs << " Ps";
+    if (procs <= 2) {
+      EXPECT_EQ(after, before) << procs << " Ps";
+    }
     EXPECT_GE(after, before) << procs << " Ps";
   }
   // Started and never used: the run ends and joins it.
