@@ -1,8 +1,9 @@
 /* bench/syscall_pages.c — what a system call costs on this host, and what
  * touching a page costs right after one (docs/server-cpu.md, "What a page
  * costs here"). A server makes a few system calls per message; the pages
- * its own code touches between them pay their TLB misses again if the
- * kernel entry flushed the TLB, as it may in a virtual machine.
+ * its own code touches between them would pay their TLB misses again if
+ * the kernel entry flushed the TLB, as it may in a virtual machine: the
+ * last column says whether it does.
  *
  * For K = 1, 8, 32 and 128 pages (64 pages apart), three loops of 20,000
  * rounds: a system call (getppid) and then one read from each page; the
