@@ -98,7 +98,7 @@ class ConnSet {
 // One read and its echo. The buffer lives in this frame, which exists only
 // while data is being handled: see handle(). 4 KiB, as Go's twin and
 // docs/net.md: a larger frame costs a stack probe per page on every call
-// (-fstack-clash-protection), each likely a cache miss when many
+// (-fstack-clash-protection), a page that nothing else touches while many
 // connections take turns (16 KiB cost 1.3 % of the server's CPU per
 // 64-byte message).
 [[gnu::noinline]] bool echo_some(gort::net::Conn& c) {
