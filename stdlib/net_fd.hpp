@@ -39,7 +39,6 @@
 #include "gort/detail/race.hpp"
 #include "gort/net.hpp"
 #include "gort/os.hpp"
-#include "gort/sync.hpp"
 #include "stdlib/fd_mutex.hpp"
 #include "stdlib/net_addr.hpp"
 #include "stdlib/net_error.hpp"

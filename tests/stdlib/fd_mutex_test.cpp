@@ -3,6 +3,8 @@
 // and write locks; waiters that close wakes; exactly one caller learns that
 // it dropped the last reference, however close races with the lock
 // holders and waiters; and the misuse errors.
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
