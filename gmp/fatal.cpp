@@ -261,14 +261,20 @@ void check_dead_locked() {
   // a run queue, which the checks below see).
   int32_t run = sched.mcount - sched.nmidle - sched.nmidlelocked;
   if (run > 0) return;
-  if (sched.netpoll_blocked.load(std::memory_order_relaxed)) return;
-  if (sched.external_ops.load(std::memory_order_acquire) > 0) return;
+  // The poller's waiters first, then who may be carrying one away. An M
+  // that polled one is running (counted above); sysmon raises external_ops
+  // before its poll counts a G out of the waiters and lowers it after
+  // injecting the G under sched.lock, which we hold. Read in the other
+  // order, a G in transit could be missed by both checks. seq_cst on every
+  // side (netpoll/poll_desc.cpp, preempt/sysmon.cpp).
+  if (sched.hooks.netpoll_waiters != nullptr && sched.hooks.netpoll_waiters() > 0) return;
+  if (sched.netpoll_blocked.load(std::memory_order_seq_cst)) return;
+  if (sched.external_ops.load(std::memory_order_seq_cst) > 0) return;
   if (sched.runqsize.load(std::memory_order_relaxed) > 0) return;
   for (P* p : sched.allp) {
     if (!p->runq.empty()) return;
   }
   if (timers_next() >= 0) return;
-  if (sched.hooks.netpoll_waiters != nullptr && sched.hooks.netpoll_waiters() > 0) return;
   // Any thread besides the runtime's own (its Ms and sysmon) could still
   // send on a channel or start a goroutine: then nothing is provably dead
   // (as Go, which does not report deadlocks while cgo threads exist).

@@ -133,7 +133,9 @@ G* unblock(PollDesc* pd, int mode, Unblock why) {
     uintptr_t next = ioready ? kReady : 0;
     if (gpp->compare_exchange_weak(old, next, std::memory_order_acq_rel)) {
       if (old > kWait) {
-        g_waiters.fetch_sub(1, std::memory_order_relaxed);
+        // seq_cst: a deadlock check that sees this decrement then sees
+        // whoever carries g to a run queue (gmp/fatal.cpp, check_dead_locked).
+        g_waiters.fetch_sub(1, std::memory_order_seq_cst);
         return reinterpret_cast<G*>(old);
       }
       return nullptr;  // nobody, or a waiter that has not committed yet
@@ -370,7 +372,7 @@ void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now) {
   }
 }
 
-int64_t netpoll_waiters() { return g_waiters.load(std::memory_order_relaxed); }
+int64_t netpoll_waiters() { return g_waiters.load(std::memory_order_seq_cst); }
 
 namespace {
 

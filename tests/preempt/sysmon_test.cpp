@@ -16,9 +16,13 @@
 #include <string>
 #include <thread>
 
+#include "gmp/sched.hpp"
+#include "gmp/tls.hpp"
 #include "gort/os.hpp"
 #include "gort/sync.hpp"
 #include "gort/time.hpp"
+#include "netpoll/netpoll.hpp"
+#include "preempt/preempt.hpp"
 #include "tests/preempt/helpers.hpp"
 
 namespace {
@@ -139,6 +143,62 @@ TEST(SysmonPace, NetworkWorkSysmonInjectsDoesNotResetItsBackOff) {
   ASSERT_GE(rate.sleeps, 0) << "no thread named gort-sysmon";
   EXPECT_GT(round_trips.load(), 0) << "sysmon did not poll the network for the busy P";
   EXPECT_LE(rate.per_second(), 300.0) << rate.sleeps << " sysmon wake-ups in " << rate.seconds << " s";
+}
+
+// ---- what sysmon takes from the poller is never lost ----
+
+std::atomic<bool> g_sysmon_took{false};
+bool (*g_netpoll)(int64_t, gort::internal::GQueue*) = nullptr;
+
+// The poller as sysmon sees it, slowed once sysmon has taken a goroutine
+// from it: for 300 ms that goroutine is runnable and on no run queue, while
+// the runtime's only P runs out of work.
+bool slow_sysmon_netpoll(int64_t timeout_ns, gort::internal::GQueue* out) {
+  bool polled = g_netpoll(timeout_ns, out);
+  if (timeout_ns == 0 && gort::internal::getm() == nullptr && !out->empty() &&
+      !g_sysmon_took.exchange(true)) {
+    std::this_thread::sleep_for(300ms);
+  }
+  return polled;
+}
+
+// Main parks on an empty pipe; a spinner writes to it and keeps the one P
+// busy until sysmon's network poll (every 10 ms when no M polls) has taken
+// main off the poller, then exits. The M, out of work, goes idle and runs
+// the deadlock check while main is in sysmon's hands: no longer a poller
+// waiter, not yet on a run queue. That check reported a deadlock (the race
+// build hit it by itself, about once in 30 runs of a pipe test); sysmon now
+// counts as an outside caller while it carries what it polled, as a plain
+// thread's go() does, and main runs once sysmon injects it.
+TEST(SysmonPoll, GoroutineSysmonTookFromThePollerIsNotADeadlock) {
+  SKIP_WITHOUT_ASYNC_PREEMPTION();  // the spinner never yields
+  auto child = [] {
+    gort::internal::SchedHooks hooks;
+    gort::internal::install_netpoll_hooks(&hooks);
+    gort::internal::install_sysmon_hooks(&hooks);
+    gort::internal::install_slice_timer_hooks(&hooks);
+    g_netpoll = hooks.netpoll;
+    hooks.netpoll = &slow_sysmon_netpoll;
+    auto body = [](void*, int* result) {
+      gort::sleep(absl::Milliseconds(1));  // the poller has been polled once
+      auto p = gort::os::pipe();
+      if (!p.ok()) return;
+      gort::go([&w = p->second] {
+        char c = 'x';
+        if (!w.write(absl::MakeConstSpan(&c, 1)).ok()) return;
+        auto give_up = std::chrono::steady_clock::now() + 5s;
+        while (!g_sysmon_took.load() && std::chrono::steady_clock::now() < give_up) {
+        }
+      });
+      char c = 0;
+      auto n = p->first.read(absl::MakeSpan(&c, 1));
+      *result = n.ok() && *n == 1 && c == 'x' ? 7 : 1;
+    };
+    int r = gort::internal::run_scheduler(body, nullptr, preempt_cfg(1), hooks);
+    EXPECT_TRUE(g_sysmon_took.load()) << "sysmon never polled main off the poller: the test proved nothing";
+    EXPECT_EQ(r, 7);
+  };
+  GORT_EXPECT_SUBPROCESS_OK(30, gort::test::reporting(child));
 }
 
 // ---- the whole process's cost: a spinner, an idle program ----
