@@ -2,8 +2,10 @@
 // See the state table in netpoll.hpp.
 //
 // Descriptors are never freed, only recycled (as Go's pollCache): an epoll
-// event or a deadline timer that refers to a recycled descriptor is
-// recognised by a sequence number and dropped.
+// event that refers to a recycled descriptor is recognised by a sequence
+// number (fdseq) and dropped, and so is a deadline timer's firing that a
+// later stop or reset overtook (the timer's own seq, gmp/timer.hpp: close
+// stops both timers, every deadline change stops or resets one).
 //
 // The end of a run (poll_abandon_all): a descriptor still open then belongs
 // to a socket whose owner was abandoned with its goroutine (a Conn in a
@@ -67,11 +69,7 @@ struct PollDesc {
   // without it by poll_check (atomics).
   std::atomic<int64_t> rd{0};
   std::atomic<int64_t> wd{0};
-  // Deadline generations; a timer only acts if its generation is current.
-  uint32_t rseq ABSL_GUARDED_BY(lock) = 0;
-  uint32_t wseq ABSL_GUARDED_BY(lock) = 0;
-  uint32_t rt_seq ABSL_GUARDED_BY(lock) = 0;
-  uint32_t wt_seq ABSL_GUARDED_BY(lock) = 0;
+  // Deadline timers. Stopped and reset under lock only.
   Timer rt;
   Timer wt;
 };
@@ -154,15 +152,17 @@ bool commit_wait(G* g, void* arg) {
   return false;  // readiness, close or a deadline came first: resume now
 }
 
-void deadline_fired(Timer* t, int64_t, uint32_t) {
+void deadline_fired(Timer* t, int64_t, uint32_t seq) {
   auto* pd = static_cast<PollDesc*>(t->arg);
   int mode = t == &pd->rt ? 'r' : 'w';
   pd->lock.lock();
-  uint32_t cur = mode == 'r' ? pd->rseq : pd->wseq;
-  uint32_t armed = mode == 'r' ? pd->rt_seq : pd->wt_seq;
-  if (cur != armed || pd->closing.load()) {
+  // Stale if a stop or reset came after the runner claimed this firing:
+  // the deadline was changed (pushed back just as it came due, say) or the
+  // descriptor closed, and maybe reused. Changes happen under pd->lock, so
+  // none can slip in between this check and the store below.
+  if (timer_seq(t) != seq || pd->closing.load()) {
     pd->lock.unlock();
-    return;  // stale: the deadline was changed or the fd closed
+    return;
   }
   // Dekker with poll_wait: this store, then unblock's slot load.
   (mode == 'r' ? pd->rd : pd->wd).store(-1, std::memory_order_seq_cst);
@@ -207,12 +207,8 @@ PollDesc* poll_open(int fd) {
   pd->hangup.store(false);
   pd->rd.store(0);
   pd->wd.store(0);
-  {
-    // A deadline timer of the descriptor's last use may still be firing.
-    MutexLock lock(pd->lock);
-    pd->rseq++;
-    pd->wseq++;
-  }
+  // A deadline timer of the descriptor's last use may still be firing: it
+  // was stopped when that use closed, so its firing is stale.
   pd->rt.f = pd->wt.f = &deadline_fired;
   pd->rt.arg = pd->wt.arg = pd;
   int err = netpoll_open(fd, pd, tag_of(pd));
@@ -233,8 +229,6 @@ void poll_evict(PollDesc* pd) {
   }
   // Dekker with poll_wait: this store, then unblock's slot load below.
   pd->closing.store(true, std::memory_order_seq_cst);
-  pd->rseq++;
-  pd->wseq++;
   timer_stop(&pd->rt);
   timer_stop(&pd->wt);
   pd->lock.unlock();
@@ -262,8 +256,6 @@ void poll_abandon_all() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       PollDesc* pd = &block[i];
       if (pd->fd < 0 || pd->abandoned.load(std::memory_order_relaxed)) continue;
       pd->closing.store(true);
-      pd->rseq++;
-      pd->wseq++;
       pd->rg.store(0);
       pd->wg.store(0);
       ::close(pd->fd);  // the epoll instance is closed next: no EPOLL_CTL_DEL
@@ -342,8 +334,9 @@ void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now) {
     pd->lock.unlock();
     return;
   }
-  auto apply = [&](std::atomic<int64_t>& d, uint32_t& seq, uint32_t& armed, Timer& t) -> bool {
-    seq++;
+  // Every path stops or resets the timer, which makes a firing already
+  // claimed stale (deadline_fired).
+  auto apply = [&](std::atomic<int64_t>& d, Timer& t) -> bool {
     if (deadline == 0) {
       d.store(0, std::memory_order_release);
       timer_stop(&t);
@@ -357,12 +350,11 @@ void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now) {
       return true;
     }
     d.store(deadline, std::memory_order_release);
-    armed = seq;
     timer_reset(&t, deadline, 0);
     return false;
   };
-  if (mode == 'r' || mode == 'r' + 'w') expire_r = apply(pd->rd, pd->rseq, pd->rt_seq, pd->rt);
-  if (mode == 'w' || mode == 'r' + 'w') expire_w = apply(pd->wd, pd->wseq, pd->wt_seq, pd->wt);
+  if (mode == 'r' || mode == 'r' + 'w') expire_r = apply(pd->rd, pd->rt);
+  if (mode == 'w' || mode == 'r' + 'w') expire_w = apply(pd->wd, pd->wt);
   pd->lock.unlock();
   if (expire_r) {
     if (G* g = unblock(pd, 'r', Unblock::kCloseOrDeadline)) ready(g);

@@ -126,6 +126,42 @@ TEST_P(NetTest, DeadlineResetWhileParked) {
   });
 }
 
+// A deadline pushed back just as it fires: the firing of the old one,
+// already claimed by the timer's runner when the new deadline is set, must
+// not expire the new one (Go's netpoll deadline seq). Each round arms a
+// read deadline 200 µs ahead, spins until about then (on a P of its own,
+// so another M runs the timer), pushes it 10 s out and reads a byte that
+// is already there: a timeout is the old firing taking the new deadline.
+TEST_P(NetTest, DeadlinePushedBackAsItFiresKeepsTheNewOne) {
+  run_test([] {
+    Pair p = make_pair();
+    if (!p.server) return;
+    const int rounds = gort::test::stress_size(3000);
+    int timeouts = 0;
+    uint64_t x = 88172645463325252ull;
+    for (int i = 0; i < rounds && timeouts == 0; i++) {
+      if (!write_str(p.server, "z").ok()) return;
+      absl::Time first = absl::Now() + absl::Microseconds(200);
+      EXPECT_TRUE(p.client.set_read_deadline(first).ok());
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      absl::Time push_at = first + absl::Microseconds(static_cast<int64_t>(x % 60) - 30);
+      while (absl::Now() < push_at) {
+      }
+      EXPECT_TRUE(p.client.set_read_deadline(absl::Now() + absl::Seconds(10)).ok());
+      // A stale firing would land within microseconds of the push.
+      absl::Time settle = absl::Now() + absl::Microseconds(30);
+      while (absl::Now() < settle) {
+      }
+      char c;
+      auto n = p.client.read(absl::MakeSpan(&c, 1));
+      if (!n.ok()) {
+        timeouts++;
+        ADD_FAILURE() << "round " << i << ": " << n.status();
+      }
+    }
+  });
+}
+
 TEST_P(NetTest, DeadlineInThePastFailsAtOnce) {
   run_test([] {
     Pair p = make_pair();
