@@ -65,8 +65,10 @@ struct PollDesc {
   // poll_hangup_seen).
   std::atomic<bool> hangup{false};
   std::atomic<uint32_t> fdseq{0};
-  // Deadlines (nanotime): 0 none, -1 expired. Written under lock, read
-  // without it by poll_check (atomics).
+  // Deadlines (nanotime): 0 none, -1 expired. Set under lock, except that
+  // a pending deadline may be pushed back without it (push_back); read
+  // without it by poll_check. While one is > 0, its timer is armed no later
+  // (see "Deadlines" above poll_set_deadline).
   std::atomic<int64_t> rd{0};
   std::atomic<int64_t> wd{0};
   // Deadline timers. Stopped and reset under lock only.
@@ -152,7 +154,7 @@ bool commit_wait(G* g, void* arg) {
   return false;  // readiness, close or a deadline came first: resume now
 }
 
-void deadline_fired(Timer* t, int64_t, uint32_t seq) {
+void deadline_fired(Timer* t, int64_t now, uint32_t seq) {
   auto* pd = static_cast<PollDesc*>(t->arg);
   int mode = t == &pd->rt ? 'r' : 'w';
   pd->lock.lock();
@@ -164,10 +166,35 @@ void deadline_fired(Timer* t, int64_t, uint32_t seq) {
     pd->lock.unlock();
     return;
   }
-  // Dekker with poll_wait: this store, then unblock's slot load.
-  (mode == 'r' ? pd->rd : pd->wd).store(-1, std::memory_order_seq_cst);
+  std::atomic<int64_t>& d = mode == 'r' ? pd->rd : pd->wd;
+  int64_t when = d.load(std::memory_order_seq_cst);
+  for (;;) {
+    if (when <= 0) {  // cleared or expired meanwhile: stop or reset bumped seq
+      pd->lock.unlock();
+      return;
+    }
+    if (when > now) {
+      // Pushed back since the timer was armed: arm it for the new time.
+      timer_reset(t, when, 0);
+      pd->lock.unlock();
+      return;
+    }
+    // Dekker with poll_wait: this store, then unblock's slot load. A
+    // failed CAS means a push_back moved it (`when` is reloaded).
+    if (d.compare_exchange_weak(when, -1, std::memory_order_seq_cst)) break;
+  }
   pd->lock.unlock();
   if (G* g = unblock(pd, mode, Unblock::kCloseOrDeadline)) ready(g);
+}
+
+// Moves a pending deadline later without the descriptor's lock or the
+// timer's: a server pushes its connections' deadlines back on every
+// request. Fails (the caller takes the locked path) unless `d` holds a
+// deadline (> 0) no later than `deadline`, which is in the future.
+bool push_back(std::atomic<int64_t>& d, int64_t deadline, int64_t now) {
+  int64_t cur = d.load(std::memory_order_acquire);
+  if (cur <= 0 || deadline < cur || deadline <= now) return false;
+  return d.compare_exchange_strong(cur, deadline, std::memory_order_acq_rel);
 }
 
 void wait_on_thread(PollDesc* pd, int mode) {
@@ -326,8 +353,21 @@ void poll_reset_ready(PollDesc* pd, int mode) {
 
 bool poll_hangup_seen(PollDesc* pd) { return pd->hangup.load(std::memory_order_acquire); }
 
+// Deadlines. A deadline > 0 has its timer armed at or before it: the
+// locked path arms the timer at the deadline itself; push_back only moves a
+// deadline later and leaves the timer where it is; deadline_fired, when the
+// timer comes due early, re-arms it for the deadline it finds. So pushing a
+// deadline back costs one CAS, and its timer fires once per push-back
+// period rather than being moved in its heap on every call (Go moves it:
+// pd.lock and modtimer on each SetDeadline).
 void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now) {
   if (now == 0) now = nanotime();
+  if (deadline > 0) {
+    // Each side that can be pushed back is done; the rest take the lock.
+    if (mode != 'w' && push_back(pd->rd, deadline, now)) mode -= 'r';
+    if (mode != 'r' && mode != 0 && push_back(pd->wd, deadline, now)) mode -= 'w';
+    if (mode == 0) return;
+  }
   bool expire_r = false, expire_w = false;
   pd->lock.lock();
   if (pd->closing.load()) {

@@ -126,6 +126,74 @@ TEST_P(NetTest, DeadlineResetWhileParked) {
   });
 }
 
+// Pushing a pending deadline back leaves its timer armed at the old time
+// (netpoll/poll_desc.cpp, "Deadlines"): when that comes, the timer is
+// re-armed, and the deadline fires at the time last set, never before.
+TEST_P(NetTest, DeadlinePushedBackFiresAtItsNewTime) {
+  run_test([] {
+    Pair p = make_pair();
+    if (!p.server) return;
+    char b[4];
+    for (bool write_side : {false, true}) {
+      absl::Time start = absl::Now();
+      auto set = [&](absl::Time t) {
+        return write_side ? p.client.set_write_deadline(t) : p.client.set_read_deadline(t);
+      };
+      EXPECT_TRUE(set(start + absl::Milliseconds(40)).ok());
+      absl::Time last = start + absl::Milliseconds(120);
+      EXPECT_TRUE(set(last).ok());
+      absl::Status st;
+      if (write_side) {
+        // Fill the socket's buffers until the write blocks, then time out.
+        std::string chunk(64 * 1024, 'w');
+        for (;;) {
+          auto n = p.client.write(absl::MakeConstSpan(chunk.data(), chunk.size()));
+          if (!n.ok()) {
+            st = n.status();
+            break;
+          }
+        }
+      } else {
+        st = p.client.read(absl::MakeSpan(b)).status();
+      }
+      EXPECT_EQ(st, kTimeout) << (write_side ? "write" : "read");
+      EXPECT_GE(absl::Now(), last - absl::Microseconds(20))
+          << (write_side ? "write" : "read") << " timed out at the first deadline";
+    }
+  });
+}
+
+// A reader parked while another goroutine keeps pushing its deadline back,
+// 30 ms ahead every 5 ms: no timeout while it does, then one at the last
+// deadline set.
+TEST_P(NetTest, DeadlineKeptPushedBackWhileParked) {
+  run_test([] {
+    Pair p = make_pair();
+    if (!p.server) return;
+    EXPECT_TRUE(p.client.set_read_deadline(absl::Now() + absl::Milliseconds(30)).ok());
+    std::atomic<bool> pushing{true};
+    gort::WaitGroup wg;
+    absl::Time last;
+    wg.add(1);
+    gort::go([&] {
+      absl::Time until = absl::Now() + absl::Milliseconds(200);
+      while (absl::Now() < until) {
+        last = absl::Now() + absl::Milliseconds(30);
+        EXPECT_TRUE(p.client.set_read_deadline(last).ok());
+        gort::sleep(absl::Milliseconds(5));
+      }
+      pushing.store(false);
+      wg.done();
+    });
+    char b[4];
+    auto n = p.client.read(absl::MakeSpan(b));
+    EXPECT_EQ(n.status(), kTimeout);
+    EXPECT_FALSE(pushing.load()) << "timed out while the deadline was being pushed back";
+    wg.wait();
+    EXPECT_GE(absl::Now(), last - absl::Microseconds(20));
+  });
+}
+
 // A deadline pushed back just as it fires: the firing of the old one,
 // already claimed by the timer's runner when the new deadline is set, must
 // not expire the new one (Go's netpoll deadline seq). Each round arms a
