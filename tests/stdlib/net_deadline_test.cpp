@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -226,6 +227,80 @@ TEST_P(NetTest, DeadlinePushedBackAsItFiresKeepsTheNewOne) {
         timeouts++;
         ADD_FAILURE() << "round " << i << ": " << n.status();
       }
+    }
+  });
+}
+
+// Goroutines that set one connection's read deadline at random (pushed
+// back, moved earlier, cleared, in the past) while a reader keeps reading:
+// afterwards a deadline still fires on time, whatever path each call took.
+// A deadline left set with no timer armed at or before it would let the
+// last reads wait for data that only the rescue below sends.
+TEST_P(NetTest, DeadlineSettersRacingLeaveItsTimerArmed) {
+  run_test([] {
+    Pair p = make_pair();
+    if (!p.server) return;
+    std::atomic<bool> stop{false};
+    gort::WaitGroup wg;
+    wg.add(1);
+    gort::go([&] {
+      char b[64];
+      while (!stop.load()) (void)p.client.read(absl::MakeSpan(b));
+      wg.done();
+    });
+    const int setters = 4, calls = gort::test::stress_size(4000);
+    std::atomic<int> setting{setters};
+    for (int i = 0; i < setters; i++) {
+      wg.add(1);
+      gort::go([&, i] {
+        uint64_t x = 0x9E3779B97F4A7C15ull * (i + 1);
+        for (int k = 0; k < calls; k++) {
+          x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+          absl::Time now = absl::Now();
+          switch (x % 8) {
+            case 0: (void)p.client.set_read_deadline(absl::InfiniteFuture()); break;
+            case 1: (void)p.client.set_read_deadline(now - absl::Milliseconds(1)); break;
+            case 2: (void)p.client.set_read_deadline(now + absl::Microseconds(50)); break;
+            default:
+              (void)p.client.set_read_deadline(now + absl::Microseconds(static_cast<int64_t>(x % 5000)));
+          }
+          if (x % 16 == 0) gort::yield();
+          if (x % 64 == 1) (void)write_str(p.server, "d");
+        }
+        setting.fetch_sub(1);
+        wg.done();
+      });
+    }
+    while (setting.load() > 0) gort::sleep(absl::Milliseconds(1));
+    stop.store(true);
+    (void)p.client.set_read_deadline(absl::Now() - absl::Seconds(1));  // ends the reader's read
+    wg.wait();
+    (void)p.client.set_read_deadline(absl::InfiniteFuture());
+    // Drain what the setters wrote, then check that deadlines fire.
+    (void)p.client.set_read_deadline(absl::Now() + absl::Milliseconds(20));
+    char b[256];
+    while (p.client.read(absl::MakeSpan(b)).ok()) {
+    }
+    for (int r = 0; r < 20; r++) {
+      std::atomic<bool> returned{false};
+      gort::WaitGroup rescue;
+      rescue.add(1);
+      gort::go([&] {
+        absl::Time give_up = absl::Now() + absl::Seconds(2);
+        while (!returned.load() && absl::Now() < give_up) gort::sleep(absl::Milliseconds(1));
+        if (!returned.load()) (void)write_str(p.server, "r");
+        rescue.done();
+      });
+      // Even rounds: armed, then pushed back (no lock, the timer stays at
+      // the first time). Odd rounds: a later one moved earlier (locked).
+      absl::Time t = absl::Now() + absl::Milliseconds(1);
+      EXPECT_TRUE(p.client.set_read_deadline(r % 2 == 0 ? t : t + absl::Milliseconds(1)).ok());
+      if (r % 2 == 0) t += absl::Milliseconds(1);
+      EXPECT_TRUE(p.client.set_read_deadline(t).ok());
+      auto n = p.client.read(absl::MakeSpan(b));
+      returned.store(true);
+      EXPECT_EQ(n.status(), kTimeout) << "round " << r << ": the deadline never fired";
+      rescue.wait();
     }
   });
 }
