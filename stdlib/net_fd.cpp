@@ -261,7 +261,14 @@ class NetFD::Ref {
 // Inline, as the check it replaces was: it is on every read and write.
 __attribute__((always_inline)) inline int NetFD::prepare(int mode) {
   if (pd_ == nullptr) [[unlikely]] return 0;
-  return from_poll(internal::poll_check(pd_, mode));
+  int err = from_poll(internal::poll_check(pd_, mode));
+  // A call that fails at once (its deadline passed, the descriptor closed)
+  // never reaches poll_wait's preemption point. A goroutine looping on such
+  // calls must still yield when sysmon asks: in a build without
+  // asynchronous preemption (the race detector's) it would otherwise hold
+  // its P for good.
+  if (err != 0) [[unlikely]] internal::preempt_check();
+  return err;
 }
 
 template <class F>
