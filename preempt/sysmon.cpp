@@ -279,10 +279,6 @@ void sysmon_loop(Sysmon* s) {
       if (last != 0 && last + kPollIntervalNs < now && !sched.netpoll_blocked.load()) {
         sched.last_poll.store(now, std::memory_order_relaxed);
         GQueue list;
-        // Not activity for the back-off (as in Go, where only retake
-        // resets it): a server whose P never runs dry is polled here every
-        // 10 ms for good, and each reset kept sysmon at a 20 µs pace, some
-        // 1,000 wake-ups a second instead of 100.
         // What it takes from the poller is on no run queue until inject:
         // counted as an outside caller meanwhile, or the last M to go idle
         // would find no waiter, no queued G and no busy M, and report a
@@ -290,6 +286,10 @@ void sysmon_loop(Sysmon* s) {
         // injectglist for the same reason). seq_cst: before the poll takes
         // any waiter off the count the deadlock check reads first.
         sched.external_ops.fetch_add(1, std::memory_order_seq_cst);
+        // Not activity for the back-off (as in Go, where only retake
+        // resets it): a server whose P never runs dry is polled here every
+        // 10 ms for good, and each reset kept sysmon at a 20 µs pace, some
+        // 1,000 wake-ups a second instead of 100.
         if (sched.hooks.netpoll(0, &list) && !list.empty()) inject(&list);
         sched.external_ops.fetch_sub(1, std::memory_order_release);
       }
