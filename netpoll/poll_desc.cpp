@@ -169,7 +169,9 @@ void deadline_fired(Timer* t, int64_t now, uint32_t seq) {
   std::atomic<int64_t>& d = mode == 'r' ? pd->rd : pd->wd;
   int64_t when = d.load(std::memory_order_seq_cst);
   for (;;) {
-    if (when <= 0) {  // cleared or expired meanwhile: stop or reset bumped seq
+    // Not reached: whatever leaves a deadline <= 0 also stops its timer,
+    // which the seq check above has seen. A guard, not a path.
+    if (when <= 0) {
       pd->lock.unlock();
       return;
     }
@@ -362,11 +364,12 @@ bool poll_hangup_seen(PollDesc* pd) { return pd->hangup.load(std::memory_order_a
 // pd.lock and modtimer on each SetDeadline).
 void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now) {
   if (now == 0) now = nanotime();
+  bool set_r = mode != 'w', set_w = mode != 'r';
   if (deadline > 0) {
     // Each side that can be pushed back is done; the rest take the lock.
-    if (mode != 'w' && push_back(pd->rd, deadline, now)) mode -= 'r';
-    if (mode != 'r' && mode != 0 && push_back(pd->wd, deadline, now)) mode -= 'w';
-    if (mode == 0) return;
+    if (set_r && push_back(pd->rd, deadline, now)) set_r = false;
+    if (set_w && push_back(pd->wd, deadline, now)) set_w = false;
+    if (!set_r && !set_w) return;
   }
   bool expire_r = false, expire_w = false;
   pd->lock.lock();
@@ -393,8 +396,8 @@ void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now) {
     timer_reset(&t, deadline, 0);
     return false;
   };
-  if (mode == 'r' || mode == 'r' + 'w') expire_r = apply(pd->rd, pd->rt);
-  if (mode == 'w' || mode == 'r' + 'w') expire_w = apply(pd->wd, pd->wt);
+  if (set_r) expire_r = apply(pd->rd, pd->rt);
+  if (set_w) expire_w = apply(pd->wd, pd->wt);
   pd->lock.unlock();
   if (expire_r) {
     if (G* g = unblock(pd, 'r', Unblock::kCloseOrDeadline)) ready(g);
