@@ -69,12 +69,14 @@ int poll_wait(PollDesc* pd, int mode);
 // call. Call it right before an I/O attempt whose result will be trusted
 // as the descriptor's state (see NetFD::read's drained stream sockets).
 void poll_reset_ready(PollDesc* pd, int mode);
-// Whether an event reported a hang-up, a peer shutdown or an error. Such a
-// state is not consumed by reading the data before it and brings no new
-// event: a read after a short read must be tried, not waited for. An event
+// Whether an event ever reported a hang-up, a peer shutdown, an error or
+// urgent data (TCP's or AF_UNIX's MSG_OOB). Such a state is not consumed by
+// reading the data before it and brings no new event, and a read stops
+// short at an urgent mark with the rest of the stream still queued: after
+// a short read, the next read must be tried, not waited for. An event
 // harvested after the last poll_reset_ready leaves readiness behind as
 // well, so a false answer is safe for the read it follows.
-bool poll_hangup_seen(PollDesc* pd);
+bool poll_exceptional_seen(PollDesc* pd);
 // Sets the deadline for mode 'r', 'w' or 'r'+'w' as a nanotime; 0 clears
 // it; a time in the past expires it at once (waking a waiter). `now`: the
 // caller's current nanotime, or 0 to read the clock here.

@@ -50,7 +50,8 @@ void netpoll_shutdown() {
 int netpoll_open(int fd, PollDesc*, uint64_t tag) {
   RaceIgnoreSync race;
   epoll_event ev{};
-  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+  // EPOLLPRI: urgent data (NetFD::read's drained sockets).
+  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET;
   ev.data.u64 = tag;
   if (epoll_ctl(g_epfd, EPOLL_CTL_ADD, fd, &ev) != 0) return errno;
   return 0;
@@ -131,10 +132,11 @@ bool netpoll(int64_t timeout_ns, GQueue* out) {
       continue;
     }
     int mode = 0;
-    if (ev.events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) mode += 'r';
+    if (ev.events & (EPOLLIN | EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) mode += 'r';
     if (ev.events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) mode += 'w';
     if (mode != 0) {
-      netpoll_ready(ev.data.u64, mode, (ev.events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0, out);
+      netpoll_ready(ev.data.u64, mode, (ev.events & (EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0,
+                    out);
     }
   }
   errno = saved;

@@ -19,8 +19,9 @@ bool netpoll(int64_t timeout_ns, GQueue* out);
 void netpoll_break();
 
 // Called by the platform poller for each event: mode 'r', 'w' or 'r'+'w'.
-// `tag` is what netpoll_open was given; stale tags are ignored. `hangup`:
-// the peer shut down, the connection hung up or has an error pending.
-void netpoll_ready(uint64_t tag, int mode, bool hangup, GQueue* out);
+// `tag` is what netpoll_open was given; stale tags are ignored.
+// `exceptional`: the peer shut down, the connection hung up or has an error
+// pending, or urgent data arrived (poll_exceptional_seen).
+void netpoll_ready(uint64_t tag, int mode, bool exceptional, GQueue* out);
 
 }  // namespace gort::internal

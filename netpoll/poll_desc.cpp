@@ -61,9 +61,9 @@ struct PollDesc {
   std::atomic<bool> closing{false};
   // Its run ended while it was open (see the top of the file).
   std::atomic<bool> abandoned{false};
-  // Sticky: an event said hang-up, peer shutdown or error (see
-  // poll_hangup_seen).
-  std::atomic<bool> hangup{false};
+  // Sticky: an event said hang-up, peer shutdown, error or urgent data
+  // (see poll_exceptional_seen).
+  std::atomic<bool> exceptional{false};
   std::atomic<uint32_t> fdseq{0};
   // Deadlines (nanotime): 0 none, -1 expired. Set under lock, except that
   // a pending deadline may be pushed back without it (push_back); read
@@ -208,11 +208,16 @@ void wait_on_thread(PollDesc* pd, int mode) {
 
 }  // namespace
 
-void netpoll_ready(uint64_t tag, int mode, bool hangup, GQueue* out) {
+void netpoll_ready(uint64_t tag, int mode, bool exceptional, GQueue* out) {
   auto* pd = reinterpret_cast<PollDesc*>(tag & ((uint64_t{1} << kTagShift) - 1));
   if ((pd->fdseq.load(std::memory_order_acquire) & 0xFFFF) != (tag >> kTagShift)) return;
-  // Before the readiness it comes with (unblock's release publishes it).
-  if (hangup) pd->hangup.store(true, std::memory_order_relaxed);
+  // Before the readiness it comes with. seq_cst, with unblock's load of the
+  // slot, poll_reset_ready's CAS and poll_exceptional_seen's load: the slot
+  // may already hold kReady, so that no store of unblock's publishes the
+  // flag. Then either the reader's reset came first and unblock sees it
+  // (and leaves kReady for the reader's next wait), or the reader's load of
+  // the flag, after its reset, sees it.
+  if (exceptional) pd->exceptional.store(true, std::memory_order_seq_cst);
   if (mode == 'r' || mode == 'r' + 'w') {
     if (G* g = unblock(pd, 'r', Unblock::kIoReady)) {
       set_status(g, GStatus::kWaiting, GStatus::kRunnable);
@@ -233,7 +238,7 @@ PollDesc* poll_open(int fd) {
   pd->rg.store(0);
   pd->wg.store(0);
   pd->closing.store(false);
-  pd->hangup.store(false);
+  pd->exceptional.store(false);
   pd->rd.store(0);
   pd->wd.store(0);
   // A deadline timer of the descriptor's last use may still be firing: it
@@ -353,7 +358,7 @@ void poll_reset_ready(PollDesc* pd, int mode) {
   }
 }
 
-bool poll_hangup_seen(PollDesc* pd) { return pd->hangup.load(std::memory_order_acquire); }
+bool poll_exceptional_seen(PollDesc* pd) { return pd->exceptional.load(std::memory_order_seq_cst); }
 
 // Deadlines. A deadline > 0 has its timer armed at or before it: the
 // locked path arms the timer at the deadline itself; push_back only moves a

@@ -119,6 +119,21 @@ ssize_t read_inq(int fd, char* p, size_t len, int* inq) {
   return n;
 }
 
+// recvmsg(2) with no room for ancillary data. A Unix stream read stops
+// short after a message that carried descriptors, or at a change of
+// sender while credentials are being passed, with the rest of the stream
+// still queued; what it could not deliver it reports only as MSG_CTRUNC,
+// which read(2) drops.
+ssize_t read_noctl(int fd, char* p, size_t len, bool* ctrunc) {
+  iovec iov{p, len};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  ssize_t n = sys_recvmsg(fd, &m, 0);
+  *ctrunc = n >= 0 && (m.msg_flags & MSG_CTRUNC) != 0;
+  return n;
+}
+
 // CLOCK_REALTIME minus the runtime's monotonic clock, in nanoseconds, read
 // again at most once a millisecond. Servers set a deadline or two per
 // request; this saves a wall-clock read on each. The offset only moves when
@@ -303,9 +318,11 @@ IoResult NetFD::read(char* p, size_t len) {
   // full.
   bool ask_inq = inq_ && rfull_;
   int inq = -1;
+  bool ctrunc = false;
   ssize_t n = io_loop('r', &r.err, [&] {
     if (is_stream()) internal::poll_reset_ready(pd_, 'r');
-    return ask_inq ? read_inq(sysfd_, p, len, &inq) : sys_read(sysfd_, p, len);
+    if (ask_inq) return read_inq(sysfd_, p, len, &inq);
+    return unix_stream_ ? read_noctl(sysfd_, p, len, &ctrunc) : sys_read(sysfd_, p, len);
   });
   if (n < 0) return r;
   r.n = static_cast<size_t>(n);
@@ -315,10 +332,15 @@ IoResult NetFD::read(char* p, size_t len) {
   // queued, and so did one after which TCP reports nothing left (a read
   // that exactly fills a message-sized buffer, the usual request/response
   // pattern); data arriving later brings a new edge, hence readiness,
-  // because the reset above came before the read. EOF (0), a pending
-  // shutdown or error, and datagrams do not qualify: no further event need
-  // come for them.
-  rdrained_ = is_stream() && n > 0 && (r.n < len || inq == 0) && !internal::poll_hangup_seen(pd_);
+  // because the reset above came before the read. Not trusted: EOF (0);
+  // datagrams; a read after which the kernel withheld ancillary data
+  // (ctrunc: Unix descriptors or credentials, at whose boundary the read
+  // stopped); and any read once the poller has seen a hang-up, an error or
+  // urgent data (a read stops short at the urgent mark). For none of these
+  // need another event come for what is still queued (docs/net.md, "A
+  // short read drains the socket").
+  rdrained_ = is_stream() && n > 0 && (r.n < len || inq == 0) && !ctrunc &&
+              !internal::poll_exceptional_seen(pd_);
   return r;
 }
 

@@ -25,6 +25,8 @@
 //     shared and never change.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -150,7 +152,13 @@ class NetFD {
  private:
   NetFD(int sysfd, internal::PollDesc* pd, int family, int sotype, std::string net,
         FdKind kind = FdKind::kSocket)
-      : sysfd_(sysfd), sotype_(sotype), pd_(pd), kind_(kind), family_(family), net_(std::move(net)) {}
+      : sysfd_(sysfd),
+        sotype_(sotype),
+        pd_(pd),
+        kind_(kind),
+        unix_stream_(family == AF_UNIX && sotype == SOCK_STREAM),
+        family_(family),
+        net_(std::move(net)) {}
   ~NetFD() = default;
 
   // The read and write locks of fdmu_, as capabilities for the
@@ -189,6 +197,8 @@ class NetFD {
   const int sotype_;
   internal::PollDesc* const pd_;
   const FdKind kind_;
+  // Reads go through recvmsg to learn MSG_CTRUNC (see read_noctl).
+  const bool unix_stream_;
   // The last stream read was short, so the socket was empty when it
   // returned (see read()).
   bool rdrained_ ABSL_GUARDED_BY(rlock_) = false;

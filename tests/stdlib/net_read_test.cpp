@@ -7,6 +7,12 @@
 // and the data that arrives between two reads: every one must be reported
 // promptly, never waited for. Each read runs under a deadline, so a lost
 // wake-up fails with "i/o timeout" instead of hanging.
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <string>
 
@@ -341,6 +347,131 @@ TEST_P(NetTest, WaitReadableSeesAPendingReset) {
     auto r = read_some(p.client);
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.status().message().find("Connection reset by peer"), std::string::npos) << r.status();
+  });
+}
+
+// Reads until `want` bytes have arrived, the stream ends or a read fails.
+absl::StatusOr<std::string> read_until(gort::net::Conn& c, size_t want) {
+  std::string got;
+  while (got.size() < want) {
+    absl::StatusOr<std::string> r = read_some(c);
+    if (!r.ok()) return r.status();
+    if (r->empty()) break;
+    got += *r;
+  }
+  return got;
+}
+
+// sendmsg(2) on c's descriptor with `flags`, passing `pass_fd` (SCM_RIGHTS)
+// when it is not -1. The data is small, so it never blocks.
+void send_raw(gort::net::Conn& c, std::string_view data, int flags, int pass_fd = -1) {
+  absl::Status s = c.syscall_conn().control([&](int fd) {
+    iovec iov{const_cast<char*>(data.data()), data.size()};
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+    if (pass_fd >= 0) {
+      mh.msg_control = ctl;
+      mh.msg_controllen = sizeof ctl;
+      cmsghdr* cm = CMSG_FIRSTHDR(&mh);
+      cm->cmsg_level = SOL_SOCKET;
+      cm->cmsg_type = SCM_RIGHTS;
+      cm->cmsg_len = CMSG_LEN(sizeof(int));
+      memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+    }
+    EXPECT_EQ(sendmsg(fd, &mh, flags), static_cast<ssize_t>(data.size())) << strerror(errno);
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// Urgent data (MSG_OOB) stops a read short at its mark with the rest of the
+// stream still queued, and no new event comes for what is already there: the
+// read after it must try read(2), not wait for readiness. The urgent byte
+// itself is not in the stream (no SO_OOBINLINE).
+TEST_P(NetTest, UrgentMarkBehindAShortRead) {
+  run_test([] {
+    over_both([](Pair p) {
+      if (!p.client || !p.server) return;
+      EXPECT_TRUE(write_str(p.server, "hello").ok());
+      bool oob = true;
+      absl::Status s = p.server.syscall_conn().control([&](int fd) {
+        // AF_UNIX has MSG_OOB only with CONFIG_AF_UNIX_OOB.
+        oob = send(fd, "!", 1, MSG_OOB) == 1 || errno != EOPNOTSUPP;
+      });
+      ASSERT_TRUE(s.ok()) << s;
+      if (!oob) return;
+      EXPECT_TRUE(write_str(p.server, "world").ok());
+      gort::sleep(absl::Milliseconds(20));
+      absl::StatusOr<std::string> got = read_until(p.client, 10);
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(*got, "helloworld");
+    });
+  });
+}
+
+// A Unix stream read stops after a message that carried descriptors
+// (SCM_RIGHTS; a plain read discards them), with later data queued behind
+// it and no event to come for it.
+TEST_P(NetTest, PassedDescriptorBehindAShortRead) {
+  run_test([] {
+    gort::test::TempDir dir;
+    Pair p = connect("unix", dir.path() + "/sock");
+    if (!p.client || !p.server) return;
+    int passed = dup(STDERR_FILENO);
+    ASSERT_GE(passed, 0);
+    send_raw(p.server, "ab", 0, passed);
+    close(passed);
+    EXPECT_TRUE(write_str(p.server, "cd").ok());
+    gort::sleep(absl::Milliseconds(20));
+    absl::StatusOr<std::string> got = read_until(p.client, 4);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, "abcd");
+    // And again while the reader, having emptied the socket, waits.
+    gort::WaitGroup wg;
+    wg.add(1);
+    gort::go([&] {
+      gort::sleep(absl::Milliseconds(5));
+      int fd2 = dup(STDERR_FILENO);
+      send_raw(p.server, "ef", 0, fd2);
+      close(fd2);
+      EXPECT_TRUE(write_str(p.server, "gh").ok());
+      wg.done();
+    });
+    got = read_until(p.client, 4);
+    wg.wait();
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, "efgh");
+  });
+}
+
+// With SO_PASSCRED on the reader, a Unix stream read does not join data
+// from two senders (here the test and a forked child writing to the same
+// socket): it stops at the change, with the child's data queued.
+TEST_P(NetTest, SenderChangeBehindAShortRead) {
+  run_test([] {
+    gort::test::TempDir dir;
+    Pair p = connect("unix", dir.path() + "/sock");
+    if (!p.client || !p.server) return;
+    absl::Status s = p.client.syscall_conn().control([](int fd) {
+      int on = 1;
+      EXPECT_EQ(setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on), 0) << strerror(errno);
+    });
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_TRUE(write_str(p.server, "ab").ok());
+    s = p.server.syscall_conn().control([](int fd) {
+      pid_t pid = fork();
+      if (pid == 0) _exit(write(fd, "cd", 2) == 2 ? 0 : 1);  // async-signal-safe only
+      ASSERT_GT(pid, 0) << strerror(errno);
+      int status = 0;
+      EXPECT_EQ(waitpid(pid, &status, 0), pid);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    });
+    ASSERT_TRUE(s.ok()) << s;
+    gort::sleep(absl::Milliseconds(20));
+    absl::StatusOr<std::string> got = read_until(p.client, 4);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, "abcd");
   });
 }
 
