@@ -275,9 +275,10 @@ void check_dead_locked() {
     if (!p->runq.empty()) return;
   }
   if (timers_next() >= 0) return;
-  // Any thread besides the runtime's own (its Ms and sysmon) could still
-  // send on a channel or start a goroutine: then nothing is provably dead
-  // (as Go, which does not report deadlocks while cgo threads exist).
+  // Any thread besides the runtime's own (its Ms, sysmon, the stack pool's
+  // helper: nsystem_threads) could still send on a channel or start a
+  // goroutine: then nothing is provably dead (as Go, which does not report
+  // deadlocks while cgo threads exist).
   // ThreadSanitizer runs one thread of its own in a race build, started
   // with the process's first pthread_create (sysmon's, at the latest) and
   // again in a forked child.

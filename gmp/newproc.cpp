@@ -85,6 +85,11 @@ G* gnew(P* p) {
     if (p->nstacks == 0) {
       sched.stacks.alloc(p->stacks, P::kStackCacheMax);
       p->nstacks = P::kStackCacheMax;
+      // A burst is under way: prepare fresh stacks on another CPU, if there
+      // is one for the helper to run on (stack.hpp, "Preparing ahead").
+      if (sched.stacks.preparer_wanted() && sched.procs() > 1) {
+        sched.stacks.start_preparer(&sched.nsystem_threads);
+      }
     }
     lo = p->stacks[--p->nstacks];
   } else {
@@ -509,6 +514,7 @@ RuntimeStats runtime_stats() {
   st.stack_slabs = sched.stacks.slabs();
   st.stack_size = sched.stacks.stack_size();
   st.stack_guard = sched.stacks.guard_kind();
+  st.stacks_prepared_ahead = sched.stacks.prepared_ahead();
   return st;
 }
 

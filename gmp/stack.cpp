@@ -1,6 +1,8 @@
 // gmp/stack.cpp — see stack.hpp.
 #include "gmp/stack.hpp"
 
+#include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -11,6 +13,7 @@
 #include <cerrno>
 
 #include "gmp/fatal.hpp"
+#include "gmp/futex.hpp"
 #include "gmp/sanitizer.hpp"
 
 #ifndef MADV_GUARD_INSTALL
@@ -128,7 +131,8 @@ void StackPool::grow_locked() {
 }
 
 void StackPool::alloc(char** out, size_t n) {
-  MutexLock lock(mu_);
+  size_t unprepared = 0;
+  UniqueLock lock(mu_);
   // Filled from the end: a P's cache pops from the end, so it hands out
   // the warmest stack first, and fresh slots in rising address order, each
   // above one already in use and guarded (a frame that jumps its own guard
@@ -147,7 +151,94 @@ void StackPool::alloc(char** out, size_t n) {
     if (fresh_.empty()) grow_locked();
     out[i] = with_tag(fresh_.back());
     fresh_.pop_back();
+    unprepared++;
   }
+  if (unprepared == 0) return;
+  handed_unprepared_.fetch_add(unprepared, std::memory_order_relaxed);
+  lock.unlock();
+  wake_preparer();
+}
+
+void StackPool::wake_preparer() {
+  if (prep_state_.load(std::memory_order_acquire) != kPrepRunning) return;
+  if (prep_want_.exchange(true, std::memory_order_acq_rel)) return;  // awake or being woken
+  // Release: the helper that sees the new word sees prep_want_ too.
+  prep_wake_.fetch_add(1, std::memory_order_release);
+  futex_wakeup(&prep_wake_, 1);
+}
+
+bool StackPool::start_preparer(std::atomic<int32_t>* threads) {
+  uint32_t idle = kPrepIdle;
+  if (!prep_state_.compare_exchange_strong(idle, kPrepStarting, std::memory_order_acq_rel)) {
+    return prep_state_.load(std::memory_order_acquire) == kPrepRunning;
+  }
+  prep_threads_ = threads;
+  threads->fetch_add(1);
+  // Not an M: no signal is for it (preemption signals go to Ms by thread
+  // id; a process-directed one must find a thread that takes it).
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  int err = pthread_create(&prep_thread_, nullptr, &StackPool::preparer_main, this);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (err != 0) threads->fetch_sub(1);
+  prep_state_.store(err == 0 ? kPrepRunning : kPrepFailed, std::memory_order_release);
+  if (err == 0) wake_preparer();  // the burst that asked for it is under way
+  return err == 0;
+}
+
+void* StackPool::preparer_main(void* arg) {
+  auto* pool = static_cast<StackPool*>(arg);
+  pthread_setname_np(pthread_self(), "gort-stackprep");
+  for (;;) {
+    uint32_t seen = pool->prep_wake_.load(std::memory_order_acquire);
+    if (pool->prep_stop_.load(std::memory_order_acquire)) return nullptr;
+    if (pool->prep_want_.load(std::memory_order_acquire)) {
+      pool->prepare_some(kPrepareBatch);
+      continue;
+    }
+    futex_sleep(&pool->prep_wake_, seen);  // returns at once if woken since `seen`
+  }
+}
+
+// Prepares up to n fresh slots outside the lock and adds them to the warm
+// stacks (in any order: unlike fresh slots, each already has its guard).
+// Clears prep_want_ once kPrepareStock prepared stacks wait.
+void StackPool::prepare_some(size_t n) {
+  char* batch[kPrepareBatch];
+  size_t k = 0;
+  {
+    MutexLock lock(mu_);
+    if (warm_.size() >= kPrepareStock) {
+      prep_want_.store(false, std::memory_order_release);
+      return;
+    }
+    n = std::min({n, kPrepareBatch, kPrepareStock - warm_.size()});
+    for (; k < n; k++) {
+      if (fresh_.empty()) grow_locked();
+      batch[k] = fresh_.back();
+      fresh_.pop_back();
+    }
+  }
+  for (size_t i = 0; i < k; i++) prepare(batch[i]);
+  prepared_ahead_.fetch_add(k, std::memory_order_relaxed);
+  MutexLock lock(mu_);
+  warm_.insert(warm_.end(), batch, batch + k);
+}
+
+void StackPool::stop_preparer() {
+  if (prep_state_.load(std::memory_order_acquire) == kPrepRunning) {
+    prep_stop_.store(true, std::memory_order_release);
+    prep_wake_.fetch_add(1, std::memory_order_release);
+    futex_wakeup(&prep_wake_, 1);
+    pthread_join(prep_thread_, nullptr);
+    prep_threads_->fetch_sub(1);
+  }
+  prep_state_.store(kPrepIdle, std::memory_order_relaxed);
+  prep_stop_.store(false, std::memory_order_relaxed);
+  prep_want_.store(false, std::memory_order_relaxed);
+  handed_unprepared_.store(0, std::memory_order_relaxed);
+  prepared_ahead_.store(0, std::memory_order_relaxed);
 }
 
 char* StackPool::prepare(char* entry) {
@@ -239,6 +330,7 @@ size_t StackPool::slabs() const {
 }
 
 void StackPool::destroy(bool keep_mapped) {
+  stop_preparer();  // before the slabs it prepares go
   MutexLock lock(mu_);
   // Unpublish the ranges before unmapping; a fault handler still walking
   // them reads nodes that stay allocated.

@@ -10,6 +10,7 @@
 #include <set>
 #include <vector>
 
+#include "gort/time.hpp"
 #include "tests/testing.hpp"
 
 namespace gort::test {
@@ -264,6 +265,71 @@ TEST(StackPool, FreshSlotsArePreparedOnlyWhenTaken) {
   pool.destroy();
 }
 
+// The helper that prepares stacks ahead of a burst: it starts only once
+// kPrepareStart unprepared slots have gone out, prepares up to
+// kPrepareStock fresh slots (each guarded, its top page written), which
+// alloc() then hands out first, stops there, and is joined by destroy().
+TEST(StackPool, PreparerStocksGuardedStacksAndIsJoined) {
+  const int threads_before = settled_thread_count();
+  StackPool pool;
+  pool.init(64 * 1024);
+  EXPECT_FALSE(pool.preparer_wanted());
+  std::vector<char*> s(StackPool::kPrepareStart);
+  pool.alloc(s.data(), s.size());  // all fresh: handed out unprepared
+  ASSERT_TRUE(pool.preparer_wanted());
+  std::atomic<int32_t> system_threads{0};
+  ASSERT_TRUE(pool.start_preparer(&system_threads));
+  EXPECT_EQ(system_threads.load(), 1);
+  EXPECT_FALSE(pool.preparer_wanted());                // once per run
+  EXPECT_TRUE(pool.start_preparer(&system_threads));  // already running
+  EXPECT_EQ(system_threads.load(), 1);
+  ASSERT_TRUE(eventually([&] { return pool.prepared_ahead() >= StackPool::kPrepareStock; },
+                         std::chrono::seconds(30)));
+  // It stops at the stock.
+  usleep(50 * 1000);
+  EXPECT_EQ(pool.prepared_ahead(), StackPool::kPrepareStock);
+  const size_t rss_before = rss_bytes();
+  std::vector<char*> ready(StackPool::kPrepareStock);
+  pool.alloc(ready.data(), ready.size());
+  for (char*& lo : ready) {
+    char* taken = pool.take(lo);
+    ASSERT_EQ(taken, lo) << "a stocked stack was handed out unprepared";
+    lo[64 * 1024 - 1] = 1;  // its top page is already there
+  }
+  EXPECT_LT(rss_bytes() - std::min(rss_bytes(), rss_before), 8 * page()) << "stocked stacks were not touched";
+  EXPECT_DEATH(
+      {
+        volatile char* guard = ready[StackPool::kPrepareStock / 2] - 1;
+        *guard = 1;
+      },
+      "");
+  EXPECT_DEATH(
+      {
+        volatile char* guard = ready.front() - kGuardSize;
+        *guard = 1;
+      },
+      "");
+  // Handing out unprepared slots again wakes it; destroy() joins it even
+  // while it works.
+  std::vector<char*> more(StackPool::kPrepareStock);
+  pool.alloc(more.data(), more.size());
+  EXPECT_TRUE(eventually([&] { return pool.prepared_ahead() > StackPool::kPrepareStock; },
+                         std::chrono::seconds(30)));
+  pool.free(s.data(), s.size());
+  pool.free(ready.data(), ready.size());
+  pool.free(more.data(), more.size());
+  pool.destroy();
+  EXPECT_EQ(system_threads.load(), 0);
+  EXPECT_EQ(pool.prepared_ahead(), 0u);
+  int threads = 0;
+  eventually([&] { return (threads = count_threads()) <= threads_before; });
+  EXPECT_LE(threads, threads_before) << "the helper thread outlived destroy()";
+  // A pool used again starts from scratch.
+  pool.init(64 * 1024);
+  EXPECT_FALSE(pool.preparer_wanted());
+  pool.destroy();
+}
+
 TEST(StackPool, GuardsDoNotSplitMappings) {
   GORT_SKIP_IN_RACE_BUILD("each recycled stack is mapped afresh");
   if (!kernel_has_guard_madvise()) GTEST_SKIP() << "kernel older than 6.13: mprotect guards";
@@ -495,6 +561,43 @@ TEST(StackRelease, BurstOfGoroutinesIsReleased) {
         << "before " << before << " during " << during << " after " << after;
 #endif
   });
+}
+
+// A burst of goroutines on two Ps has fresh stacks prepared ahead by the
+// helper thread, on one P it has none (no second CPU to run it on); either
+// way every goroutine runs on a working stack, waves of bursts recycle
+// them, and the helper is gone when the run ends (run_checked).
+TEST(StackPrepare, BurstsArePreparedAheadOnlyWithASecondP) {
+  constexpr int kGs = stress_size(3000);
+  for (int procs : {1, 2}) {
+    size_t prepared = 0;
+    run_checked(procs, [&] {
+      for (int wave = 0; wave < 3; wave++) {
+        Gate gate;
+        Countdown cd(kGs);
+        std::atomic<int64_t> sum{0};
+        for (int i = 0; i < kGs; i++) {
+          gort::go([&, i] {
+            // Deep enough to fault pages below the prepared top page.
+            EXPECT_GT(use_stack(12 * 1024), 0u);
+            gate.wait();
+            sum.fetch_add(i);
+            cd.done();
+          });
+        }
+        ASSERT_TRUE(eventually([&] { return gate.waiting() == kGs; }, std::chrono::seconds(60)));
+        gate.open();
+        cd.wait();
+        EXPECT_EQ(sum.load(), int64_t{kGs} * (kGs - 1) / 2);
+      }
+      prepared = gort::runtime_stats().stacks_prepared_ahead;
+    });
+    if (procs == 1) {
+      EXPECT_EQ(prepared, 0u);
+    } else {
+      EXPECT_GT(prepared, 0u) << "no stack of " << kGs << " new goroutines was prepared ahead";
+    }
+  }
 }
 
 // 100,000 goroutines parked at the same time, each with its own stack and

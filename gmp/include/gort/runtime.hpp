@@ -288,6 +288,9 @@ struct RuntimeStats {
   size_t stack_slabs = 0;    // stack slabs mapped (each one mmap)
   size_t stack_size = 0;     // bytes reserved per goroutine stack (its G at the top included)
   const char* stack_guard = "";  // "madvise" (MADV_GUARD_INSTALL) or "mprotect"
+  // Fresh stacks prepared ahead of need by the runtime's helper thread
+  // during bursts of new goroutines, in this run (docs/stacks.md).
+  size_t stacks_prepared_ahead = 0;
 };
 RuntimeStats runtime_stats();
 
