@@ -296,7 +296,10 @@ TEST(StackPool, PreparerStocksGuardedStacksAndIsJoined) {
     ASSERT_EQ(taken, lo) << "a stocked stack was handed out unprepared";
     lo[64 * 1024 - 1] = 1;  // its top page is already there
   }
-  EXPECT_LT(rss_bytes() - std::min(rss_bytes(), rss_before), 8 * page()) << "stocked stacks were not touched";
+  // (The race build's shadow memory grows with the test's own writes.)
+  if (!internal::kRaceEnabled) {
+    EXPECT_LT(rss_bytes() - std::min(rss_bytes(), rss_before), 8 * page()) << "stocked stacks were not touched";
+  }
   EXPECT_DEATH(
       {
         volatile char* guard = ready[StackPool::kPrepareStock / 2] - 1;
