@@ -362,27 +362,36 @@ absl::StatusOr<std::string> read_until(gort::net::Conn& c, size_t want) {
   return got;
 }
 
-// sendmsg(2) on c's descriptor with `flags`, passing `pass_fd` (SCM_RIGHTS)
-// when it is not -1. The data is small, so it never blocks.
-void send_raw(gort::net::Conn& c, std::string_view data, int flags, int pass_fd = -1) {
+// Reads until `want` has arrived in full, which must be what arrives.
+void expect_to_read(gort::net::Conn& c, std::string_view want) {
+  absl::StatusOr<std::string> got = read_until(c, want.size());
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, want);
+}
+
+// sendmsg(2) of `data` on c's descriptor, passing a descriptor along with
+// it (SCM_RIGHTS, a duplicate of stderr). The data is small, so it never
+// blocks.
+void send_with_fd(gort::net::Conn& c, std::string_view data) {
+  int pass_fd = dup(STDERR_FILENO);
+  ASSERT_GE(pass_fd, 0) << strerror(errno);
   absl::Status s = c.syscall_conn().control([&](int fd) {
     iovec iov{const_cast<char*>(data.data()), data.size()};
     msghdr mh{};
     mh.msg_iov = &iov;
     mh.msg_iovlen = 1;
     alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-    if (pass_fd >= 0) {
-      mh.msg_control = ctl;
-      mh.msg_controllen = sizeof ctl;
-      cmsghdr* cm = CMSG_FIRSTHDR(&mh);
-      cm->cmsg_level = SOL_SOCKET;
-      cm->cmsg_type = SCM_RIGHTS;
-      cm->cmsg_len = CMSG_LEN(sizeof(int));
-      memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
-    }
-    EXPECT_EQ(sendmsg(fd, &mh, flags), static_cast<ssize_t>(data.size())) << strerror(errno);
+    mh.msg_control = ctl;
+    mh.msg_controllen = sizeof ctl;
+    cmsghdr* cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+    EXPECT_EQ(sendmsg(fd, &mh, 0), static_cast<ssize_t>(data.size())) << strerror(errno);
   });
   EXPECT_TRUE(s.ok()) << s;
+  close(pass_fd);
 }
 
 // Urgent data (MSG_OOB) stops a read short at its mark with the rest of the
@@ -403,9 +412,7 @@ TEST_P(NetTest, UrgentMarkBehindAShortRead) {
       if (!oob) return;
       EXPECT_TRUE(write_str(p.server, "world").ok());
       gort::sleep(absl::Milliseconds(20));
-      absl::StatusOr<std::string> got = read_until(p.client, 10);
-      ASSERT_TRUE(got.ok()) << got.status();
-      EXPECT_EQ(*got, "helloworld");
+      expect_to_read(p.client, "helloworld");
     });
   });
 }
@@ -418,30 +425,21 @@ TEST_P(NetTest, PassedDescriptorBehindAShortRead) {
     gort::test::TempDir dir;
     Pair p = connect("unix", dir.path() + "/sock");
     if (!p.client || !p.server) return;
-    int passed = dup(STDERR_FILENO);
-    ASSERT_GE(passed, 0);
-    send_raw(p.server, "ab", 0, passed);
-    close(passed);
+    send_with_fd(p.server, "ab");
     EXPECT_TRUE(write_str(p.server, "cd").ok());
     gort::sleep(absl::Milliseconds(20));
-    absl::StatusOr<std::string> got = read_until(p.client, 4);
-    ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_EQ(*got, "abcd");
+    expect_to_read(p.client, "abcd");
     // And again while the reader, having emptied the socket, waits.
     gort::WaitGroup wg;
     wg.add(1);
     gort::go([&] {
       gort::sleep(absl::Milliseconds(5));
-      int fd2 = dup(STDERR_FILENO);
-      send_raw(p.server, "ef", 0, fd2);
-      close(fd2);
+      send_with_fd(p.server, "ef");
       EXPECT_TRUE(write_str(p.server, "gh").ok());
       wg.done();
     });
-    got = read_until(p.client, 4);
+    expect_to_read(p.client, "efgh");
     wg.wait();
-    ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_EQ(*got, "efgh");
   });
 }
 
@@ -469,9 +467,7 @@ TEST_P(NetTest, SenderChangeBehindAShortRead) {
     });
     ASSERT_TRUE(s.ok()) << s;
     gort::sleep(absl::Milliseconds(20));
-    absl::StatusOr<std::string> got = read_until(p.client, 4);
-    ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_EQ(*got, "abcd");
+    expect_to_read(p.client, "abcd");
   });
 }
 
