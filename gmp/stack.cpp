@@ -194,17 +194,17 @@ void* StackPool::preparer_main(void* arg) {
     uint32_t seen = pool->prep_wake_.load(std::memory_order_acquire);
     if (pool->prep_stop_.load(std::memory_order_acquire)) return nullptr;
     if (pool->prep_want_.load(std::memory_order_acquire)) {
-      pool->prepare_some(kPrepareBatch);
+      pool->prepare_some();
       continue;
     }
     futex_sleep(&pool->prep_wake_, seen);  // returns at once if woken since `seen`
   }
 }
 
-// Prepares up to n fresh slots outside the lock and adds them to the warm
+// Prepares up to kPrepareBatch fresh slots outside the lock and adds them to the warm
 // stacks (in any order: unlike fresh slots, each already has its guard).
 // Clears prep_want_ once kPrepareStock prepared stacks wait.
-void StackPool::prepare_some(size_t n) {
+void StackPool::prepare_some() {
   char* batch[kPrepareBatch];
   size_t k = 0;
   {
@@ -213,7 +213,7 @@ void StackPool::prepare_some(size_t n) {
       prep_want_.store(false, std::memory_order_release);
       return;
     }
-    n = std::min({n, kPrepareBatch, kPrepareStock - warm_.size()});
+    size_t n = std::min(kPrepareBatch, kPrepareStock - warm_.size());
     for (; k < n; k++) {
       if (fresh_.empty()) grow_locked();
       batch[k] = fresh_.back();

@@ -39,8 +39,8 @@
 // whenever it hands out an unprepared slot, and it stops at kPrepareStock
 // prepared stacks waiting. The work is the spawner's own, moved to another
 // CPU: a burst of 100,000 took ~2.9 µs per goroutine, ~2.3 with the helper
-// (docs/stacks.md, "Stacks prepared ahead"). At most kPrepareStock prepared stacks (one page each)
-// stay behind when a burst ends.
+// (docs/stacks.md, "Stacks prepared ahead"). At most kPrepareStock
+// prepared stacks (one page each) stay behind when a burst ends.
 //
 // Recycling: a stack normally stays with its G on the scheduler's free G
 // lists (g.hpp). The pool sees stacks only when a G is born on a fresh one
@@ -167,7 +167,7 @@ class StackPool {
 
   void grow_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void* preparer_main(void* pool);
-  void prepare_some(size_t n);
+  void prepare_some();
   void wake_preparer();
   void stop_preparer();
   char* prepare(char* entry);

@@ -197,7 +197,9 @@ class NetFD {
   const int sotype_;
   internal::PollDesc* const pd_;
   const FdKind kind_;
-  // Reads go through recvmsg to learn MSG_CTRUNC (see read_noctl).
+  // Reads go through recvmsg to learn MSG_CTRUNC (see read_noctl). Kept
+  // here with the hot fields rather than derived from family_, which lies
+  // beyond them.
   const bool unix_stream_;
   // The last stream read was short, so the socket was empty when it
   // returned (see read()).
