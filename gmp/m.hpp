@@ -54,11 +54,24 @@ struct TracebackRequest {
   bool freeze = false;
   char* buf = nullptr;  // where to copy the stack (null: no copy)
   size_t cap = 0;
-  // The answer: the goroutine interrupted on its own stack (null if the M
-  // was elsewhere: on g0, idle, in the runtime's switch), its registers in
-  // DWARF order (unwind.hpp), and the copied bytes [copy_lo, copy_lo+copied).
+  // The answer: the goroutine the M runs (null if the M was elsewhere: on
+  // g0, idle, in the runtime's switch), its registers in DWARF order
+  // (unwind.hpp), and the copied bytes [copy_lo, copy_lo+copied). The
+  // registers are the interrupted ones, or with g_after_call a caller's
+  // state after a call (a saved context): the M was caught inside a switch
+  // into g, or, for a freeze only, between making g its current goroutine
+  // and landing on g's stack (execute, or next_local's direct switch).
   G* g = nullptr;
+  bool g_after_call = false;
   uint64_t regs[17] = {};
+  uint32_t regs_known = 0;
+  // For a freeze only: the goroutine a switch under way leaves (its status
+  // already says parked or runnable, its saved context is not yet
+  // written), and where it stands, in the same terms.
+  G* leaving = nullptr;
+  bool leaving_after_call = false;
+  uint64_t leaving_regs[17] = {};
+  uint32_t leaving_known = 0;
   uintptr_t copy_lo = 0;
   size_t copied = 0;
 };
@@ -91,6 +104,10 @@ struct M {
   // Bounds of the thread's own stack (for ASan's fiber switch records).
   void* g0_stack_lo = nullptr;
   size_t g0_stack_size = 0;
+  // Running systemstack's function for curg: curg is executing, off its
+  // own stack (a frozen M there is not about to resume it). This thread
+  // writes it; its traceback handler reads it.
+  std::atomic<bool> in_systemstack{false};
 
   // Runtime critical-section depth (Go's m.locks): no preemption while > 0.
   std::atomic<int32_t> locks{0};

@@ -71,8 +71,12 @@ inline void runqput_or_global(P* p, G* g, RunqAt at) {
 // otherwise a pair handing off to each other through runnext would start a
 // fresh slice at every hand-off, never be preempted, and starve the rest of
 // the P's queue.
+//
+// The status changes last: a dying process's freeze that stops this M on
+// the way sees either a runnable g, not yet current, or a current one
+// (curg) about to be resumed (unwind.cpp), never a running g that no M
+// has as its current goroutine.
 inline void make_current(M* m, G* g, bool inherit = false) {
-  set_status(g, GStatus::kRunnable, GStatus::kRunning);
   P* p = m->p;
   if (!inherit) {
     p->schedtick++;
@@ -86,6 +90,7 @@ inline void make_current(M* m, G* g, bool inherit = false) {
   relaxed_store(g->m, m);
   g->preempt.store(false, std::memory_order_relaxed);
   relaxed_store(m->curg, g);
+  set_status(g, GStatus::kRunnable, GStatus::kRunning);
 }
 
 // Picks the next G of this P for a goroutine that is switching away,

@@ -7,6 +7,7 @@
 #include <cxxabi.h>
 
 #include <boost/context/detail/fcontext.hpp>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -196,19 +197,96 @@ __attribute__((no_sanitize("address", "thread"))) uint64_t ctx_word(const void* 
 
 }  // namespace
 
-void parked_regs(const G* g, UnwindRegs* regs) {
+namespace {
+
+// The registers a saved context holds, as a caller's state after the call.
+void context_regs(uintptr_t ctx, UnwindRegs* regs) {
   *regs = UnwindRegs{};
 #if defined(__x86_64__)
-  const void* ctx = g->ctx;
-  if (ctx == nullptr) return;
-  for (int i = 0; i < 4; i++) regs->r[12 + i] = ctx_word(ctx, kCtxR12 + 8 * static_cast<size_t>(i));
-  regs->r[kRegRbx] = ctx_word(ctx, kCtxRbx);
-  regs->r[kRegRbp] = ctx_word(ctx, kCtxRbp);
-  regs->r[kRegRip] = ctx_word(ctx, kCtxRip);
-  regs->r[kRegRsp] = reinterpret_cast<uintptr_t>(ctx) + kCtxSize;
+  const void* c = reinterpret_cast<const void*>(ctx);
+  for (int i = 0; i < 4; i++) regs->r[12 + i] = ctx_word(c, kCtxR12 + 8 * static_cast<size_t>(i));
+  regs->r[kRegRbx] = ctx_word(c, kCtxRbx);
+  regs->r[kRegRbp] = ctx_word(c, kCtxRbp);
+  regs->r[kRegRip] = ctx_word(c, kCtxRip);
+  regs->r[kRegRsp] = ctx + kCtxSize;
   regs->known = (1u << kRegRbx) | (1u << kRegRbp) | (1u << kRegRsp) | (0xFu << 12) | (1u << kRegRip);
 #else
-  (void)g;
+  (void)ctx;
+#endif
+}
+
+#if defined(__x86_64__)
+// jump_fcontext (Boost 1.74, x86-64 SysV), by offset:
+//   +0   lea -0x38(%rsp),%rsp       +5..+38  the leaving registers pushed
+//   +43  mov %rsp,%rax (leaving context complete)
+//   +46  mov %rdi,%rsp (the entered context's stack from here)
+//   +49..+87  the entered registers popped    +92  lea 0x40(%rsp),%rsp
+//   +97..+103 transfer_t set up, jmp *%r8 (the entered return address)
+// Checked against these instructions before use: another build of the
+// library is simply not decoded.
+constexpr uintptr_t kJumpLea = 0, kJumpLeavingDone = 43, kJumpSwapSp = 46, kJumpPopSp = 92, kJumpEnd = 106;
+
+bool jump_layout_known(const unsigned char* f) {
+  static const unsigned char kLea[] = {0x48, 0x8d, 0x64, 0x24, 0xc8};
+  static const unsigned char kMovRax[] = {0x48, 0x89, 0xe0, 0x48, 0x89, 0xfc};
+  static const unsigned char kPop[] = {0x48, 0x8d, 0x64, 0x24, 0x40};
+  static const unsigned char kJmp[] = {0x41, 0xff, 0xe0};
+  return std::memcmp(f + kJumpLea, kLea, sizeof kLea) == 0 &&
+         std::memcmp(f + kJumpLeavingDone, kMovRax, sizeof kMovRax) == 0 &&
+         std::memcmp(f + kJumpPopSp, kPop, sizeof kPop) == 0 &&
+         std::memcmp(f + kJumpEnd - sizeof kJmp, kJmp, sizeof kJmp) == 0;
+}
+#endif
+
+}  // namespace
+
+void parked_regs(const G* g, UnwindRegs* regs) {
+  *regs = UnwindRegs{};
+  const void* ctx = g->ctx;
+  if (ctx != nullptr) context_regs(reinterpret_cast<uintptr_t>(ctx), regs);
+}
+
+bool in_jump_fcontext(const UnwindRegs& in, JumpSides* out) {
+#if defined(__x86_64__)
+  // 0 unknown, 1 decodable, 2 not.
+  static std::atomic<int> layout{0};
+  auto start = reinterpret_cast<uintptr_t>(&bctx::jump_fcontext);
+  uintptr_t pc = in.r[kRegRip];
+  if (pc < start || pc >= start + kJumpEnd) return false;
+  int known = layout.load(std::memory_order_relaxed);
+  if (known == 0) {
+    known = jump_layout_known(reinterpret_cast<const unsigned char*>(start)) ? 1 : 2;
+    layout.store(known, std::memory_order_relaxed);
+  }
+  if (known != 1) return false;
+  uintptr_t off = pc - start;
+  uintptr_t sp = in.r[kRegRsp];
+  constexpr uint32_t kCalleeSaved = (1u << kRegRbx) | (1u << kRegRbp) | (0xFu << 12);
+  // The leaving side.
+  if (off <= kJumpLeavingDone) {
+    // Its registers are still live; the return address is on top of its
+    // stack, above the area being filled.
+    uintptr_t ra_at = off == kJumpLea ? sp : sp + kCtxRip;
+    out->leaving = UnwindRegs{};
+    for (uint32_t k = kCalleeSaved; k != 0; k &= k - 1) {
+      int i = __builtin_ctz(k);
+      out->leaving.r[i] = in.r[i];
+    }
+    out->leaving.r[kRegRip] = ctx_word(reinterpret_cast<const void*>(ra_at), 0);
+    out->leaving.r[kRegRsp] = ra_at + 8;
+    out->leaving.known = kCalleeSaved | (1u << kRegRip) | (1u << kRegRsp);
+  } else {
+    context_regs(in.r[0], &out->leaving);  // rax: the complete leaving context
+  }
+  // The entered side: its context is whole in memory until the jump
+  // leaves (only read from it).
+  uintptr_t entered = off <= kJumpSwapSp ? in.r[5] : off <= kJumpPopSp ? sp : sp - kCtxSize;  // rdi before the swap
+  context_regs(entered, &out->entering);
+  return true;
+#else
+  (void)in;
+  (void)out;
+  return false;
 #endif
 }
 
@@ -249,7 +327,9 @@ void systemstack(void (*fn)(void*), void* arg) {
   uintptr_t lo = m != nullptr ? reinterpret_cast<uintptr_t>(m->g0_stack_lo) : 0;
   uintptr_t top = m != nullptr ? reinterpret_cast<uintptr_t>(m->g0.ctx) : 0;
   constexpr uintptr_t kMinSize = 256 * 1024;
-  if (g == nullptr || g->is_g0 || lo == 0 || top < lo + kMinSize + 4096 ||
+  // Nested (a traceback that fails while printing one): already on the
+  // region below g0's context, which a second one would overwrite.
+  if (g == nullptr || g->is_g0 || m->in_systemstack.load(std::memory_order_relaxed) || lo == 0 || top < lo + kMinSize + 4096 ||
       top > lo + m->g0_stack_size) {
     fn(arg);
     return;
@@ -257,6 +337,7 @@ void systemstack(void (*fn)(void*), void* arg) {
   top = (top - 256) & ~uintptr_t{15};
   SystemCall call{fn, arg};
   bctx::fcontext_t ctx = bctx::make_fcontext(reinterpret_cast<void*>(top), top - lo - 4096, &systemstack_entry);
+  m->in_systemstack.store(true, std::memory_order_relaxed);
 #ifdef GORT_ASAN
   // Told, as every switch is: ASan's no-return hooks and its stack checks
   // would otherwise take the M's stack for the goroutine's (or the signal
@@ -269,6 +350,7 @@ void systemstack(void (*fn)(void*), void* arg) {
 #else
   bctx::jump_fcontext(ctx, &call);
 #endif
+  m->in_systemstack.store(false, std::memory_order_relaxed);
 #endif
 }
 

@@ -337,7 +337,7 @@ void goroutine_frames(G* g, bool may_ask, char* buf, size_t cap, GoroutineFrames
       if (m == nullptr || !may_ask || m->in_blocking.load(std::memory_order_acquire)) return;
       RunningRegs rr;
       if (ask_running_m(m, g, buf, cap, 100 * 1000 * 1000, &rr)) {
-        unwind(rr.regs, rr.view, FirstPc::kInterrupted, &out->pcs);
+        unwind(rr.regs, rr.view, rr.after_call ? FirstPc::kReturnAddress : FirstPc::kInterrupted, &out->pcs);
         out->kind = GoroutineFrames::kWalked;
         return;
       }
@@ -378,20 +378,17 @@ void print_all(TraceWriter& w, G* skip, int level, Frozen world) ABSL_NO_THREAD_
     buf.resize(cap < (size_t{1} << 20) ? cap : (size_t{1} << 20));
   }
   int64_t limit = sched.nallg + 1024;
-  int64_t deadline = nanotime();
   for (G* g = sched.allg; g != nullptr && limit-- > 0; g = g->allg_next) {
     if (frozen && !plausible(g)) break;
     GStatus s = g->status.load(std::memory_order_acquire);
     if (g == skip || g->is_g0 || s == GStatus::kDead || s == GStatus::kIdle) continue;
     GoroutineFrames f;
-    if (frozen && s == GStatus::kRunning) {
-      RunningRegs rr;
-      M* m = g->m;
-      if (m != nullptr && frozen_regs(m, deadline, &rr) && m->tb.g == g) {
-        unwind(rr.regs, rr.view, FirstPc::kInterrupted, &f.pcs);
-        f.kind = GoroutineFrames::kWalked;
-      }
-    } else {
+    // A frozen M's word first: the status may be a step ahead of the
+    // switch that goes with it (marked runnable but still on its stack).
+    if (RunningRegs rr; frozen && frozen_regs_of(g, &rr)) {
+      unwind(rr.regs, rr.view, rr.after_call ? FirstPc::kReturnAddress : FirstPc::kInterrupted, &f.pcs);
+      f.kind = GoroutineFrames::kWalked;
+    } else if (!frozen || s != GStatus::kRunning) {
       goroutine_frames(g, !frozen, buf.data(), buf.size(), &f);
     }
     w.put("\n");

@@ -199,7 +199,8 @@ void answer(M* m, RunningRegs* out, bool live) {
   out->ok = r.g != nullptr;
   if (!out->ok) return;
   for (int i = 0; i < 17; i++) out->regs.r[i] = r.regs[i];
-  out->regs.known = (1u << 17) - 1;
+  out->regs.known = r.regs_known;
+  out->after_call = r.g_after_call;
   out->view = goroutine_stack(r.g);
   if (!live) {
     out->view.lo = r.copy_lo;
@@ -207,6 +208,29 @@ void answer(M* m, RunningRegs* out, bool live) {
     out->view.copy = r.buf;
     out->view.copy_lo = r.copy_lo;
   }
+}
+
+void put_regs(const UnwindRegs& from, uint64_t* regs, uint32_t* known) {
+  for (int i = 0; i < 17; i++) regs[i] = from.r[i];
+  *known = from.known;
+}
+
+// The goroutine whose stack holds sp (its G sits at the top of the slot),
+// or null.
+G* goroutine_on_stack(uintptr_t sp) {
+  StackSlot slot;
+  if (!sched.stacks.find(reinterpret_cast<void*>(sp), &slot) || slot.guard) return nullptr;
+  return reinterpret_cast<G*>(slot.lo + sched.stacks.stack_size() - kGSize);
+}
+
+bool about_to_resume(M* m, const G* g, uintptr_t sp) {
+  if (g == nullptr || g->is_g0 || g->ctx == nullptr || m->in_systemstack.load(std::memory_order_relaxed)) return false;
+  auto on = [sp](const void* lo, uintptr_t size) {
+    auto l = reinterpret_cast<uintptr_t>(lo);
+    return l != 0 && sp >= l && sp - l < size;
+  };
+  if (on(g->stack_lo, static_cast<uintptr_t>(g->stack_hi - g->stack_lo))) return false;
+  return on(m->g0_stack_lo, m->g0_stack_size) || goroutine_on_stack(sp) != nullptr;
 }
 
 }  // namespace
@@ -253,14 +277,25 @@ bool freeze_m(M* m) {
   return false;
 }
 
-bool frozen_regs(M* m, int64_t deadline, RunningRegs* out) {
+bool frozen_regs_of(const G* g, RunningRegs* out) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   *out = RunningRegs{};
-  while (m->tb.state.load(std::memory_order_acquire) != kTbDone) {
-    if (nanotime() > deadline) return false;
-    sleep_briefly();
+  for (M* m : sched.allm) {
+    TracebackRequest& r = m->tb;
+    if (r.state.load(std::memory_order_acquire) != kTbDone || !r.freeze) continue;
+    if (r.g == g) {
+      answer(m, out, true);
+      return true;
+    }
+    if (r.leaving == g) {
+      for (int i = 0; i < 17; i++) out->regs.r[i] = r.leaving_regs[i];
+      out->regs.known = r.leaving_known;
+      out->after_call = r.leaving_after_call;
+      out->view = goroutine_stack(g);
+      out->ok = true;
+      return true;
+    }
   }
-  answer(m, out, true);
-  return out->ok;
+  return false;
 }
 
 void traceback_signal_handler(M* m, const ucontext_t* uc) {
@@ -271,27 +306,62 @@ void traceback_signal_handler(M* m, const ucontext_t* uc) {
     return;
   }
   G* g = m->curg;
-  uintptr_t sp = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]);
+  UnwindRegs in;
+  regs_from_ucontext(uc, &in);
+  uintptr_t sp = in.sp();
   r.g = nullptr;
+  r.g_after_call = false;
+  r.leaving = nullptr;
   r.copied = 0;
-  if (g != nullptr && !g->is_g0 && g->stack_lo != nullptr && sp >= reinterpret_cast<uintptr_t>(g->stack_lo) &&
-      sp < reinterpret_cast<uintptr_t>(g->stack_hi)) {
-    UnwindRegs regs;
-    regs_from_ucontext(uc, &regs);
-    for (int i = 0; i < 17; i++) r.regs[i] = regs.r[i];
-    if (r.buf != nullptr) {
-      // From below the red zone up, as much as fits: the innermost frames.
-      uintptr_t lo = sp - 128;
-      if (lo < reinterpret_cast<uintptr_t>(g->stack_lo)) lo = reinterpret_cast<uintptr_t>(g->stack_lo);
-      lo &= ~uintptr_t{7};
-      uintptr_t hi = reinterpret_cast<uintptr_t>(g->stack_hi);
-      size_t n = hi - lo < r.cap ? hi - lo : r.cap;
-      n &= ~size_t{7};
-      copy_words(r.buf, lo, n);
-      r.copy_lo = lo;
-      r.copied = n;
+  JumpSides jump;
+  if (in_jump_fcontext(in, &jump)) {
+    // Mid-switch: both sides are known exactly. A live ask wants only its
+    // goroutine, which can only be the one entered.
+    G* to = goroutine_on_stack(jump.entering.sp());
+    if (to != nullptr && (to == g || r.freeze)) {
+      r.g = to;
+      r.g_after_call = true;
+      put_regs(jump.entering, r.regs, &r.regs_known);
     }
+    G* from = goroutine_on_stack(jump.leaving.sp());
+    if (r.freeze && from != nullptr) {
+      r.leaving = from;
+      r.leaving_after_call = true;
+      put_regs(jump.leaving, r.leaving_regs, &r.leaving_known);
+    }
+  } else if (g != nullptr && !g->is_g0 && g->stack_lo != nullptr && sp >= reinterpret_cast<uintptr_t>(g->stack_lo) &&
+             sp < reinterpret_cast<uintptr_t>(g->stack_hi)) {
     r.g = g;
+    put_regs(in, r.regs, &r.regs_known);
+  } else if (r.freeze) {
+    // Caught around a switch (the process is dying: say as much as is
+    // known). next_local's direct switch is both cases at once: g is
+    // resuming while the stack is still the one of the goroutine it leaves.
+    if (about_to_resume(m, g, sp)) {
+      UnwindRegs saved;
+      parked_regs(g, &saved);
+      r.g = g;
+      r.g_after_call = true;
+      put_regs(saved, r.regs, &r.regs_known);
+    }
+    if (G* on = goroutine_on_stack(sp)) {
+      r.leaving = on;
+      r.leaving_after_call = false;
+      put_regs(in, r.leaving_regs, &r.leaving_known);
+    }
+  }
+  if (r.g != nullptr && r.buf != nullptr) {
+    // From below the red zone up, as much as fits: the innermost frames.
+    uintptr_t from = r.regs[kRegRsp];
+    uintptr_t lo = from - 128;
+    if (lo < reinterpret_cast<uintptr_t>(r.g->stack_lo)) lo = reinterpret_cast<uintptr_t>(r.g->stack_lo);
+    lo &= ~uintptr_t{7};
+    uintptr_t hi = reinterpret_cast<uintptr_t>(r.g->stack_hi);
+    size_t n = hi > lo ? (hi - lo < r.cap ? hi - lo : r.cap) : 0;
+    n &= ~size_t{7};
+    copy_words(r.buf, lo, n);
+    r.copy_lo = lo;
+    r.copied = n;
   }
   bool freeze = r.freeze;
   r.state.store(kTbDone, std::memory_order_release);

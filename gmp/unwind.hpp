@@ -123,6 +123,18 @@ void current_regs_from(const ucontext_t* uc, UnwindRegs* regs, StackView* view);
 // preempted goroutine); switch.cpp, which knows Boost.Context's layout.
 void parked_regs(const G* g, UnwindRegs* regs);
 
+// A thread interrupted inside Boost's jump_fcontext (`in`: its registers)
+// stands between two contexts: the one it leaves (in registers and on top
+// of its stack until they are pushed, then whole) and the one it enters
+// (whole in memory until the jump is done). Both as a caller's state after
+// the call (FirstPc::kReturnAddress). False if `in` is not inside
+// jump_fcontext, or its code is not the one this knows (switch.cpp).
+struct JumpSides {
+  UnwindRegs leaving;
+  UnwindRegs entering;
+};
+bool in_jump_fcontext(const UnwindRegs& in, JumpSides* out);
+
 // The registers of an interrupted context (a signal handler's ucontext).
 void regs_from_ucontext(const ucontext_t* uc, UnwindRegs* regs);
 
@@ -134,6 +146,9 @@ StackView goroutine_stack(const G* g);
 // What ask_running_m found.
 struct RunningRegs {
   bool ok = false;  // the M interrupted g on g's stack
+  // regs are a caller's state after a call (a saved context, or one read
+  // off a switch under way): FirstPc::kReturnAddress, not kInterrupted.
+  bool after_call = false;
   UnwindRegs regs;
   StackView view;   // over the copy (or live, for a frozen M)
 };
@@ -145,12 +160,14 @@ struct RunningRegs {
 bool ask_running_m(M* m, G* g, char* buf, size_t cap, int64_t timeout_ns, RunningRegs* out);
 
 // Freezes m for good: its handler records what it interrupted and stays.
-// Returns without waiting (false if m could not be signalled);
-// frozen_regs collects the answer.
+// Returns without waiting (false if m could not be signalled).
 bool freeze_m(M* m);
-// Waits (until `deadline`, a nanotime) for a frozen m's answer: the regs of
-// the goroutine it interrupted (out->ok), over the live stack.
-bool frozen_regs(M* m, int64_t deadline, RunningRegs* out);
+// What the frozen Ms that have answered say of g: the registers of g if
+// one was interrupted on g's stack (whatever g's status says: it may be a
+// step ahead of the switch), or g's saved context if one was caught about
+// to resume g (out->parked). False if none knows g. The world is frozen:
+// allm is read without Sched::lock.
+bool frozen_regs_of(const G* g, RunningRegs* out);
 
 // Called by the preemption signal handler (preempt/signal.cpp) on m, for
 // every signal of the runtime's: answers a pending request. Async-signal-safe.

@@ -69,7 +69,12 @@ void sigquit_start() {
     struct sigaction sa = {};
     sa.sa_sigaction = &on_sigquit;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
+    // Nothing interrupts the handler: on an M it passes the signal on, and
+    // sysmon's freeze, which follows at once, then finds the goroutine
+    // where SIGQUIT found it rather than inside this handler (a walk from
+    // there goes through the signal frame, and stops if the goroutine was
+    // caught somewhere without unwind tables, such as a context switch).
+    sigfillset(&sa.sa_mask);
     sigaction(SIGQUIT, &sa, &g_old);
   });
   // sysmon takes SIGQUIT even if the thread that called run blocks it.

@@ -72,15 +72,76 @@ TEST(Sigquit, DumpsEveryGoroutineAndExitsWithStatus2) {
                                 parked.find("created by ") != std::string::npos;
                       if (spin) {
                         // Its M was stopped in its signal handler and said
-                        // where it was.
+                        // where it was: in the loop, or, when the freeze
+                        // caught it in a preemption's switch (on its way
+                        // out, or back in), in the loop all the same.
                         std::string running = goroutine_block(out, 3);
-                        ok = ok && running.find("[running]:") != std::string::npos &&
+                        ok = ok &&
+                             (running.find("[running]:") != std::string::npos ||
+                              running.find("[runnable]:") != std::string::npos) &&
                              has_frame(running, "spinning_until_quit()", kFile, kSpinLine);
                       }
                       return ok;
                     },
                     "SIGQUIT: quit, then every goroutine with its frames"))
         << "procs=" << procs;
+  }
+}
+
+constexpr int kYieldLine = __LINE__ + 4;
+__attribute__((noinline)) void yielding_until_quit() {
+  asm volatile("");
+  for (;;) {
+    gort::yield();
+    asm volatile("");
+  }
+}
+
+// Goroutines 2-5 yield to each other without pause on 2 Ps, so the Ms
+// spend much of their time between two goroutines: the freeze catches them
+// there (after the next one became current but before its stack was
+// entered, or after the last one was marked runnable but before its
+// context was saved), and each must still show where it was.
+void quit_switching_program() {
+  ::alarm(60);
+  static std::atomic<bool> asleep{false};
+  std::thread sender([] {
+    while (!asleep.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ::kill(::getpid(), SIGQUIT);
+  });
+  sender.detach();
+  gort::run(
+      [] {
+        for (int i = 0; i < 4; i++) gort::go([] { yielding_until_quit(); });
+        gort::sleep(absl::Milliseconds(20));
+        asleep = true;
+        gort::sleep(absl::Seconds(30));
+      },
+      preempt_cfg(2));
+}
+
+TEST(Sigquit, GoroutinesCaughtMidSwitchShowTheirFrames) {
+  GORT_SKIP_IN_RACE_BUILD("the dump runs in a signal handler, where TSan reports each malloc");
+  for (int round = 0; round < 5; round++) {
+    EXPECT_EXIT(quit_switching_program(), ::testing::ExitedWithCode(2),
+                output_that(
+                    [](const std::string& out) {
+                      if (count_goroutines(out) != 5) return false;
+                      for (int id = 2; id <= 5; id++) {
+                        std::string b = goroutine_block(out, id);
+                        // Parked or mid-switch: at the call of yield. Running
+                        // (interrupted): there, or at the loop's jump back.
+                        bool in_loop = has_frame(b, "yielding_until_quit()", kFile, kYieldLine) ||
+                                       has_frame(b, "yielding_until_quit()", kFile, kYieldLine - 1);
+                        if (b.find("stack unavailable") != std::string::npos || !in_loop) {
+                          return false;
+                        }
+                      }
+                      return true;
+                    },
+                    "every yielding goroutine with its frames"))
+        << "round " << round;
   }
 }
 
