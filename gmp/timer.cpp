@@ -109,10 +109,13 @@ void wake_poller(int64_t when) {
   if (skip_poller_wake_for_test.load(std::memory_order_relaxed)) [[unlikely]] return;
   // seq_cst loads, after update_timer0's seq_cst store (see there).
   int64_t until = sched.poll_until.load(std::memory_order_seq_cst);
-  if (until != 0 && when < until && sched.hooks.netpoll_break != nullptr) {
-    sched.hooks.netpoll_break();
-  } else if (sched.npidle.load(std::memory_order_seq_cst) == sched.procs()) {
-    // Every P idle and nobody polling: make sure some M waits for it.
+  if (until != 0) {
+    if (when < until && sched.hooks.netpoll_break != nullptr) sched.hooks.netpoll_break();
+  } else {
+    // Nobody waits in the poller: get an idle P's M there (Go's
+    // wakeNetPoller), or the timer waits until its own P schedules, which
+    // a goroutine that keeps running delays by a slice (for ever in the
+    // race build). wakep does nothing unless a P is idle and no M spins.
     wakep();
   }
 }

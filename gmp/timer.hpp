@@ -10,7 +10,8 @@
 // no timers: one load), Ms looking for work also run expired timers of
 // other Ps (so timers of an idle P are served), and the one M that blocks
 // in netpoll sleeps at most until the earliest timer of all Ps. Adding a
-// timer earlier than that wake-up breaks the poll.
+// timer earlier than that wake-up breaks the poll; with nobody in the
+// poller, it wakes an idle P's M (docs/time-and-context.md).
 //
 // Timer states (under the owning P's timer lock):
 //

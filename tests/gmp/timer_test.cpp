@@ -248,12 +248,14 @@ TEST_P(Timer, SeqChangesWithEveryStopAndReset) {
 
 // The window the seq exists for: f has been claimed (a one-shot timer is
 // already idle) when the owner stops the timer. stop returns false, and f,
-// released only then, sees that its seq is stale. Needs a second P: f
-// holds its M until the test releases it.
+// released only then, sees that its seq is stale. f holds its M until a
+// plain thread has stopped the timer: nothing else needs an M meanwhile
+// (an M that runs timers while it looks for work counts as spinning, so
+// goroutines f would ready wait for f, as in Go).
 TEST(TimerSeq, StopAfterTheClaimMakesTheFiringStale) {
   struct Held {
     internal::Timer t;
-    Event in_f;
+    std::atomic<bool> in_f{false};
     std::atomic<bool> release{false};
     std::atomic<int> stale{-1};
   };
@@ -261,18 +263,23 @@ TEST(TimerSeq, StopAfterTheClaimMakesTheFiringStale) {
   h->t.arg = h.get();
   h->t.f = [](internal::Timer* t, int64_t, uint32_t seq) {
     auto* self = static_cast<Held*>(t->arg);
-    // Readies the test goroutine (ready wakes another M, which takes it
-    // from this one, busy here) and holds the firing until released.
-    self->in_f.set();
+    self->in_f = true;
     auto limit = std::chrono::steady_clock::now() + 20s;
     while (!self->release.load() && std::chrono::steady_clock::now() < limit) std::this_thread::yield();
     self->stale = internal::timer_seq(t) != seq ? 1 : 0;
   };
+  std::atomic<int> stopped{-1};
   run_checked(2, [&] {
+    std::thread owner([&] {
+      auto limit = std::chrono::steady_clock::now() + 20s;
+      while (!h->in_f.load() && std::chrono::steady_clock::now() < limit) std::this_thread::sleep_for(100us);
+      stopped = internal::timer_stop(&h->t) ? 1 : 0;
+      h->release = true;
+    });
     internal::timer_add(&h->t, nanotime() + 1 * kMs, 0);
-    h->in_f.wait();
-    EXPECT_FALSE(internal::timer_stop(&h->t)) << "the firing was already claimed";
-    h->release = true;
+    gort::blocking([&] { owner.join(); });
+    EXPECT_TRUE(h->in_f.load()) << "the timer never fired";
+    EXPECT_EQ(stopped.load(), 0) << "the firing was already claimed";
     EXPECT_TRUE(eventually([&] { return h->stale.load() >= 0; }, 20s));
     EXPECT_EQ(h->stale.load(), 1) << "f did not see the stop that came after its claim";
   });
@@ -580,6 +587,39 @@ void earlier_timer_ends_a_long_poll(int procs, bool lose_wakeup) {
   // Generous: the point is "not after the 10 s timeout".
   EXPECT_LT(short_timer->fired_at.load() - added_at.load(), 5000 * kMs)
       << procs << " P: the earlier timer waited for the poll's old timeout";
+}
+
+// A goroutine sleeps (its timer goes to its P's heap) and its P then runs a
+// goroutine that never yields (no slice ends in this configuration), while
+// the other P idles: the idle P's M must serve the timer (Go's
+// wakeNetPoller gets an M into the poller), not the busy P once it next
+// schedules. The spinner gives up after 300 ms, so a missed timer shows
+// as a sleep that long instead of a hang.
+TEST(TimerBusyP, TimerOnABusyPFiresWhileAnotherPIdles) {
+  constexpr int kRounds = 40;
+  int late = 0;
+  int64_t worst = 0;
+  run_checked(unpreempted_cfg(2), [&] {
+    for (int r = 0; r < kRounds; r++) {
+      std::atomic<bool> stop{false};
+      Countdown cd(1);
+      gort::go([&] {
+        int64_t start = nanotime();
+        while (!stop.load(std::memory_order_relaxed) && nanotime() - start < 300 * kMs) {
+        }
+        cd.done();
+      });
+      int64_t t0 = nanotime();
+      gort::sleep(absl::Milliseconds(2));
+      int64_t slept = nanotime() - t0;
+      stop.store(true);
+      cd.wait();
+      worst = std::max(worst, slept);
+      if (slept > 100 * kMs) late++;
+    }
+  });
+  EXPECT_EQ(late, 0) << late << " of " << kRounds << " 2 ms sleeps waited for the spinner (worst "
+                     << worst / kMs << " ms)";
 }
 
 // Adding the earlier timer breaks the poll.
