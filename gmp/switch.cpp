@@ -195,10 +195,6 @@ __attribute__((no_sanitize("address", "thread"))) uint64_t ctx_word(const void* 
   return *reinterpret_cast<const volatile uint64_t*>(static_cast<const char*>(ctx) + off);
 }
 
-}  // namespace
-
-namespace {
-
 // The registers a saved context holds, as a caller's state after the call.
 void context_regs(uintptr_t ctx, UnwindRegs* regs) {
   *regs = UnwindRegs{};
