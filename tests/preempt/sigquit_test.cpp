@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -33,27 +34,35 @@ __attribute__((noinline)) uint64_t spinning_until_quit() {
   return x;
 }
 
-// Goroutine 2 parks; with `spin`, goroutine 3 runs a loop on another P.
-// Once main sleeps, a plain thread sends the process SIGQUIT.
-void quit_program(int procs, bool spin) {
+// Runs `start` (which starts goroutines) as main on `procs` Ps; `settle`
+// later main sleeps, and `delay` after that a plain thread sends the
+// process SIGQUIT.
+void quit_after(int procs, absl::Duration settle, std::chrono::milliseconds delay, std::function<void()> start) {
   ::alarm(60);
   static std::atomic<bool> asleep{false};
-  std::thread sender([] {
+  std::thread sender([delay] {
     while (!asleep.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(delay);
     ::kill(::getpid(), SIGQUIT);
   });
   sender.detach();
   gort::run(
-      [spin] {
-        Event never;
-        gort::go([&] { parked_until_quit(&never); });
-        if (spin) gort::go([] { spinning_until_quit(); });
-        gort::sleep(absl::Milliseconds(50));
+      [&] {
+        start();
+        gort::sleep(settle);
         asleep = true;
         gort::sleep(absl::Seconds(30));
       },
       preempt_cfg(procs));
+}
+
+// Goroutine 2 parks; with `spin`, goroutine 3 runs a loop on another P.
+void quit_program(int procs, bool spin) {
+  Event never;
+  quit_after(procs, absl::Milliseconds(50), std::chrono::milliseconds(100), [&] {
+    gort::go([&] { parked_until_quit(&never); });
+    if (spin) gort::go([] { spinning_until_quit(); });
+  });
 }
 
 TEST(Sigquit, DumpsEveryGoroutineAndExitsWithStatus2) {
@@ -103,22 +112,9 @@ __attribute__((noinline)) void yielding_until_quit() {
 // entered, or after the last one was marked runnable but before its
 // context was saved), and each must still show where it was.
 void quit_switching_program() {
-  ::alarm(60);
-  static std::atomic<bool> asleep{false};
-  std::thread sender([] {
-    while (!asleep.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    ::kill(::getpid(), SIGQUIT);
+  quit_after(2, absl::Milliseconds(20), std::chrono::milliseconds(20), [] {
+    for (int i = 0; i < 4; i++) gort::go([] { yielding_until_quit(); });
   });
-  sender.detach();
-  gort::run(
-      [] {
-        for (int i = 0; i < 4; i++) gort::go([] { yielding_until_quit(); });
-        gort::sleep(absl::Milliseconds(20));
-        asleep = true;
-        gort::sleep(absl::Seconds(30));
-      },
-      preempt_cfg(2));
 }
 
 TEST(Sigquit, GoroutinesCaughtMidSwitchShowTheirFrames) {
