@@ -87,8 +87,16 @@ extern const char* const kWaitReasonStrings[];
 const char* gstatus_string(GStatus s);
 
 struct alignas(64) G {
-  // Saved fcontext while not running (Boost.Context's fcontext_t).
+  // Saved fcontext while switched out (Boost.Context's fcontext_t); null
+  // from the moment the G lands until the switch that takes it off its M
+  // has landed elsewhere (switch.cpp, arrived), so that a traceback never
+  // walks a stale one. Atomic accesses: tracebacks read it from other
+  // threads.
   void* ctx = nullptr;
+  // Bumped each time the G lands (arrived): a traceback that walked its
+  // saved context knows whether the G ran meanwhile, even if it is back
+  // where it was with a context at the same address.
+  std::atomic<uint32_t> resumes{0};
   // Usable stack [stack_lo, stack_hi): the guard region lies below stack_lo
   // and this G right at stack_hi. Fixed for the G's life; null for g0.
   char* stack_lo = nullptr;

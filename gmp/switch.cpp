@@ -111,7 +111,13 @@ inline void asan_finish(G* self) {
 inline void arrived(G* self, bctx::transfer_t t) {
   asan_finish(self);
   G* prev = static_cast<G*>(t.data);
-  prev->ctx = t.fctx;
+  __atomic_store_n(&prev->ctx, t.fctx, __ATOMIC_RELEASE);
+  // self's context is spent: a traceback that finds a goroutine not
+  // running by its status and without a context knows that its switch
+  // away is under way (traceback.cpp), rather than walk a stale one.
+  __atomic_store_n(&self->ctx, nullptr, __ATOMIC_RELAXED);
+  self->resumes.store(self->resumes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);  // before the G's own stack writes
   after_switch(prev);
   restore_thread_state(self);
 }
@@ -195,11 +201,12 @@ __attribute__((no_sanitize("address", "thread"))) uint64_t ctx_word(const void* 
   return *reinterpret_cast<const volatile uint64_t*>(static_cast<const char*>(ctx) + off);
 }
 
-// The registers a saved context holds, as a caller's state after the call.
-void context_regs(uintptr_t ctx, UnwindRegs* regs) {
+// The registers a saved context holds, as a caller's state after the call;
+// read from `bytes` (a copy of the memory at ctx) if given.
+void ctx_regs(uintptr_t ctx, UnwindRegs* regs, const void* bytes = nullptr) {
   *regs = UnwindRegs{};
 #if defined(__x86_64__)
-  const void* c = reinterpret_cast<const void*>(ctx);
+  const void* c = bytes != nullptr ? bytes : reinterpret_cast<const void*>(ctx);
   for (int i = 0; i < 4; i++) regs->r[12 + i] = ctx_word(c, kCtxR12 + 8 * static_cast<size_t>(i));
   regs->r[kRegRbx] = ctx_word(c, kCtxRbx);
   regs->r[kRegRbp] = ctx_word(c, kCtxRbp);
@@ -208,6 +215,7 @@ void context_regs(uintptr_t ctx, UnwindRegs* regs) {
   regs->known = (1u << kRegRbx) | (1u << kRegRbp) | (1u << kRegRsp) | (0xFu << 12) | (1u << kRegRip);
 #else
   (void)ctx;
+  (void)bytes;
 #endif
 }
 
@@ -236,11 +244,12 @@ bool jump_layout_known(const unsigned char* f) {
 
 }  // namespace
 
-void parked_regs(const G* g, UnwindRegs* regs) {
+void context_regs(const void* ctx, UnwindRegs* regs, const void* bytes) {
   *regs = UnwindRegs{};
-  const void* ctx = g->ctx;
-  if (ctx != nullptr) context_regs(reinterpret_cast<uintptr_t>(ctx), regs);
+  if (ctx != nullptr) ctx_regs(reinterpret_cast<uintptr_t>(ctx), regs, bytes);
 }
+
+void parked_regs(const G* g, UnwindRegs* regs) { context_regs(__atomic_load_n(&g->ctx, __ATOMIC_ACQUIRE), regs); }
 
 bool in_jump_fcontext(const UnwindRegs& in, JumpSides* out) {
 #if defined(__x86_64__)
@@ -272,12 +281,12 @@ bool in_jump_fcontext(const UnwindRegs& in, JumpSides* out) {
     out->leaving.r[kRegRsp] = ra_at + 8;
     out->leaving.known = kCalleeSaved | (1u << kRegRip) | (1u << kRegRsp);
   } else {
-    context_regs(in.r[0], &out->leaving);  // rax: the complete leaving context
+    ctx_regs(in.r[0], &out->leaving);  // rax: the complete leaving context
   }
   // The entered side: its context is whole in memory until the jump
   // leaves (only read from it).
   uintptr_t entered = off <= kJumpSwapSp ? in.r[5] : off <= kJumpPopSp ? sp : sp - kCtxSize;  // rdi before the swap
-  context_regs(entered, &out->entering);
+  ctx_regs(entered, &out->entering);
   return true;
 #else
   (void)in;

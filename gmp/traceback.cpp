@@ -4,6 +4,7 @@
 // would leave none), printcreatedby.
 #include "gmp/traceback.hpp"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -329,12 +330,19 @@ void goroutine_frames(G* g, bool may_ask, char* buf, size_t cap, GoroutineFrames
   out->kind = GoroutineFrames::kUnavailable;
   out->pcs.total = 0;
   // A goroutine that moves while it is walked (resumed, parked elsewhere)
-  // is walked again; its saved context and status tell.
-  for (int attempt = 0; attempt < 4; attempt++) {
+  // is walked again; its saved context and status tell. One caught in a
+  // switch (its status already says it is not running, but its context is
+  // not saved yet: none, switch.cpp) is looked at again a moment later.
+  // Each look is a fresh chance: a goroutine that switches all the time
+  // spends a good part of it in switches and between its M's answers, so
+  // the looks are many, bounded in time.
+  int64_t give_up = nanotime() + 200 * 1000 * 1000;
+  for (int attempt = 0; attempt < 64 && nanotime() < give_up; attempt++) {
     GStatus s = g->status.load(std::memory_order_acquire);
     if (s == GStatus::kRunning) {
-      M* m = g->m;
-      if (m == nullptr || !may_ask || m->in_blocking.load(std::memory_order_acquire)) return;
+      M* m = relaxed_load(g->m);
+      if (m == nullptr) continue;  // it left its M since the status was read
+      if (!may_ask || m->in_blocking.load(std::memory_order_acquire)) return;
       RunningRegs rr;
       if (ask_running_m(m, g, buf, cap, 100 * 1000 * 1000, &rr)) {
         unwind(rr.regs, rr.view, rr.after_call ? FirstPc::kReturnAddress : FirstPc::kInterrupted, &out->pcs);
@@ -348,13 +356,38 @@ void goroutine_frames(G* g, bool may_ask, char* buf, size_t cap, GoroutineFrames
       out->kind = GoroutineFrames::kNotStarted;
       return;
     }
-    void* ctx = g->ctx;
+    uint32_t resumes = g->resumes.load(std::memory_order_acquire);
+    void* ctx = __atomic_load_n(&g->ctx, __ATOMIC_ACQUIRE);
+    if (ctx == nullptr) {
+      if (!may_ask) return;  // a frozen world: it stays in that switch
+      sched_yield();
+      continue;
+    }
+    // A live goroutine's stack is copied first and checked (it did not
+    // resume meanwhile), then walked from the copy: one that switches all
+    // the time resumes within any walk, but rarely within a copy.
     UnwindRegs regs;
-    parked_regs(g, &regs);
-    unwind(regs, goroutine_stack(g), FirstPc::kReturnAddress, &out->pcs);
+    StackView view = goroutine_stack(g);
+    if (buf != nullptr && cap > 0) {
+      view = copy_parked_stack(g, ctx, buf, cap, &regs);
+    } else {
+      context_regs(ctx, &regs);
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);  // the reads above before the checks
+    bool still = g->resumes.load(std::memory_order_relaxed) == resumes &&
+                 __atomic_load_n(&g->ctx, __ATOMIC_ACQUIRE) == ctx && g->status.load(std::memory_order_acquire) == s;
+    if (buf != nullptr && cap > 0 && !still) continue;
+    unwind(regs, view, FirstPc::kReturnAddress, &out->pcs);
     out->kind = GoroutineFrames::kWalked;
-    if (g->ctx == ctx && g->status.load(std::memory_order_acquire) == s) return;
+    std::atomic_thread_fence(std::memory_order_acquire);  // the walk's reads before the checks
+    if (buf != nullptr && cap > 0) return;
+    if (g->resumes.load(std::memory_order_relaxed) == resumes && __atomic_load_n(&g->ctx, __ATOMIC_ACQUIRE) == ctx &&
+        g->status.load(std::memory_order_acquire) == s) {
+      return;
+    }
   }
+  out->kind = GoroutineFrames::kUnavailable;
+  out->pcs.total = 0;
 }
 
 namespace {

@@ -235,6 +235,21 @@ bool about_to_resume(M* m, const G* g, uintptr_t sp) {
 
 }  // namespace
 
+StackView copy_parked_stack(const G* g, const void* ctx, char* buf, size_t cap, UnwindRegs* regs) {
+  auto lo = reinterpret_cast<uintptr_t>(ctx) & ~uintptr_t{7};
+  auto hi = reinterpret_cast<uintptr_t>(g->stack_hi);
+  size_t n = hi > lo ? (hi - lo < cap ? hi - lo : cap) : 0;
+  n &= ~size_t{7};
+  copy_words(buf, lo, n);
+  context_regs(ctx, regs, buf + (reinterpret_cast<uintptr_t>(ctx) - lo));
+  StackView v;
+  v.lo = lo;
+  v.hi = lo + n;
+  v.copy = buf;
+  v.copy_lo = lo;
+  return v;
+}
+
 bool ask_running_m(M* m, G* g, char* buf, size_t cap, int64_t timeout_ns, RunningRegs* out) {
   *out = RunningRegs{};
   TracebackRequest& r = m->tb;

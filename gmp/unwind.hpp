@@ -121,7 +121,18 @@ void current_regs_from(const ucontext_t* uc, UnwindRegs* regs, StackView* view);
 
 // The registers of a context saved by a switch (a parked, runnable or
 // preempted goroutine); switch.cpp, which knows Boost.Context's layout.
+// A goroutine has a saved context only while it is switched out: none
+// (empty registers) while it runs or while its switch away is under way.
 void parked_regs(const G* g, UnwindRegs* regs);
+// The same from a context pointer read once (G::ctx); the context's words
+// are read from `bytes`, a copy of the memory at ctx, if given.
+void context_regs(const void* ctx, UnwindRegs* regs, const void* bytes = nullptr);
+
+// Copies a switched-out goroutine's stack from its saved context `ctx` up
+// (as much as fits in `cap` bytes) into `buf`, and reads the context's
+// registers from the copy: a walk over the returned view needs nothing of
+// the live stack, which the goroutine may overwrite as soon as it resumes.
+StackView copy_parked_stack(const G* g, const void* ctx, char* buf, size_t cap, UnwindRegs* regs);
 
 // A thread interrupted inside Boost's jump_fcontext (`in`: its registers)
 // stands between two contexts: the one it leaves (in registers and on top

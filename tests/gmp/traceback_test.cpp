@@ -212,6 +212,70 @@ TEST_P(Traceback, CreatedByNamesTheCreatingFunctionAndGoroutine) {
   });
 }
 
+constexpr int kSwitchLoopLine = __LINE__ + 3;
+__attribute__((noinline)) void yielding_until(const std::atomic<bool>* stop) {
+  asm volatile("");
+  while (!stop->load(std::memory_order_relaxed)) {
+    gort::yield();
+    asm volatile("");
+  }
+}
+
+// Goroutines that yield to each other without pause on 2 Ps spend much of
+// their time in a switch, where the status already says runnable but the
+// context is not saved yet, and resume within any walk of their stacks: a
+// dump reads each of them whole (looked at again, copied before it is
+// walked), never from the context of an earlier switch. It may give up on
+// one whose M the kernel stopped mid-switch ("stack unavailable"), rarely.
+TEST(TracebackStack, GoroutinesThatKeepSwitchingAreReadWhole) {
+  run_checked(2, [] {
+    constexpr int kYielders = 4;
+    std::atomic<bool> stop{false};
+    std::atomic<int64_t> ids[kYielders] = {};
+    Countdown done(kYielders);
+    for (int i = 0; i < kYielders; i++) {
+      gort::go([&, i] {
+        ids[i] = gort::goroutine_id();
+        yielding_until(&stop);
+        done.done();
+      });
+    }
+    ASSERT_TRUE(eventually([&] {
+      for (auto& id : ids) {
+        if (id.load() == 0) return false;
+      }
+      return true;
+    }));
+    int bad = 0, unavailable = 0;
+    std::string example;
+    // From a plain thread, while main waits in blocking(): both Ps run
+    // the yielders.
+    std::thread reader([&] {
+      for (int round = 0; round < 200; round++) {
+        std::string s = gort::stack(true);
+        for (auto& id : ids) {
+          std::string b = goroutine_block(s, id.load());
+          // At the call of yield, or (interrupted while running) at the
+          // loop's test.
+          bool in_loop = has_frame(b, "yielding_until(", kFile, kSwitchLoopLine + 1) ||
+                         has_frame(b, "yielding_until(", kFile, kSwitchLoopLine);
+          if (b.find("stack unavailable") != std::string::npos) {
+            unavailable++;
+          } else if (!in_loop) {
+            bad++;
+            example = b;
+          }
+        }
+      }
+    });
+    gort::blocking([&] { reader.join(); });
+    stop = true;
+    done.wait();
+    EXPECT_EQ(bad, 0) << "of " << 200 * kYielders << " goroutine blocks had wrong frames; one:\n" << example;
+    EXPECT_LE(unavailable, 200 * kYielders / 10) << "goroutine blocks without frames";
+  });
+}
+
 // A goroutine started from a plain thread has a creator but no creating
 // goroutine; the main goroutine has neither.
 TEST(TracebackCreator, PlainThreadCreatorAndMainGoroutine) {
