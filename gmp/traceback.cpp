@@ -363,28 +363,29 @@ void goroutine_frames(G* g, bool may_ask, char* buf, size_t cap, GoroutineFrames
       sched_yield();
       continue;
     }
+    // Whether g stayed where it was since the reads above (the fence keeps
+    // the reads of its stack before the checks).
+    auto unchanged = [&] {
+      std::atomic_thread_fence(std::memory_order_acquire);
+      return g->resumes.load(std::memory_order_relaxed) == resumes &&
+             __atomic_load_n(&g->ctx, __ATOMIC_ACQUIRE) == ctx && g->status.load(std::memory_order_acquire) == s;
+    };
     // A live goroutine's stack is copied first and checked (it did not
     // resume meanwhile), then walked from the copy: one that switches all
-    // the time resumes within any walk, but rarely within a copy.
+    // the time resumes within any walk, but rarely within a copy. Without
+    // a buffer the live stack is walked and checked afterwards.
     UnwindRegs regs;
     StackView view = goroutine_stack(g);
-    if (buf != nullptr && cap > 0) {
+    bool copied = buf != nullptr && cap > 0;
+    if (copied) {
       view = copy_parked_stack(g, ctx, buf, cap, &regs);
+      if (!unchanged()) continue;
     } else {
       context_regs(ctx, &regs);
     }
-    std::atomic_thread_fence(std::memory_order_acquire);  // the reads above before the checks
-    bool still = g->resumes.load(std::memory_order_relaxed) == resumes &&
-                 __atomic_load_n(&g->ctx, __ATOMIC_ACQUIRE) == ctx && g->status.load(std::memory_order_acquire) == s;
-    if (buf != nullptr && cap > 0 && !still) continue;
     unwind(regs, view, FirstPc::kReturnAddress, &out->pcs);
     out->kind = GoroutineFrames::kWalked;
-    std::atomic_thread_fence(std::memory_order_acquire);  // the walk's reads before the checks
-    if (buf != nullptr && cap > 0) return;
-    if (g->resumes.load(std::memory_order_relaxed) == resumes && __atomic_load_n(&g->ctx, __ATOMIC_ACQUIRE) == ctx &&
-        g->status.load(std::memory_order_acquire) == s) {
-      return;
-    }
+    if (copied || unchanged()) return;
   }
   out->kind = GoroutineFrames::kUnavailable;
   out->pcs.total = 0;
@@ -395,9 +396,7 @@ namespace {
 // A G pointer read without Sched::lock (a dying process) is used only if
 // it is the G at the top of a stack slot of the pool.
 bool plausible(const G* g) {
-  StackSlot slot;
-  if (!sched.stacks.find(g, &slot)) return false;
-  return reinterpret_cast<const char*>(g) == slot.lo + sched.stacks.stack_size() - kGSize;
+  return goroutine_on_stack(reinterpret_cast<uintptr_t>(g)) == g;
 }
 
 }  // namespace

@@ -215,32 +215,41 @@ void put_regs(const UnwindRegs& from, uint64_t* regs, uint32_t* known) {
   *known = from.known;
 }
 
-// The goroutine whose stack holds sp (its G sits at the top of the slot),
-// or null.
+// The M made g its current goroutine (curg) and is not on g's stack (the
+// caller checked): it is on g0's stack in execute, or on the previous
+// goroutine's in next_local's direct switch, and g's saved context is where
+// g stands. Not so while g itself runs off its stack: in systemstack, or in
+// a signal handler on the signal stack.
+bool about_to_resume(M* m, const G* g, uintptr_t sp) {
+  if (g == nullptr || g->is_g0 || __atomic_load_n(&g->ctx, __ATOMIC_ACQUIRE) == nullptr ||
+      m->in_systemstack.load(std::memory_order_relaxed)) {
+    return false;
+  }
+  auto g0 = reinterpret_cast<uintptr_t>(m->g0_stack_lo);
+  return (g0 != 0 && sp >= g0 && sp - g0 < m->g0_stack_size) || goroutine_on_stack(sp) != nullptr;
+}
+
+// Copies [lo, g's stack top) into buf, as much as fits in cap (whole words
+// from lo, which is word-aligned); returns the bytes copied.
+size_t copy_stack_from(const G* g, uintptr_t lo, char* buf, size_t cap) {
+  auto hi = reinterpret_cast<uintptr_t>(g->stack_hi);
+  size_t n = hi > lo ? (hi - lo < cap ? hi - lo : cap) : 0;
+  n &= ~size_t{7};
+  copy_words(buf, lo, n);
+  return n;
+}
+
+}  // namespace
+
 G* goroutine_on_stack(uintptr_t sp) {
   StackSlot slot;
   if (!sched.stacks.find(reinterpret_cast<void*>(sp), &slot) || slot.guard) return nullptr;
   return reinterpret_cast<G*>(slot.lo + sched.stacks.stack_size() - kGSize);
 }
 
-bool about_to_resume(M* m, const G* g, uintptr_t sp) {
-  if (g == nullptr || g->is_g0 || g->ctx == nullptr || m->in_systemstack.load(std::memory_order_relaxed)) return false;
-  auto on = [sp](const void* lo, uintptr_t size) {
-    auto l = reinterpret_cast<uintptr_t>(lo);
-    return l != 0 && sp >= l && sp - l < size;
-  };
-  if (on(g->stack_lo, static_cast<uintptr_t>(g->stack_hi - g->stack_lo))) return false;
-  return on(m->g0_stack_lo, m->g0_stack_size) || goroutine_on_stack(sp) != nullptr;
-}
-
-}  // namespace
-
 StackView copy_parked_stack(const G* g, const void* ctx, char* buf, size_t cap, UnwindRegs* regs) {
   auto lo = reinterpret_cast<uintptr_t>(ctx) & ~uintptr_t{7};
-  auto hi = reinterpret_cast<uintptr_t>(g->stack_hi);
-  size_t n = hi > lo ? (hi - lo < cap ? hi - lo : cap) : 0;
-  n &= ~size_t{7};
-  copy_words(buf, lo, n);
+  size_t n = copy_stack_from(g, lo, buf, cap);
   context_regs(ctx, regs, buf + (reinterpret_cast<uintptr_t>(ctx) - lo));
   StackView v;
   v.lo = lo;
@@ -371,12 +380,8 @@ void traceback_signal_handler(M* m, const ucontext_t* uc) {
     uintptr_t lo = from - 128;
     if (lo < reinterpret_cast<uintptr_t>(r.g->stack_lo)) lo = reinterpret_cast<uintptr_t>(r.g->stack_lo);
     lo &= ~uintptr_t{7};
-    uintptr_t hi = reinterpret_cast<uintptr_t>(r.g->stack_hi);
-    size_t n = hi > lo ? (hi - lo < r.cap ? hi - lo : r.cap) : 0;
-    n &= ~size_t{7};
-    copy_words(r.buf, lo, n);
     r.copy_lo = lo;
-    r.copied = n;
+    r.copied = copy_stack_from(r.g, lo, r.buf, r.cap);
   }
   bool freeze = r.freeze;
   r.state.store(kTbDone, std::memory_order_release);

@@ -128,6 +128,10 @@ void parked_regs(const G* g, UnwindRegs* regs);
 // are read from `bytes`, a copy of the memory at ctx, if given.
 void context_regs(const void* ctx, UnwindRegs* regs, const void* bytes = nullptr);
 
+// The goroutine whose stack slot holds address `sp` (its G sits at the top
+// of the slot), or null (not in a slot, or in a slot's guard).
+G* goroutine_on_stack(uintptr_t sp);
+
 // Copies a switched-out goroutine's stack from its saved context `ctx` up
 // (as much as fits in `cap` bytes) into `buf`, and reads the context's
 // registers from the copy: a walk over the returned view needs nothing of
