@@ -345,7 +345,7 @@ void goroutine_frames(G* g, bool may_ask, char* buf, size_t cap, GoroutineFrames
       if (!may_ask || m->in_blocking.load(std::memory_order_acquire)) return;
       RunningRegs rr;
       if (ask_running_m(m, g, buf, cap, 100 * 1000 * 1000, &rr)) {
-        unwind(rr.regs, rr.view, rr.after_call ? FirstPc::kReturnAddress : FirstPc::kInterrupted, &out->pcs);
+        unwind(rr.regs, rr.view, rr.first_pc(), &out->pcs);
         out->kind = GoroutineFrames::kWalked;
         return;
       }
@@ -418,7 +418,7 @@ void print_all(TraceWriter& w, G* skip, int level, Frozen world) ABSL_NO_THREAD_
     // A frozen M's word first: the status may be a step ahead of the
     // switch that goes with it (marked runnable but still on its stack).
     if (RunningRegs rr; frozen && frozen_regs_of(g, &rr)) {
-      unwind(rr.regs, rr.view, rr.after_call ? FirstPc::kReturnAddress : FirstPc::kInterrupted, &f.pcs);
+      unwind(rr.regs, rr.view, rr.first_pc(), &f.pcs);
       f.kind = GoroutineFrames::kWalked;
     } else if (!frozen || s != GStatus::kRunning) {
       goroutine_frames(g, !frozen, buf.data(), buf.size(), &f);

@@ -166,6 +166,8 @@ struct RunningRegs {
   bool after_call = false;
   UnwindRegs regs;
   StackView view;   // over the copy (or live, for a frozen M)
+
+  FirstPc first_pc() const { return after_call ? FirstPc::kReturnAddress : FirstPc::kInterrupted; }
 };
 
 // Asks m, which runs g, for g's registers and a copy of its stack, into

@@ -78,7 +78,7 @@ bool report(M* m, G* g, int64_t ns, const char* what, const char* why) {
   std::vector<char>& buf = copy_buffer();
   RunningRegs rr;
   if (ask_running_m(m, g, buf.data(), buf.size(), 100 * 1000 * 1000, &rr)) {
-    unwind(rr.regs, rr.view, rr.after_call ? FirstPc::kReturnAddress : FirstPc::kInterrupted, &f.pcs);
+    unwind(rr.regs, rr.view, rr.first_pc(), &f.pcs);
     f.kind = GoroutineFrames::kWalked;
   }
   TraceWriter w(2);
