@@ -5,6 +5,7 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
+#include <gelf.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -388,6 +389,72 @@ void classify(SymPC* s) {
   }
 }
 
+// The import a PLT entry jumps to, for addresses that no symbol covers:
+// "write@plt", as objdump and gdb name them. A goroutine stopped in a stub
+// (preempted on its way into a library) otherwise shows an unnamed frame.
+// The entry's `jmp *slot(%rip)` gives its GOT slot, and the relocation of
+// that slot its symbol; x86-64 only (the stubs' layout is per
+// architecture). "" if addr is not in a PLT or the entry is not decoded
+// (PLT0, the lazy resolver's, jumps through a slot with no relocation).
+std::string plt_name(Dwfl_Module* mod, uintptr_t addr) {
+#if defined(__x86_64__)
+  GElf_Addr bias = 0;
+  Elf* elf = dwfl_module_getelf(mod, &bias);
+  if (elf == nullptr) return "";
+  size_t shstrndx = 0;
+  if (elf_getshdrstrndx(elf, &shstrndx) != 0) return "";
+  const GElf_Addr a = addr - bias;
+  GElf_Addr slot = 0;
+  for (Elf_Scn* scn = nullptr; slot == 0 && (scn = elf_nextscn(elf, scn)) != nullptr;) {
+    GElf_Shdr sh;
+    if (gelf_getshdr(scn, &sh) == nullptr || a < sh.sh_addr || a >= sh.sh_addr + sh.sh_size) continue;
+    const char* name = elf_strptr(elf, shstrndx, sh.sh_name);
+    if (name == nullptr || std::strncmp(name, ".plt", 4) != 0) return "";
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    const GElf_Xword entsize = sh.sh_entsize != 0 ? sh.sh_entsize : 16;
+    const GElf_Addr entry = a - (a - sh.sh_addr) % entsize;
+    if (data == nullptr || data->d_buf == nullptr || sh.sh_type != SHT_PROGBITS) return "";
+    const auto* code = static_cast<const unsigned char*>(data->d_buf) + (entry - sh.sh_addr);
+    // Within the entry: [endbr64] [bnd] jmp *disp32(%rip) = ff 25 disp32.
+    for (GElf_Xword i = 0; i + 6 <= entsize && entry - sh.sh_addr + i + 6 <= data->d_size; i++) {
+      if (code[i] != 0xff || code[i + 1] != 0x25) continue;
+      int32_t disp;
+      std::memcpy(&disp, code + i + 2, sizeof disp);
+      slot = entry + i + 6 + static_cast<int64_t>(disp);
+      break;
+    }
+    if (slot == 0) return "";
+  }
+  if (slot == 0) return "";
+  // The slot's relocation: JUMP_SLOT in .rela.plt, GLOB_DAT in .rela.dyn
+  // for .plt.got's entries.
+  for (Elf_Scn* scn = nullptr; (scn = elf_nextscn(elf, scn)) != nullptr;) {
+    GElf_Shdr sh;
+    if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_RELA || sh.sh_entsize == 0) continue;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    Elf_Scn* symscn = elf_getscn(elf, sh.sh_link);
+    GElf_Shdr symsh;
+    if (data == nullptr || symscn == nullptr || gelf_getshdr(symscn, &symsh) == nullptr) continue;
+    Elf_Data* syms = elf_getdata(symscn, nullptr);
+    if (syms == nullptr) continue;
+    for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
+      GElf_Rela r;
+      if (gelf_getrela(data, static_cast<int>(i), &r) == nullptr || r.r_offset != slot) continue;
+      GElf_Sym sym;
+      if (GELF_R_SYM(r.r_info) == 0 || gelf_getsym(syms, static_cast<int>(GELF_R_SYM(r.r_info)), &sym) == nullptr) {
+        return "";
+      }
+      const char* n = elf_strptr(elf, symsh.sh_link, sym.st_name);
+      return n != nullptr && n[0] != '\0' ? demangle(n) + "@plt" : "";
+    }
+  }
+#else
+  (void)mod;
+  (void)addr;
+#endif
+  return "";
+}
+
 std::unique_ptr<SymPC> lookup(Symbolizer& s, uintptr_t addr) {
   auto out = std::make_unique<SymPC>();
   Dwfl_Module* mod = s.dwfl != nullptr ? dwfl_addrmodule(s.dwfl, addr) : nullptr;
@@ -407,6 +474,8 @@ std::unique_ptr<SymPC> lookup(Symbolizer& s, uintptr_t addr) {
     if (const char* n = dwfl_module_addrinfo(mod, addr, &off, &sym, nullptr, nullptr, nullptr)) {
       symname = demangle(n);
       out->entry = addr - off;
+    } else {
+      symname = plt_name(mod, addr);
     }
     inline_frames(mod, addr, out.get());
     if (Dwfl_Line* line = dwfl_module_getsrc(mod, addr)) {
