@@ -515,6 +515,7 @@ RuntimeStats runtime_stats() {
   st.stack_size = sched.stacks.stack_size();
   st.stack_guard = sched.stacks.guard_kind();
   st.stacks_prepared_ahead = sched.stacks.prepared_ahead();
+  st.readied_after_write = sched.readied_after_write.load(std::memory_order_relaxed);
   return st;
 }
 

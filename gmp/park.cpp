@@ -151,6 +151,27 @@ void ready(G* g) {
   wakep();
 }
 
+void poll_after_write() {
+  if (sched.procs() == 1 || sched.hooks.netpoll == nullptr) return;
+  M* m = getm();
+  if (m == nullptr || m->curg == nullptr || m->in_blocking.load(std::memory_order_relaxed)) return;
+  // Not preemptible while the found Gs are only in our list.
+  acquirem(m);
+  GQueue list;
+  if (sched.hooks.netpoll(0, &list) && !list.empty()) {
+    P* p = ensurep(m);
+    int32_t n = list.size;
+    runqput_or_global(p, list.pop(), RunqAt::kNext);
+    while (G* g = list.pop()) runqput_or_global(p, g, RunqAt::kTail);
+    sched.readied_after_write.fetch_add(n, std::memory_order_relaxed);
+    releasem(m);
+    // The rest are for whichever P is free.
+    if (n > 1) wakep();
+    return;
+  }
+  releasem(m);
+}
+
 void inject(GQueue* q) {
   if (q->empty()) return;
   int32_t n = q->size;

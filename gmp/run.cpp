@@ -129,6 +129,7 @@ void reset_sched(const Config& cfg) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   sched.goidgen.store(0);
   sched.mnext.store(0);
   sched.external_created.store(0);
+  sched.readied_after_write.store(0);
   sched.detached_exited.store(0);
   sched.external_ops.store(0);
   sched.external_go.store(0);

@@ -140,6 +140,8 @@ struct Sched {
   // One M may block in netpoll at a time; it is not idle for checkdead.
   std::atomic<bool> netpoll_blocked{false};
   std::atomic<int64_t> last_poll{0};
+  // Gs that poll_after_write queued on the writer's P, in this run.
+  std::atomic<int64_t> readied_after_write{0};
   // While an M blocks in netpoll: the nanotime it will wake up by
   // (INT64_MAX: no timeout); 0 otherwise. A timer added earlier breaks it.
   std::atomic<int64_t> poll_until{0};
@@ -233,6 +235,15 @@ void ready(G* g);
 // Puts a batch of runnable Gs (status already kRunnable) on the global queue
 // and starts Ms for them.
 void inject(GQueue* q);
+
+// After a write to a connection whose other end is in this process (the
+// stdlib's NetFD): polls the network without blocking and queues what it
+// finds on this P, the first G in runnext. That G is, as a rule, the other
+// end's reader, which the write has just made runnable; run here it finds
+// the data in this CPU's cache, where the poller (an M blocked in it, or
+// stealing) would run it on another CPU. Nothing with one P, from a plain
+// thread, or inside gort::blocking. Costs one epoll_wait.
+void poll_after_write();
 
 // Go's Gosched: the running G goes to the back of the queue.
 void gosched();

@@ -113,6 +113,9 @@ absl::StatusOr<Conn> dial_one(const Context& ctx, const Network& n, const SockAd
   }
   fd->set_addrs(internal::format_sockaddr(la), pa.len != 0 ? internal::format_sockaddr(pa) : raddr);
   internal::set_conn_defaults(fd, n);
+  if (n.proto == internal::Proto::kTcp && pa.len != 0) {
+    internal::peer_register(fd, la, pa, internal::PeerEnd::kDialer);
+  }
   return conn;
 }
 

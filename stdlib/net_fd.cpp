@@ -205,6 +205,7 @@ int NetFD::close() {
   // Waiters for either lock wake and fail; calls in progress are evicted
   // from the poll descriptor below.
   if (!fdmu_.incref_and_close()) return kErrClosing;
+  peer_forget(this);
   // Go removes a Unix listener's file before closing the socket.
   if (!unlink_path_.empty()) ::unlink(unlink_path_.c_str());
   if (pd_ != nullptr) internal::poll_evict(pd_);  // blocked readers and writers wake with kErrClosing
@@ -394,7 +395,11 @@ IoResult NetFD::write(const char* p, size_t len) {
     });
     if (n < 0) break;
     r.n += static_cast<size_t>(n);
-    if (r.n == len) break;
+    if (r.n == len) {
+      // The other end is ours and readable now: run its reader here.
+      if (peer_.load(std::memory_order_relaxed) == kPeerPaired) poll_after_write();
+      break;
+    }
     if (n == 0) {
       r.err = EIO;  // Go: io.ErrUnexpectedEOF; a socket never does this
       break;

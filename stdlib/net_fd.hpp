@@ -44,6 +44,7 @@
 #include "stdlib/fd_mutex.hpp"
 #include "stdlib/net_addr.hpp"
 #include "stdlib/net_error.hpp"
+#include "stdlib/net_peer.hpp"
 
 namespace gort::internal {
 
@@ -106,6 +107,10 @@ class NetFD {
     laddr_ = std::move(l);
     raddr_ = std::move(r);
   }
+  // Both ends of this TCP connection are in this process (stdlib/net_peer.hpp):
+  // a complete write polls the network so that the goroutine it wakes runs
+  // on the writer's P.
+  bool in_process_peer() const { return peer_.load(std::memory_order_relaxed) == kPeerPaired; }
   // Before sharing only: remove this path when closed (Unix listeners).
   void set_unlink_on_close(std::string path) { unlink_path_ = std::move(path); }
   // Before sharing only: accept's out-of-descriptors backoff can be woken
@@ -211,6 +216,12 @@ class NetFD {
   bool rfull_ ABSL_GUARDED_BY(rlock_) = false;
   bool borrowed_ = false;
   std::atomic<bool> destroyed_{false};
+  // net_peer.cpp's state machine (the table at its top); only
+  // in_process_peer() and write() read it outside that file.
+  enum : uint8_t { kPeerNone, kPeerWaiting, kPeerPaired };
+  std::atomic<uint8_t> peer_{kPeerNone};
+  friend void peer_register(NetFD*, const SockAddr&, const SockAddr&, PeerEnd);
+  friend void peer_forget(NetFD*);
   LockSide rlock_;
   LockSide wlock_;
   FdMutex fdmu_;

@@ -51,9 +51,13 @@ absl::StatusOr<Conn> Listener::accept() {
     if (err != 0) return internal::io_error(err, prefix, syscall);
     NetFD* c = NetFD::open(s, fd->family(), fd->sotype(), fd->net(), &err);
     if (c == nullptr) return internal::io_error(err, prefix, "epoll_ctl");
-    c->set_addrs(internal::sock_name(s), internal::format_sockaddr(rsa));
+    SockAddr la = internal::sock_addr(s);
+    c->set_addrs(internal::format_sockaddr(la), internal::format_sockaddr(rsa));
     auto n = internal::parse_network(fd->net());
     if (n.ok()) internal::set_conn_defaults(c, *n);
+    if (n.ok() && n->proto == internal::Proto::kTcp && la.len != 0) {
+      internal::peer_register(c, rsa, la, internal::PeerEnd::kAcceptor);
+    }
     return internal::NetFDAccess::conn(c);
   });
 }

@@ -291,6 +291,10 @@ struct RuntimeStats {
   // Fresh stacks prepared ahead of need by the runtime's helper thread
   // during bursts of new goroutines, in this run (docs/stacks.md).
   size_t stacks_prepared_ahead = 0;
+  // Goroutines run on the writer's P after writes to TCP connections whose
+  // other end is in this process, in this run (docs/net.md, "Connections
+  // within one process").
+  int64_t readied_after_write = 0;
 };
 RuntimeStats runtime_stats();
 
