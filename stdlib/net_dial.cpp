@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -82,6 +83,8 @@ absl::StatusOr<Conn> dial_one(const Context& ctx, const Network& n, const SockAd
   int err = 0;
   int s = internal::sys_socket(ra.family(), n.sotype, n.ipv6only(), &err);
   if (s < 0) return internal::io_error(err, prefix, "socket");
+  std::optional<internal::PeerDial> dialing;
+  if (n.proto == internal::Proto::kTcp) dialing.emplace(ra);
   bool in_progress = false;
   if (::connect(s, ra.sa(), ra.len) != 0) {
     int e = errno;

@@ -262,6 +262,8 @@ struct NetFDAccess {
   static net::Listener listener(NetFD* fd) noexcept { return net::Listener(fd); }
   static net::PacketConn packet_conn(NetFD* fd) noexcept { return net::PacketConn(fd); }
   static os::File file(NetFD* fd, std::string name) noexcept { return os::File(fd, std::move(name)); }
+  // The descriptor behind a Conn (null for an empty one), for tests.
+  static NetFD* fd(const net::Conn& c) noexcept { return c.fd_; }
 };
 
 // What a read or a write does for the race detector (docs/race.md, I/O),

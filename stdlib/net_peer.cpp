@@ -6,6 +6,11 @@
 //     │                                        │
 //     └──register, other end waiting──> kPaired └──close (peer_forget)──> kNone
 //
+// A dialer registers always (its peer may be accepted much later); an
+// acceptor only if a dialer of ours has registered or is dialing its
+// address (g_dialing, counted from before connect(2): an acceptor that sees
+// neither has a client in another process).
+//
 // Every change is made under g_mu, and a kWaiting NetFD is in g_waiting
 // (with its key in g_keys) exactly while it is kWaiting; pairing sets both
 // ends to kPaired and removes the waiting one. A NetFD is forgotten in its
@@ -92,9 +97,15 @@ struct Waiting {
   PeerEnd end;
 };
 
+struct EndpointHash {
+  size_t operator()(const Endpoint& e) const { return KeyHash()(Key{e, Endpoint{}}); }
+};
+
 RuntimeMutex g_mu;
 std::unordered_map<Key, Waiting, KeyHash> g_waiting ABSL_GUARDED_BY(g_mu);
 std::unordered_map<NetFD*, Key> g_keys ABSL_GUARDED_BY(g_mu);
+// Dials under way, by server address (PeerDial).
+std::unordered_map<Endpoint, int, EndpointHash> g_dialing ABSL_GUARDED_BY(g_mu);
 
 }  // namespace
 
@@ -109,6 +120,13 @@ void peer_register(NetFD* fd, const SockAddr& client, const SockAddr& server, Pe
     g_waiting.erase(it);
     other->peer_.store(NetFD::kPeerPaired, std::memory_order_release);
     fd->peer_.store(NetFD::kPeerPaired, std::memory_order_release);
+    return;
+  }
+  if (end == PeerEnd::kAcceptor && g_dialing.find(k.server) == g_dialing.end()) {
+    // No dialer of ours has registered this connection, and none is dialing
+    // this address: the client is another process. Waiting would cost every
+    // such connection an entry for its lifetime (idle_conns measured 160
+    // bytes each).
     return;
   }
   if (it != g_waiting.end()) {
@@ -135,6 +153,23 @@ void peer_forget(NetFD* fd) {
   if (it != g_waiting.end() && it->second.fd == fd) g_waiting.erase(it);
   g_keys.erase(k);
   fd->peer_.store(NetFD::kPeerNone, std::memory_order_relaxed);
+}
+
+PeerDial::PeerDial(const SockAddr& server) {
+  Endpoint e;
+  if (!loopback_endpoint(server, &e)) return;
+  MutexLock lock(g_mu);
+  g_dialing[e]++;
+  server_ = &server;
+}
+
+PeerDial::~PeerDial() {
+  if (server_ == nullptr) return;
+  Endpoint e;
+  loopback_endpoint(*server_, &e);
+  MutexLock lock(g_mu);
+  auto it = g_dialing.find(e);
+  if (it != g_dialing.end() && --it->second == 0) g_dialing.erase(it);
 }
 
 size_t peer_waiting() {

@@ -13,10 +13,11 @@
 // pays only when the woken reader is ours, hence the exact pairing: the
 // dialer's local address is the acceptor's remote address.
 //
-// Thread-safety: any goroutine or thread; one short lock per loopback
+// Thread-safety: any goroutine or thread; a few short locks per loopback
 // connection made or closed (never on reads or writes). Connections to or
-// from other hosts, and loopback ones to other processes, cost a flag test
-// per write.
+// from other hosts cost a flag test per write; loopback connections from
+// other processes, a lookup when accepted; loopback connections to other
+// processes, an entry (about 160 bytes) while they are open.
 #pragma once
 
 #include <cstddef>
@@ -35,6 +36,21 @@ enum class PeerEnd : bool { kDialer, kAcceptor };
 // waits for it until it comes or fd closes. Connections that are not over
 // loopback addresses are ignored.
 void peer_register(NetFD* fd, const SockAddr& client, const SockAddr& server, PeerEnd end);
+
+// A dial to `server` under way, from before connect(2) until the dialer has
+// registered (or failed): an acceptor of that address registers to wait for
+// its dialer only meanwhile, so that connections from other processes
+// cost nothing. `server` must outlive this.
+class PeerDial {
+ public:
+  explicit PeerDial(const SockAddr& server);
+  ~PeerDial();
+  PeerDial(const PeerDial&) = delete;
+  PeerDial& operator=(const PeerDial&) = delete;
+
+ private:
+  const SockAddr* server_ = nullptr;  // null: not loopback
+};
 
 // fd is closing: it stops waiting for its other end. Cheap when fd never
 // waited.
