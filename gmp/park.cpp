@@ -158,7 +158,10 @@ void poll_after_write() {
   // Not preemptible while the found Gs are only in our list.
   acquirem(m);
   GQueue list;
-  if (sched.hooks.netpoll(0, &list) && !list.empty()) {
+  // On the thread's stack: the poller's event array (1.5 KB) would
+  // otherwise cost a goroutine that sits in its top stack page a second one.
+  systemstack([](void* out) { sched.hooks.netpoll(0, static_cast<GQueue*>(out)); }, &list);
+  if (!list.empty()) {
     P* p = ensurep(m);
     int32_t n = list.size;
     runqput_or_global(p, list.pop(), RunqAt::kNext);
