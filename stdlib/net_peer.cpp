@@ -11,6 +11,11 @@
 // address (g_dialing, counted from before connect(2): an acceptor that sees
 // neither has a client in another process).
 //
+// One more edge, kWaiting -> kNone, for a NetFD whose key a later
+// registration of the same end takes over: impossible while its socket is
+// open (a connection's endpoints are unique), possible for a Conn left
+// open past the end of its run, whose socket the run closed.
+//
 // Every change is made under g_mu, and a kWaiting NetFD is in g_waiting
 // (with its key in g_keys) exactly while it is kWaiting; pairing sets both
 // ends to kPaired and removes the waiting one. A NetFD is forgotten in its
@@ -130,9 +135,8 @@ void peer_register(NetFD* fd, const SockAddr& client, const SockAddr& server, Pe
     return;
   }
   if (it != g_waiting.end()) {
-    // The same end of the same connection twice: cannot happen while the
-    // first is open (it is forgotten in its close), but if it did, the
-    // newer one is the live one.
+    // The same end of the same connection twice (see the top of the
+    // file): the newer one is the live one.
     NetFD* old = it->second.fd;
     g_keys.erase(old);
     old->peer_.store(NetFD::kPeerNone, std::memory_order_relaxed);
