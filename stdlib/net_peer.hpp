@@ -8,7 +8,8 @@
 // the data is hot, by the writer's P right after the writer parks. Left to
 // the poller and to stealing, a connection's two goroutines end up on
 // different CPUs and every message crosses between them: 2-P tcp_echo
-// spent 12.2 µs of CPU per round trip that way, 9.0 µs with placement.
+// spent 12.2 µs of CPU per round trip that way, 9.0 µs with placement, at
+// an hour when crossing cost most (docs/net.md has the spread).
 // The placement costs a poll (one epoll_wait system call) per write, which
 // pays only when the woken reader is ours, hence the exact pairing: the
 // dialer's local address is the acceptor's remote address.
