@@ -405,7 +405,7 @@ std::string plt_name(Dwfl_Module* mod, uintptr_t addr) {
   if (elf_getshdrstrndx(elf, &shstrndx) != 0) return "";
   const GElf_Addr a = addr - bias;
   GElf_Addr slot = 0;
-  for (Elf_Scn* scn = nullptr; slot == 0 && (scn = elf_nextscn(elf, scn)) != nullptr;) {
+  for (Elf_Scn* scn = nullptr; (scn = elf_nextscn(elf, scn)) != nullptr;) {
     GElf_Shdr sh;
     if (gelf_getshdr(scn, &sh) == nullptr || a < sh.sh_addr || a >= sh.sh_addr + sh.sh_size) continue;
     const char* name = elf_strptr(elf, shstrndx, sh.sh_name);
@@ -423,7 +423,7 @@ std::string plt_name(Dwfl_Module* mod, uintptr_t addr) {
       slot = entry + i + 6 + static_cast<int64_t>(disp);
       break;
     }
-    if (slot == 0) return "";
+    break;  // the one section that holds a
   }
   if (slot == 0) return "";
   // The slot's relocation: JUMP_SLOT in .rela.plt, GLOB_DAT in .rela.dyn

@@ -397,7 +397,7 @@ IoResult NetFD::write(const char* p, size_t len) {
     r.n += static_cast<size_t>(n);
     if (r.n == len) {
       // The other end is ours and readable now: run its reader here.
-      if (peer_.load(std::memory_order_relaxed) == kPeerPaired) poll_after_write();
+      if (in_process_peer()) poll_after_write();
       break;
     }
     if (n == 0) {
