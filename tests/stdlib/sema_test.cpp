@@ -137,6 +137,14 @@ TEST_P(SemaTest, NoLostWakeupStress) {
 // Plain threads wait in the same queue as goroutines (gmp/sudog.hpp): they
 // are counted as waiters, keep their place in the FIFO, and sleep until a
 // release wakes them (no polling).
+//
+// A waiter counts itself in waiters() under the sema's lock before it looks
+// at the count one last time and queues: one that is counted but has not
+// looked yet takes a release meant for the head of the queue (as it should:
+// it was not queued), and the head re-queues at the back. So the test
+// cannot release on "waiters() == 3" alone. Each waiter queues before it
+// lets go of the lock the next one counts itself under, so a last waiter,
+// a goroutine seen parked, proves the three before it queued.
 TEST_P(SemaTest, PlainThreadsQueueInOrderWithGoroutines) {
   run_test([] {
     Sema s;
@@ -147,24 +155,32 @@ TEST_P(SemaTest, PlainThreadsQueueInOrderWithGoroutines) {
       order.push_back(who);
       mu.unlock();
     };
-    std::thread first([&] {
-      s.acquire(QueueAt::kBack, kReason);
-      record(1);
-    });
+    auto thread_waiter = [&](int who) {
+      return std::thread([&, who] {
+        s.acquire(QueueAt::kBack, kReason);
+        record(who);
+      });
+    };
+    Countdown done(2);
+    Parked last;
+    auto goroutine_waiter = [&](int who, Parked* parked) {
+      gort::go([&, who, parked] {
+        if (parked != nullptr) parked->mark();
+        s.acquire(QueueAt::kBack, kReason);
+        record(who);
+        done.done();
+      });
+    };
+    std::thread first = thread_waiter(1);
     ASSERT_TRUE(gort::test::eventually([&] { return s.waiters() == 1; })) << "the thread did not queue";
-    Countdown done(1);
-    gort::go([&] {
-      s.acquire(QueueAt::kBack, kReason);
-      record(2);
-      done.done();
-    });
+    goroutine_waiter(2, nullptr);
     ASSERT_TRUE(gort::test::eventually([&] { return s.waiters() == 2; }));
-    std::thread third([&] {
-      s.acquire(QueueAt::kBack, kReason);
-      record(3);
-    });
+    std::thread third = thread_waiter(3);
     ASSERT_TRUE(gort::test::eventually([&] { return s.waiters() == 3; }));
-    for (int i = 0; i < 3; i++) {
+    goroutine_waiter(4, &last);
+    ASSERT_TRUE(last.wait(WaitReason::kSyncMutex));
+    EXPECT_EQ(s.waiters(), 4u);
+    for (int i = 0; i < 4; i++) {
       size_t want = static_cast<size_t>(i) + 1;
       s.release(Handoff::kNo);
       EXPECT_TRUE(gort::test::eventually([&] {
@@ -177,7 +193,7 @@ TEST_P(SemaTest, PlainThreadsQueueInOrderWithGoroutines) {
     done.wait();
     first.join();
     third.join();
-    EXPECT_EQ(order, (std::vector<int>{1, 2, 3})) << "served out of queue order";
+    EXPECT_EQ(order, (std::vector<int>{1, 2, 3, 4})) << "served out of queue order";
     EXPECT_EQ(s.waiters(), 0u);
   });
 }
