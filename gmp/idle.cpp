@@ -115,12 +115,6 @@ void* mstart(void* arg) {
 // With p null and not spinning, the M goes on the idle list at once,
 // before its thread runs (mprestart).
 void newm(P* p, bool spinning) {
-  if (sched.stopping.load(std::memory_order_acquire)) {
-    // No new threads once stopping: run() may already have joined them.
-    // p is simply dropped: nothing schedules any more, teardown frees it.
-    if (spinning) sched.nmspinning.fetch_sub(1, std::memory_order_acq_rel);
-    return;
-  }
   M* m = new_untracked<M>();
   m->id = sched.mnext.fetch_add(1, std::memory_order_relaxed);
   m->g0.is_g0 = true;
@@ -132,7 +126,19 @@ void newm(P* p, bool spinning) {
   // The thread is started under the lock that run()'s join_ms reads allm
   // with: an M it finds there is always joinable (it used to find one whose
   // std::thread was not assigned yet, skip it, and destroy it joinable).
-  MutexLock lock(sched.lock);
+  UniqueLock lock(sched.lock);
+  // No new threads once stopping: run() may already have joined them. Read
+  // under the lock join_ms reads allm with: sysmon, which join_ms does not
+  // wait for, starts Ms too (handoffp, wakep), and one that saw `stopping`
+  // clear just before it was set pushed its M after join_ms's last look;
+  // teardown then destroyed a joinable std::thread (std::terminate). p is
+  // simply dropped: nothing schedules any more, teardown frees it.
+  if (sched.stopping.load(std::memory_order_acquire)) {
+    lock.unlock();
+    delete_untracked(m);
+    if (spinning) sched.nmspinning.fetch_sub(1, std::memory_order_acq_rel);
+    return;
+  }
   sched.allm.push_back(m);
   sched.mcount++;
   if (p == nullptr && !spinning) {
