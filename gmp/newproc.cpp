@@ -83,10 +83,10 @@ G* gnew(P* p) {
   char* lo;
   if (p != nullptr) {
     if (p->nstacks == 0) {
-      sched.stacks.alloc(p->stacks, P::kStackCacheMax);
-      p->nstacks = P::kStackCacheMax;
-      // A burst is under way: prepare fresh stacks on another CPU, if there
-      // is one for the helper to run on (stack.hpp, "Preparing ahead").
+      p->nstacks = static_cast<int>(sched.stacks.refill(p->stacks, P::kStackCacheMax));
+      // A run that started with one P and has a second now: a burst is
+      // under way, prepare fresh stacks on the other CPU (stack.hpp,
+      // "Preparing ahead"; a run with two Ps started the helper already).
       if (sched.stacks.preparer_wanted() && sched.procs() > 1) {
         sched.stacks.start_preparer(&sched.nsystem_threads);
       }

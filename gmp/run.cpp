@@ -311,6 +311,10 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
 
   if (sched.hooks.sysmon_start != nullptr) sched.hooks.sysmon_start();
   mprestart();
+  // With a second CPU for it, the stack helper starts here, off any
+  // goroutine's path, and prepares its stock while main starts: a program's
+  // first goroutines then find their stacks ready (stack.hpp).
+  if (cfg.procs > 1) sched.stacks.start_preparer(&sched.nsystem_threads);
   mstart_on_current_thread(m0);
   // Plain threads inside go() finish before anything is torn down.
   while (sched.external_go.load(std::memory_order_acquire) > 0) sched_yield();

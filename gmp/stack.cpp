@@ -131,8 +131,34 @@ void StackPool::grow_locked() {
 }
 
 void StackPool::alloc(char** out, size_t n) {
+  size_t unprepared;
+  {
+    MutexLock lock(mu_);
+    unprepared = fill_locked(out, n);
+  }
+  handed_out(unprepared);
+}
+
+size_t StackPool::refill(char** out, size_t max) {
+  size_t n = max;
+  size_t unprepared;
+  {
+    MutexLock lock(mu_);
+    if (prep_state_.load(std::memory_order_relaxed) == kPrepRunning) {
+      // What the helper has ready, or a few fresh slots if nothing is: the
+      // next refill, soon, then finds what it prepared meanwhile, instead
+      // of the spawner preparing a whole cache's worth itself.
+      size_t ready = warm_.size() + cold_.size();
+      n = std::min(max, ready > 0 ? ready : kPrepareBatch);
+    }
+    unprepared = fill_locked(out, n);
+  }
+  handed_out(unprepared);
+  return n;
+}
+
+size_t StackPool::fill_locked(char** out, size_t n) {
   size_t unprepared = 0;
-  UniqueLock lock(mu_);
   // Filled from the end: a P's cache pops from the end, so it hands out
   // the warmest stack first, and fresh slots in rising address order, each
   // above one already in use and guarded (a frame that jumps its own guard
@@ -153,9 +179,12 @@ void StackPool::alloc(char** out, size_t n) {
     fresh_.pop_back();
     unprepared++;
   }
+  return unprepared;
+}
+
+void StackPool::handed_out(size_t unprepared) {
   if (unprepared == 0) return;
   handed_unprepared_.fetch_add(unprepared, std::memory_order_relaxed);
-  lock.unlock();
   wake_preparer();
 }
 
@@ -221,9 +250,12 @@ void StackPool::prepare_some() {
     }
   }
   for (size_t i = 0; i < k; i++) prepare(batch[i]);
-  prepared_ahead_.fetch_add(k, std::memory_order_relaxed);
-  MutexLock lock(mu_);
-  warm_.insert(warm_.end(), batch, batch + k);
+  {
+    MutexLock lock(mu_);
+    warm_.insert(warm_.end(), batch, batch + k);
+  }
+  // Counted once they can be handed out: a count seen means stacks ready.
+  prepared_ahead_.fetch_add(k, std::memory_order_release);
 }
 
 void StackPool::stop_preparer() {

@@ -31,16 +31,19 @@
 // write after each install is the fault the heuristic waits for. Batching
 // guards, prefaulting or MADV_POPULATE_WRITE all break the pairing.
 //
-// Preparing ahead: a burst of new goroutines pays, for each, a fresh
-// slot's guard and the first touch of its top page (~2.5 µs, most of a
-// cold `go`). Once a burst is under way, a helper thread (not an M; all
-// signals blocked) prepares fresh slots, paired as take() does, and adds
-// them to the warm stacks, which alloc() hands out first; alloc() wakes it
-// whenever it hands out an unprepared slot, and it stops at kPrepareStock
-// prepared stacks waiting. The work is the spawner's own, moved to another
-// CPU: a burst of 100,000 took ~2.9 µs per goroutine, ~2.3 with the helper
-// (docs/stacks.md, "Stacks prepared ahead"). At most kPrepareStock
-// prepared stacks (one page each) stay behind when a burst ends.
+// Preparing ahead: a new goroutine on a fresh slot pays for the slot's
+// guard and the first touch of its top page (~2.5 µs, most of a cold `go`).
+// A helper thread (not an M; all signals blocked) does that work on
+// another CPU: it prepares fresh slots, paired as take() does, and adds
+// them to the warm stacks, which alloc() and refill() hand out first. It
+// starts with the run when there are two Ps or more (so a program's first
+// goroutines find kPrepareStock stacks ready), or, in a run that had one
+// P and gained more, once kPrepareStart fresh slots have gone out. Handing
+// out an unprepared slot wakes it; it stops at kPrepareStock prepared
+// stacks waiting, which are what stays behind when a burst ends (one page
+// each). While it runs, a P's refill takes only what it has ready, or a
+// few fresh slots when nothing is, so that the spawner comes back soon for
+// what the helper prepared meanwhile. Measured in docs/stacks.md.
 //
 // Recycling: a stack normally stays with its G on the scheduler's free G
 // lists (g.hpp). The pool sees stacks only when a G is born on a fresh one
@@ -112,6 +115,11 @@ class StackPool {
   // time) costs one guard and one first touch per stack the P really uses,
   // not 32 up front (the first `go` of a fresh process paid ~100 µs).
   void alloc(char** out, size_t n);
+  // alloc() for a P's cache: fills out[0..k) and returns k, 1 ≤ k ≤ max.
+  // All max while the helper is not running; else only what it has
+  // prepared, or kPrepareBatch fresh slots if nothing is ready yet (a
+  // burst's next refill then takes what it prepared meanwhile).
+  size_t refill(char** out, size_t max);
   // The low end of a stack from alloc(), ready to run on: an unprepared
   // slot gets its guard and at once a write to its top page (the pairing
   // of "Guards" above). Lock-free.
@@ -123,10 +131,11 @@ class StackPool {
   // ASan poison on the used ones.
   void free(char* const* entries, size_t n);
 
-  // Stacks prepared ahead ("Preparing ahead" above). The scheduler starts
-  // the helper thread once alloc() has handed out kPrepareStart unprepared
-  // slots, if there is a second P for it to run beside; false if it could
-  // not be started (the pool works as before). destroy() stops it.
+  // Stacks prepared ahead ("Preparing ahead" above). run() starts the
+  // helper thread when it has a second P; the scheduler starts it once
+  // kPrepareStart unprepared slots have gone out, if a second P came later
+  // (preparer_wanted). false if it could not be started (the pool works as
+  // before). Starting it wakes it to fill its stock. destroy() stops it.
   // `threads` counts the runtime's own threads (the deadlock check tells
   // them from the program's): raised before the helper exists, lowered
   // once it is joined.
@@ -139,7 +148,7 @@ class StackPool {
   }
   bool start_preparer(std::atomic<int32_t>* threads);
   // Stacks the helper has prepared since init().
-  size_t prepared_ahead() const { return prepared_ahead_.load(std::memory_order_relaxed); }
+  size_t prepared_ahead() const { return prepared_ahead_.load(std::memory_order_acquire); }
 
   // Number of slabs (for tests and the demo).
   size_t slabs() const;
@@ -166,6 +175,10 @@ class StackPool {
   }
 
   void grow_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes n entries for alloc() and refill(); returns how many are unprepared.
+  size_t fill_locked(char** out, size_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts unprepared entries handed out and wakes the helper for them.
+  void handed_out(size_t unprepared);
   static void* preparer_main(void* pool);
   void prepare_some();
   void wake_preparer();

@@ -333,6 +333,60 @@ TEST(StackPool, PreparerStocksGuardedStacksAndIsJoined) {
   pool.destroy();
 }
 
+// A P's refill while the helper runs: what it has prepared, or, with
+// nothing ready, kPrepareBatch fresh slots, so that the next refill comes
+// soon and finds what it prepared meanwhile. Without the helper: all.
+TEST(StackPool, RefillTakesWhatTheHelperPrepared) {
+  constexpr size_t kMax = 32;
+  StackPool pool;
+  pool.init(64 * 1024);
+  std::vector<char*> all;
+  auto refill = [&](std::vector<char*>* got) {
+    got->assign(kMax, nullptr);
+    size_t k = pool.refill(got->data(), kMax);
+    EXPECT_GE(k, 1u);
+    EXPECT_LE(k, kMax);
+    got->resize(k);
+    return k;
+  };
+  // take()s every entry; how many were prepared already.
+  auto prepared = [&](std::vector<char*>* got) {
+    size_t n = 0;
+    for (char*& e : *got) {
+      char* lo = pool.take(e);
+      n += lo == e ? 1 : 0;
+      e = lo;
+    }
+    all.insert(all.end(), got->begin(), got->end());
+    return n;
+  };
+  std::vector<char*> got;
+  EXPECT_EQ(refill(&got), kMax) << "no helper: a whole cache";
+  EXPECT_EQ(prepared(&got), 0u) << "fresh slots are handed out unprepared";
+
+  std::atomic<int32_t> system_threads{0};
+  ASSERT_TRUE(pool.start_preparer(&system_threads));
+  ASSERT_TRUE(eventually([&] { return pool.prepared_ahead() >= StackPool::kPrepareStock; },
+                         std::chrono::seconds(30)));
+  // The stock, a cache at a time, all prepared.
+  for (size_t taken = 0; taken < StackPool::kPrepareStock; taken += kMax) {
+    EXPECT_EQ(refill(&got), kMax);
+    EXPECT_EQ(prepared(&got), kMax);
+  }
+  // Nothing ready (the helper sleeps: no unprepared slot went out since
+  // it filled its stock): a few fresh slots, which wake it.
+  EXPECT_EQ(pool.prepared_ahead(), StackPool::kPrepareStock);
+  EXPECT_EQ(refill(&got), StackPool::kPrepareBatch);
+  EXPECT_EQ(prepared(&got), 0u);
+  ASSERT_TRUE(eventually([&] { return pool.prepared_ahead() >= StackPool::kPrepareStock + StackPool::kPrepareBatch; },
+                         std::chrono::seconds(30)));
+  size_t k = refill(&got);
+  EXPECT_EQ(prepared(&got), k) << "a refill with stacks ready took fresh slots";
+  pool.free(all.data(), all.size());
+  pool.destroy();
+  EXPECT_EQ(system_threads.load(), 0);
+}
+
 TEST(StackPool, GuardsDoNotSplitMappings) {
   GORT_SKIP_IN_RACE_BUILD("each recycled stack is mapped afresh");
   if (!kernel_has_guard_madvise()) GTEST_SKIP() << "kernel older than 6.13: mprotect guards";
@@ -600,6 +654,32 @@ TEST(StackPrepare, BurstsArePreparedAheadOnlyWithASecondP) {
     } else {
       EXPECT_GT(prepared, 0u) << "no stack of " << kGs << " new goroutines was prepared ahead";
     }
+  }
+}
+
+// With two Ps the helper starts with the run and stocks prepared stacks
+// before the program's first `go` (a program's first goroutines then find
+// them ready); with one P there is no second CPU for it and it never runs.
+TEST(StackPrepare, ARunWithTwoPsStocksStacksBeforeItsFirstGo) {
+  for (int procs : {1, 2}) {
+    run_checked(procs, [&] {
+      if (procs == 1) {
+        gort::sleep(absl::Milliseconds(50));
+        EXPECT_EQ(gort::runtime_stats().stacks_prepared_ahead, 0u);
+        return;
+      }
+      ASSERT_TRUE(eventually([] { return gort::runtime_stats().stacks_prepared_ahead >= StackPool::kPrepareStock; },
+                             std::chrono::seconds(30)))
+          << "nothing prepared ahead of the first go";
+      Countdown cd(StackPool::kPrepareStock);
+      for (size_t i = 0; i < StackPool::kPrepareStock; i++) {
+        gort::go([&] {
+          EXPECT_GT(use_stack(12 * 1024), 0u);
+          cd.done();
+        });
+      }
+      cd.wait();
+    });
   }
 }
 
