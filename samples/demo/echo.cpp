@@ -171,9 +171,12 @@ bool echo_server() {
     gort::go(client, i, ln->addr(), go_signal, &t, &connected, &finished);
   }
   connected.wait();
-  // Dialled is not yet accepted: wait (bounded) for the server to catch up so
-  // that all connections are open at the same moment.
-  for (int i = 0; i < 5000 && t.accepted.load() < clients - t.errors.load(); i++) {
+  // Dialled is not yet accepted, and accepted is not yet served: a
+  // connection's goroutine may still wait in a run queue behind a thousand
+  // others (the global queue is looked at once in 61 turns, as in Go). Wait
+  // (bounded) until every connection's goroutine runs, so that all
+  // connections are open at the same moment.
+  for (int i = 0; i < 5000 && t.open.load() < clients - t.errors.load(); i++) {
     gort::sleep(absl::Milliseconds(1));
   }
   double connect_ms = ms_since(start);
