@@ -34,6 +34,31 @@ bool park_unlock(M* m, G* prev) {
 
 }  // namespace
 
+// prev (runnable) to the global queue from an M that may have no P. An M
+// without one (back from blocking() with none free, or sysmon took it
+// while the kernel blocked the thread) is about to sleep: if a P fell idle
+// since its last look, this M takes it and runs prev itself rather than
+// sleep and wake another M for it (Go's exitsyscall0, in the same critical
+// section as the put). Otherwise another M is woken: nothing else would
+// look at the queue while every P is idle.
+namespace {
+
+void globrunqput_and_wake(M* m, G* prev) {
+  P* idle = nullptr;
+  {
+    MutexLock lock(sched.lock);
+    globrunqput_locked(prev);
+    if (m->p == nullptr) idle = pidleget();
+  }
+  if (idle != nullptr) {
+    acquirep(m, idle);  // g0's find_runnable takes prev from the queue
+  } else {
+    wakep();
+  }
+}
+
+}  // namespace
+
 void after_switch(G* prev) {
   M* m = getm();
   AfterSwitch a = m->after;
@@ -48,32 +73,22 @@ void after_switch(G* prev) {
         break;
       }
       [[fallthrough]];  // no P (see ensurep)
-    case AfterSwitch::kGlobal: {
+    case AfterSwitch::kGlobal:
       relaxed_store<M*>(prev->m, nullptr);
-      P* idle = nullptr;
-      {
-        MutexLock lock(sched.lock);
-        globrunqput_locked(prev);
-        // An M without a P (back from blocking() with none free) is about
-        // to sleep: if a P fell idle since its last look, this M takes it
-        // and runs prev itself rather than sleep and wake another M for it
-        // (Go's exitsyscall0, in the same critical section as the put).
-        // wakep() alone would also be safe: an M that stops spinning looks
-        // at this queue again (find_runnable).
-        if (m->p == nullptr) idle = pidleget();
-      }
-      if (idle != nullptr) {
-        acquirep(m, idle);  // g0's find_runnable takes prev from the queue
-      } else {
-        wakep();
-      }
+      globrunqput_and_wake(m, prev);
       break;
-    }
     case AfterSwitch::kPark:
       relaxed_store<M*>(prev->m, nullptr);
       if (!park_unlock(m, prev)) {
         set_status(prev, GStatus::kWaiting, GStatus::kRunnable);
-        runqput_or_global(m->p, prev, RunqAt::kNext);
+        // Without a P (sysmon took it while the kernel blocked this
+        // thread; park's ensurep found none free) this M is about to
+        // sleep: prev must not wait in the global queue unseen.
+        if (m->p != nullptr) {
+          runqput(m->p, prev, RunqAt::kNext);
+        } else {
+          globrunqput_and_wake(m, prev);
+        }
       }
       break;
     case AfterSwitch::kExit:
@@ -168,8 +183,9 @@ void poll_after_write() {
     while (G* g = list.pop()) runqput_or_global(p, g, RunqAt::kTail);
     sched.readied_after_write.fetch_add(n, std::memory_order_relaxed);
     releasem(m);
-    // The rest are for whichever P is free.
-    if (n > 1) wakep();
+    // The rest are for whichever P is free; all of them if sysmon took
+    // ours (then they went to the global queue).
+    if (n > 1 || p == nullptr) wakep();
     return;
   }
   releasem(m);

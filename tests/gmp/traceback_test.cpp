@@ -274,7 +274,10 @@ TEST(TracebackStack, GoroutinesThatKeepSwitchingAreReadWhole) {
     stop = true;
     done.wait();
     EXPECT_EQ(bad, 0) << "of " << 200 * kYielders << " goroutine blocks had wrong frames; one:\n" << example;
-    EXPECT_LE(unavailable, 200 * kYielders / 10) << "goroutine blocks without frames";
+    // A bound, not a count: how often the kernel stops an M mid-switch
+    // depends on the load beside the test (85 of 800 once with another
+    // suite running, against a handful alone).
+    EXPECT_LE(unavailable, 200 * kYielders / 4) << "goroutine blocks without frames";
   });
 }
 

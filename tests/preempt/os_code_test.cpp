@@ -374,6 +374,51 @@ TEST_P(BlockedM, PlainBlockingReadOnAPipe) {
   GORT_EXPECT_SUBPROCESS_OK(30, child);
 }
 
+// A goroutine whose M lost its P to sysmon while the kernel blocked it, and
+// found none free at its next runtime entry, runs on without one until it
+// parks. If the wake-up came first (the park's unlock says "ready me at
+// once"), it goes to the global queue and its M to sleep, so another M
+// must be woken, or this one take a P that fell idle meanwhile. Every other
+// M was asleep: with neither, the goroutine waited there for good (seen in
+// the race build as a 10-minute hang of a context test).
+TEST(BlockedMPark, WakeBeforeParkWithoutAPIsNotLost) {
+  auto child = reporting([&] {
+    std::atomic<bool> stop_busy{false};
+    std::atomic<bool> lost_p{false};
+    std::atomic<bool> resumed{false};
+    gort::Config cfg;
+    cfg.procs = 2;
+    gort::run(
+        [&] {
+          gort::WaitGroup wg;
+          // Both Ps stay busy while the goroutine below sleeps in the kernel.
+          for (int i = 0; i < 2; i++) {
+            wg.add(1);
+            gort::go([&] {
+              while (!stop_busy.load()) gort::yield();
+              wg.done();
+            });
+          }
+          wg.add(1);
+          gort::go([&] {
+            usleep(50 * 1000);  // no gort::blocking: sysmon hands the P on
+            gort::go([] {});    // a runtime entry: no P is free
+            lost_p = internal::getm()->p == nullptr;
+            stop_busy = true;
+            usleep(50 * 1000);  // the other Ms go to sleep
+            internal::park([](internal::G*, void*) { return false; }, nullptr, internal::WaitReason::kTest);
+            resumed = true;
+            wg.done();
+          });
+          wg.wait();
+        },
+        cfg);
+    EXPECT_TRUE(lost_p.load()) << "the P was not taken while the kernel blocked its M: nothing was tested";
+    EXPECT_TRUE(resumed.load());
+  });
+  GORT_EXPECT_SUBPROCESS_OK(30, child);
+}
+
 // ---- signal handlers ----
 
 std::atomic<long> g_prof_ticks{0};
