@@ -253,6 +253,10 @@ void StackPool::prepare_some() {
   {
     MutexLock lock(mu_);
     warm_.insert(warm_.end(), batch, batch + k);
+    // A full stock: sleep until a refill hands out an unprepared slot.
+    // Decided here, with the insert, not at the next look: a refill taking
+    // from the stock meanwhile would otherwise have it prepare on.
+    if (warm_.size() >= kPrepareStock) prep_want_.store(false, std::memory_order_release);
   }
   // Counted once they can be handed out: a count seen means stacks ready.
   prepared_ahead_.fetch_add(k, std::memory_order_release);
