@@ -32,8 +32,6 @@ bool park_unlock(M* m, G* prev) {
   return m->park_unlock(prev, m->park_arg);
 }
 
-}  // namespace
-
 // prev (runnable) to the global queue from an M that may have no P. An M
 // without one (back from blocking() with none free, or sysmon took it
 // while the kernel blocked the thread) is about to sleep: if a P fell idle
@@ -41,8 +39,6 @@ bool park_unlock(M* m, G* prev) {
 // sleep and wake another M for it (Go's exitsyscall0, in the same critical
 // section as the put). Otherwise another M is woken: nothing else would
 // look at the queue while every P is idle.
-namespace {
-
 void globrunqput_and_wake(M* m, G* prev) {
   P* idle = nullptr;
   {
