@@ -109,9 +109,13 @@ inline void asan_finish(G* self) {
 
 // Runs on the arriving context, right after a jump landed.
 inline void arrived(G* self, bctx::transfer_t t) {
-  asan_finish(self);
+  // prev's context first: until it is stored, prev is a goroutine not
+  // running by its status and without a context, which a dump of a dying
+  // process cannot walk (no M reports it once this one is on self's
+  // stack). ASan's bookkeeping below is a call, not a few instructions.
   G* prev = static_cast<G*>(t.data);
   __atomic_store_n(&prev->ctx, t.fctx, __ATOMIC_RELEASE);
+  asan_finish(self);
   // self's context is spent: a traceback that finds a goroutine not
   // running by its status and without a context knows that its switch
   // away is under way (traceback.cpp), rather than walk a stale one.

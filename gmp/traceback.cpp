@@ -447,7 +447,7 @@ void freeze_world(int64_t timeout_ns, bool sched_locked) ABSL_NO_THREAD_SAFETY_A
   }
   int64_t deadline = nanotime() + timeout_ns;
   for (M* m : asked) {
-    while (m->tb.state.load(std::memory_order_acquire) != kTbDone && nanotime() < deadline) {
+    while (!freeze_answered(m) && nanotime() < deadline) {
       timespec ts{0, 100 * 1000};
       nanosleep(&ts, nullptr);
     }

@@ -229,6 +229,23 @@ bool about_to_resume(M* m, const G* g, uintptr_t sp) {
   return (g0 != 0 && sp >= g0 && sp - g0 < m->g0_stack_size) || goroutine_on_stack(sp) != nullptr;
 }
 
+// A switch has landed (the M stands on the arriving side's stack, which
+// still holds its spent context) but has not yet written the context of the
+// goroutine it left (switch.cpp, `arrived`): that goroutine's status says
+// it is not running and nothing says where it stands. A freeze caught here
+// declines, and is asked again a moment later. The arriving side's context
+// is cleared only after the left one is written, and a running goroutine,
+// or g0 while it runs, has none; systemstack runs below g0's context.
+bool landed_unpublished(M* m, const UnwindRegs& in) {
+  JumpSides jump;
+  if (m->in_systemstack.load(std::memory_order_relaxed) || in_jump_fcontext(in, &jump)) return false;
+  uintptr_t sp = in.sp();
+  const G* on = goroutine_on_stack(sp);
+  auto g0 = reinterpret_cast<uintptr_t>(m->g0_stack_lo);
+  if (on == nullptr && g0 != 0 && sp >= g0 && sp - g0 < m->g0_stack_size) on = &m->g0;
+  return on != nullptr && __atomic_load_n(&on->ctx, __ATOMIC_ACQUIRE) != nullptr;
+}
+
 // Copies [lo, g's stack top) into buf, as much as fits in cap (whole words
 // from lo, which is word-aligned); returns the bytes copied.
 size_t copy_stack_from(const G* g, uintptr_t lo, char* buf, size_t cap) {
@@ -301,6 +318,12 @@ bool freeze_m(M* m) {
   return false;
 }
 
+bool freeze_answered(M* m) {
+  uint32_t state = m->tb.state.load(std::memory_order_acquire);
+  if (state == kTbAsked && m->tb.freeze) signal_m(m);  // declined, or not delivered yet
+  return state == kTbDone;
+}
+
 bool frozen_regs_of(const G* g, RunningRegs* out) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   *out = RunningRegs{};
   for (M* m : sched.allm) {
@@ -333,6 +356,10 @@ void traceback_signal_handler(M* m, const ucontext_t* uc) {
   UnwindRegs in;
   regs_from_ucontext(uc, &in);
   uintptr_t sp = in.sp();
+  if (r.freeze && landed_unpublished(m, in)) {
+    r.state.store(kTbAsked, std::memory_order_release);  // freeze_world asks again
+    return;
+  }
   r.g = nullptr;
   r.g_after_call = false;
   r.leaving = nullptr;

@@ -179,6 +179,11 @@ bool ask_running_m(M* m, G* g, char* buf, size_t cap, int64_t timeout_ns, Runnin
 // Freezes m for good: its handler records what it interrupted and stays.
 // Returns without waiting (false if m could not be signalled).
 bool freeze_m(M* m);
+
+// Whether frozen m has answered. An M caught just as a switch landed
+// declines (the goroutine it left is not yet walkable) and is signalled
+// again here: call this until it says yes or the caller gives up.
+bool freeze_answered(M* m);
 // What the frozen Ms that have answered say of g: the registers of g if
 // one was interrupted on g's stack (whatever g's status says: it may be a
 // step ahead of the switch), or g's saved context if one was caught about
