@@ -275,9 +275,10 @@ TEST(TracebackStack, GoroutinesThatKeepSwitchingAreReadWhole) {
     done.wait();
     EXPECT_EQ(bad, 0) << "of " << 200 * kYielders << " goroutine blocks had wrong frames; one:\n" << example;
     // A bound, not a count: how often the kernel stops an M mid-switch
-    // depends on the load beside the test (85 of 800 once with another
-    // suite running, against a handful alone).
-    EXPECT_LE(unavailable, 200 * kYielders / 4) << "goroutine blocks without frames";
+    // depends on the load beside the test (a handful alone, 85 of 800 once
+    // with another suite running, 254 with six more test processes on the
+    // two CPUs). Half would mean live dumps no longer wait out a switch.
+    EXPECT_LE(unavailable, 200 * kYielders / 2) << "goroutine blocks without frames";
   });
 }
 
