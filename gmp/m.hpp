@@ -41,7 +41,10 @@ enum class AfterSwitch : uint8_t {
 // M's handler takes it (kTbAsked -> kTbBusy), records the goroutine it
 // interrupted, copies its stack, publishes kTbDone, and with `freeze` stays
 // in the handler for good (a dying process stops its other threads so that
-// the stacks it prints hold still). An asker that gives up moves kTbAsked ->
+// the stacks it prints hold still). A freeze that finds the M just landed
+// from a switch, before the context of the goroutine it left is stored,
+// declines instead (kTbBusy -> kTbAsked) and is signalled again
+// (freeze_answered). An asker that gives up moves kTbAsked ->
 // kTbIdle; if the handler was quicker it waits for kTbDone instead, so the
 // handler never writes into a buffer its asker has let go of.
 inline constexpr uint32_t kTbIdle = 0;
