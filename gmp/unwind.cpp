@@ -95,6 +95,12 @@ bool attach(Dwfl* dwfl) {
   return !g_attach_failed;
 }
 
+// Whether sp lies on m's own thread stack, where g0 runs.
+bool on_g0_stack(const M* m, uintptr_t sp) {
+  auto lo = reinterpret_cast<uintptr_t>(m->g0_stack_lo);
+  return lo != 0 && sp >= lo && sp - lo < m->g0_stack_size;
+}
+
 }  // namespace
 
 bool unwind(const UnwindRegs& regs, const StackView& view, FirstPc first, PcList* out) {
@@ -137,9 +143,7 @@ void current_regs_from(const ucontext_t* uc, UnwindRegs* regs, StackView* view) 
   if (g != nullptr && g->stack_lo != nullptr && sp >= reinterpret_cast<uintptr_t>(g->stack_lo) &&
       sp < reinterpret_cast<uintptr_t>(g->stack_hi)) {
     *view = goroutine_stack(g);
-  } else if (m != nullptr && m->g0_stack_lo != nullptr &&
-             sp >= reinterpret_cast<uintptr_t>(m->g0_stack_lo) &&
-             sp < reinterpret_cast<uintptr_t>(m->g0_stack_lo) + m->g0_stack_size) {
+  } else if (m != nullptr && on_g0_stack(m, sp)) {
     view->lo = reinterpret_cast<uintptr_t>(m->g0_stack_lo);
     view->hi = view->lo + m->g0_stack_size;
   } else {
@@ -225,8 +229,7 @@ bool about_to_resume(M* m, const G* g, uintptr_t sp) {
       m->in_systemstack.load(std::memory_order_relaxed)) {
     return false;
   }
-  auto g0 = reinterpret_cast<uintptr_t>(m->g0_stack_lo);
-  return (g0 != 0 && sp >= g0 && sp - g0 < m->g0_stack_size) || goroutine_on_stack(sp) != nullptr;
+  return on_g0_stack(m, sp) || goroutine_on_stack(sp) != nullptr;
 }
 
 // A switch has landed (the M stands on the arriving side's stack, which
@@ -236,13 +239,11 @@ bool about_to_resume(M* m, const G* g, uintptr_t sp) {
 // declines, and is asked again a moment later. The arriving side's context
 // is cleared only after the left one is written, and a running goroutine,
 // or g0 while it runs, has none; systemstack runs below g0's context.
-bool landed_unpublished(M* m, const UnwindRegs& in) {
-  JumpSides jump;
-  if (m->in_systemstack.load(std::memory_order_relaxed) || in_jump_fcontext(in, &jump)) return false;
-  uintptr_t sp = in.sp();
+// in_jump: the M was caught inside jump_fcontext, which both sides explain.
+bool landed_unpublished(M* m, uintptr_t sp, bool in_jump) {
+  if (in_jump || m->in_systemstack.load(std::memory_order_relaxed)) return false;
   const G* on = goroutine_on_stack(sp);
-  auto g0 = reinterpret_cast<uintptr_t>(m->g0_stack_lo);
-  if (on == nullptr && g0 != 0 && sp >= g0 && sp - g0 < m->g0_stack_size) on = &m->g0;
+  if (on == nullptr && on_g0_stack(m, sp)) on = &m->g0;
   return on != nullptr && __atomic_load_n(&on->ctx, __ATOMIC_ACQUIRE) != nullptr;
 }
 
@@ -356,7 +357,9 @@ void traceback_signal_handler(M* m, const ucontext_t* uc) {
   UnwindRegs in;
   regs_from_ucontext(uc, &in);
   uintptr_t sp = in.sp();
-  if (r.freeze && landed_unpublished(m, in)) {
+  JumpSides jump;
+  bool in_jump = in_jump_fcontext(in, &jump);
+  if (r.freeze && landed_unpublished(m, sp, in_jump)) {
     r.state.store(kTbAsked, std::memory_order_release);  // freeze_world asks again
     return;
   }
@@ -364,8 +367,7 @@ void traceback_signal_handler(M* m, const ucontext_t* uc) {
   r.g_after_call = false;
   r.leaving = nullptr;
   r.copied = 0;
-  JumpSides jump;
-  if (in_jump_fcontext(in, &jump)) {
+  if (in_jump) {
     // Mid-switch: both sides are known exactly. A live ask wants only its
     // goroutine, which can only be the one entered.
     G* to = goroutine_on_stack(jump.entering.sp());
