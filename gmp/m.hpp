@@ -79,6 +79,10 @@ struct TracebackRequest {
   size_t copied = 0;
 };
 
+struct Sudog;
+// How far ahead WaitQ::drain's walk fetches (Sudog::hint).
+inline constexpr uint32_t kHintDistance = 16;
+
 struct M {
   int64_t id = 0;
   G g0;
@@ -99,6 +103,11 @@ struct M {
   // A G locked to another M that this M took from its queue on the direct
   // switch path (next_local): g0 hands it over (startlockedm).
   G* handoff_g = nullptr;
+
+  // The last Sudogs this thread queued, a ring (WaitQ::push): each new
+  // one takes the one kHintDistance pushes back as its Sudog::hint.
+  Sudog* pushed[kHintDistance] = {};
+  uint32_t npushed = 0;
 
   AfterSwitch after = AfterSwitch::kNone;
   bool (*park_unlock)(G* g, void* arg) = nullptr;
