@@ -85,11 +85,8 @@ void sudog_ready(Sudog* s);
 // lies on its goroutine's stack page, so a linked walk over many of them
 // (close of a channel with a million receivers, notify_all) is a chain of
 // TLB misses, while an array lets the walk prefetch the ones ahead. Woken
-// last-pushed first; `chain` (a queue detached whole with WaitQ::take_all,
-// linked through Sudog::next) goes first, in its order.
+// last-pushed first.
 struct WakeList {
-  Sudog* chain = nullptr;
-
   WakeList() = default;
   WakeList(const WakeList&) = delete;
   WakeList& operator=(const WakeList&) = delete;
@@ -103,11 +100,16 @@ struct WakeList {
   // The array part, in push order.
   size_t size() const { return n_; }
   Sudog* operator[](size_t i) const { return v_[i]; }
-  void wake_all() {
-    while (Sudog* s = chain) {
-      chain = s->next;  // s may be gone once its owner runs
-      sudog_ready(s);
+  // Pushes a queue detached whole (WaitQ::take_all) from its last Sudog
+  // back, so that it is woken in queue order; the walk prefetches as
+  // WaitQ::drain's does. The Sudogs are left as they were.
+  void push_detached(Sudog* last) {
+    for (Sudog* s = last; s != nullptr; s = s->prev) {
+      if (Sudog* h = s->hint) __builtin_prefetch(h);
+      push(s);
     }
+  }
+  void wake_all() {
     // Two stages: the Sudog 16 ahead (its page's TLB entry and its line),
     // then the G of the one 8 ahead, read from its Sudog fetched by then.
     constexpr size_t kAhead = 8;
@@ -223,10 +225,11 @@ inline void WaitQ::drain(WakeList* wl) noexcept {
   }
 }
 
-// Detaches the whole queue; the Sudogs stay linked through next (their
-// `queued` flags are left as they were).
+// Detaches the whole queue and returns its last Sudog (for
+// WakeList::push_detached); the Sudogs stay linked, their `queued` flags
+// as they were.
 inline Sudog* WaitQ::take_all() noexcept {
-  Sudog* s = first;
+  Sudog* s = last;
   first = last = nullptr;
   return s;
 }

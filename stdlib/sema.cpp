@@ -112,10 +112,11 @@ void NotifyList::notify_one() {
 void NotifyList::notify_all() {
   if (wait_.load(std::memory_order_acquire) == notify_.load(std::memory_order_acquire)) return;
   lock_word(&lock_);
-  WakeList wake;
-  wake.chain = q_.take_all();
+  Sudog* last = q_.take_all();
   notify_.store(wait_.load(std::memory_order_acquire), std::memory_order_release);
   unlock_word(&lock_);
+  WakeList wake;
+  wake.push_detached(last);
   wake.wake_all();
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/stdlib/helpers.hpp"
@@ -280,6 +281,62 @@ TEST_P(Chan, CloseWakesParkedReceiversWithNullopt) {
       cd.wait();
       EXPECT_EQ(got_nullopt.load(), kReceivers) << "cap " << cap << ", " << kReceivers << " receivers";
     }
+  });
+}
+
+// A long queue with holes: selects that another channel woke left it from
+// the middle, and a second wave queued behind them once their goroutines
+// (and stacks) were gone, so the Sudogs the close walks past name gone
+// ones as their prefetch hints (Sudog::hint). Every waiter still in the
+// queue is woken once, with nullopt; plain threads too.
+TEST_P(Chan, CloseWakesEveryWaiterOfALongQueueWithHoles) {
+  run_test([] {
+    constexpr int kFirst = 3000, kSecond = 600, kThreads = 3;
+    auto ch = gort::make_chan<int>();
+    auto other = gort::make_chan<int>();
+    std::vector<Parked> parked(kFirst + kSecond);
+    std::atomic<int> got_nullopt{0}, got_other{0}, selects_closed{0};
+    Countdown cd(kFirst + kSecond);
+    auto spawn = [&](int i) {
+      gort::go([&, i] {
+        parked[static_cast<size_t>(i)].mark();
+        if (i % 3 == 1 && i < kFirst) {
+          std::optional<int> v = 7;
+          size_t idx = gort::select(gort::on_recv(ch, [&](std::optional<int> x) { v = x; }),
+                                    gort::on_recv(other, [&](std::optional<int> x) { v = x; }));
+          if (idx == 1 && v == 42) got_other++;
+          if (idx == 0 && v == std::nullopt) selects_closed++;
+        } else if (ch.recv() == std::nullopt) {
+          got_nullopt++;
+        }
+        cd.done();
+      });
+    };
+    for (int i = 0; i < kFirst; i++) spawn(i);
+    for (int i = 0; i < kFirst; i++) {
+      EXPECT_TRUE(parked[static_cast<size_t>(i)].wait(i % 3 == 1 ? WaitReason::kSelect : WaitReason::kChanRecv));
+    }
+    constexpr int kSends = kFirst / 3 / 2;  // half of the selects leave
+    for (int i = 0; i < kSends; i++) other.send(42);
+    EXPECT_TRUE(eventually([&] { return cd.left() == kFirst + kSecond - kSends; }));
+    for (int i = kFirst; i < kFirst + kSecond; i++) spawn(i);
+    for (int i = kFirst; i < kFirst + kSecond; i++) {
+      EXPECT_TRUE(parked[static_cast<size_t>(i)].wait(WaitReason::kChanRecv));
+    }
+    std::atomic<int> threads_nullopt{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; t++) {
+      threads.emplace_back([&] {
+        if (ch.recv() == std::nullopt) threads_nullopt++;
+      });
+    }
+    ch.close();
+    cd.wait();
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(got_other.load(), kSends);
+    EXPECT_EQ(selects_closed.load(), kFirst / 3 - kSends);
+    EXPECT_EQ(got_nullopt.load(), kFirst - kFirst / 3 + kSecond);
+    EXPECT_EQ(threads_nullopt.load(), kThreads);
   });
 }
 

@@ -114,6 +114,38 @@ TEST_P(Cond, BroadcastWakesAll) {
   });
 }
 
+// A broadcast to thousands: the detached queue is walked back to front
+// into the wake list (WakeList::push_detached), past its inline slots and
+// several growths; every waiter is woken once.
+TEST_P(Cond, BroadcastWakesAllOfAThousandsLongQueue) {
+  run_test([] {
+    constexpr int kWaiters = 5000;
+    gort::Mutex mu;
+    gort::Cond cond(mu);
+    bool go_flag = false;  // guarded by mu
+    std::vector<Parked> parked(kWaiters);
+    std::vector<std::atomic<int>> woken(kWaiters);
+    Countdown cd(kWaiters);
+    for (int i = 0; i < kWaiters; i++) {
+      gort::go([&, i] {
+        std::unique_lock lock(mu);
+        parked[static_cast<size_t>(i)].mark();
+        while (!go_flag) cond.wait();
+        woken[static_cast<size_t>(i)]++;
+        cd.done();
+      });
+    }
+    for (auto& p : parked) EXPECT_TRUE(p.wait(WaitReason::kSyncCond));
+    {
+      std::lock_guard g(mu);
+      go_flag = true;
+      cond.broadcast();
+    }
+    cd.wait();
+    for (int i = 0; i < kWaiters; i++) EXPECT_EQ(woken[static_cast<size_t>(i)].load(), 1) << "waiter " << i;
+  });
+}
+
 // signal and broadcast wake only goroutines already waiting: a later
 // waiter is not woken by an earlier notification.
 TEST_P(Cond, NotificationsAreNotStored) {

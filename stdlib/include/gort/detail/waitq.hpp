@@ -22,7 +22,7 @@ struct WaitQ {
   inline void push_front(Sudog* s) noexcept;
   inline void remove(Sudog* s) noexcept;
   inline Sudog* dequeue() noexcept;
-  inline Sudog* take_all() noexcept;
+  inline Sudog* take_all() noexcept;  // returns the last
   // Empties the queue into *wl (success = false, as a close wants them),
   // dropping select Sudogs whose select already completed.
   inline void drain(WakeList* wl) noexcept;
