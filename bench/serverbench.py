@@ -121,14 +121,15 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def _stat_cpu_ns(pid):
-    """utime + stime of the whole process (live and exited threads), in ns;
-    the kernel keeps the sum exact and rounds it down to a clock tick."""
+    """(utime, stime) of the whole process (live and exited threads), in
+    ns; the kernel keeps each exact and rounds it down to a clock tick."""
     with open("/proc/%d/stat" % pid) as f:
         data = f.read()
     # The command name, field 2, is in parentheses and may hold spaces.
     fields = data[data.rindex(")") + 2:].split()
     utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15
-    return (utime + stime) * 1_000_000_000 // CLK_TCK
+    tick = 1_000_000_000 // CLK_TCK
+    return utime * tick, stime * tick
 
 
 def _schedstat_cpu_ns(pid):
@@ -149,7 +150,8 @@ def _schedstat_cpu_ns(pid):
 class CpuReading:
     def __init__(self, pid):
         self.schedstat = _schedstat_cpu_ns(pid)
-        self.stat = _stat_cpu_ns(pid)
+        self.user, self.sys = _stat_cpu_ns(pid)
+        self.stat = self.user + self.sys
 
 
 def cpu_used_ns(before, after):
@@ -466,6 +468,7 @@ class Others:
 CPU_US = "server_cpu_us"     # server CPU time / count
 RATE = "rate"                # count / the load generator's seconds
 UTIL = "server_cpus"         # server CPU time / the load generator's seconds
+USER_PCT = "server_user_pct"  # the share of the server's CPU time in user mode
 OTHERS = "others_cpus"       # CPU other processes used / wall time of the slices
 THROTTLED = "throttled_pct"  # periods in which the cgroup quota ran out
 SYSCALLS = "syscalls"        # --syscalls: system calls / count
@@ -490,7 +493,7 @@ def measure_round(sides, start, load, duration, slice_s, warmup, turn, syscalls=
     cgroups are stopped and removed whatever happens."""
     slices = 1 if syscalls else max(1, int(round(duration / slice_s)))
     each = duration / slices
-    acc = {side: dict(cpu=0, count=0, load_s=0.0, wall_s=0.0, others=0, periods=0,
+    acc = {side: dict(cpu=0, user=0, stat=0, count=0, load_s=0.0, wall_s=0.0, others=0, periods=0,
                       throttled=0, syscalls=0.0, switches=0.0) for side in sides}
     with contextlib.ExitStack() as stack:
         servers = {}
@@ -520,6 +523,8 @@ def measure_round(sides, start, load, duration, slice_s, warmup, turn, syscalls=
                     after, t1 = srv.cpu(), time.monotonic()
                     cpu = cpu_used_ns(before, after)
                     a["cpu"] += cpu
+                    a["user"] += after.user - before.user
+                    a["stat"] += after.stat - before.stat
                     a["count"] += count
                     a["load_s"] += secs
                     a["wall_s"] += t1 - t0
@@ -538,7 +543,8 @@ def measure_round(sides, start, load, duration, slice_s, warmup, turn, syscalls=
     out = {}
     for side, a in acc.items():
         r = {CPU_US: a["cpu"] / 1e3 / a["count"], RATE: a["count"] / a["load_s"],
-             UTIL: a["cpu"] / 1e9 / a["load_s"], OTHERS: a["others"] / 1e9 / a["wall_s"]}
+             UTIL: a["cpu"] / 1e9 / a["load_s"], OTHERS: a["others"] / 1e9 / a["wall_s"],
+             USER_PCT: 100.0 * a["user"] / a["stat"] if a["stat"] else 0.0}
         if servers[side][1]:
             r[THROTTLED] = 100.0 * a["throttled"] / a["periods"] if a["periods"] else 0.0
         if syscalls:
@@ -552,6 +558,14 @@ def measure_round(sides, start, load, duration, slice_s, warmup, turn, syscalls=
 
 def median(values):
     return statistics.median(values)
+
+
+def user_kernel(med):
+    """(user, kernel) CPU µs per count from a side's medians: its CPU per
+    count split by the user share of /proc/PID/stat (clock ticks, exact
+    enough over seconds of load)."""
+    user = med[CPU_US] * med[USER_PCT] / 100.0
+    return user, med[CPU_US] - user
 
 
 def fmt_runs(values, fmt="%.0f"):
