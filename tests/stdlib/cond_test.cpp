@@ -99,11 +99,13 @@ TEST_P(Cond, BroadcastWakesAll) {
       Countdown cd(waiters);
       for (int i = 0; i < waiters; i++) {
         gort::go([&, i] {
-          std::unique_lock lock(mu);
-          parked[static_cast<size_t>(i)].mark();
-          while (!go_flag) cond.wait();
-          woken[static_cast<size_t>(i)]++;
-          cd.done();
+          {
+            std::unique_lock lock(mu);
+            parked[static_cast<size_t>(i)].mark();
+            while (!go_flag) cond.wait();
+            woken[static_cast<size_t>(i)]++;
+          }
+          cd.done();  // after the unlock: the next round's mu may take mu's place
         });
       }
       for (auto& p : parked) EXPECT_TRUE(p.wait(WaitReason::kSyncCond));
