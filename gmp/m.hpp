@@ -80,7 +80,7 @@ struct TracebackRequest {
 };
 
 struct Sudog;
-// How far ahead WaitQ::drain's walk fetches (Sudog::hint).
+// How far ahead walk_back (gmp/sudog.hpp) fetches (Sudog::hint).
 inline constexpr uint32_t kHintDistance = 16;
 
 struct M {

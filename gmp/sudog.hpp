@@ -39,7 +39,7 @@ struct Sudog {
   Note* note = nullptr;  // where a plain thread sleeps
   Sudog* next = nullptr;
   Sudog* prev = nullptr;
-  // Where WaitQ::drain's walk prefetches: the Sudog this thread queued
+  // Where walk_back (WaitQ::drain, WakeList::push_detached) prefetches: the Sudog this thread queued
   // kHintDistance pushes before this one (M::pushed), on a long queue as a
   // rule the one that many places further on in the walk. Copied, never
   // dereferenced: it may have left its queue and its stack since (a
@@ -80,6 +80,23 @@ void sudog_block(Sudog* s, bool (*unlock)(G*, void*), void* arg, WaitReason reas
 // once this returns.
 void sudog_ready(Sudog* s);
 
+// Calls take(s) for each Sudog of a queue from `last` back to the front,
+// each one's prev read before take may unlink it. Each Sudog lies on its
+// own goroutine's stack page, so a plain walk is a chain of cache and TLB
+// misses, one per Sudog, each known only once the one before it has
+// arrived (closing a channel with 100,000 receivers spent a quarter of its
+// wake-up here); each names one some 16 places further on (Sudog::hint),
+// fetched while the walk gets there.
+template <typename Take>
+inline void walk_back(Sudog* last, Take take) {
+  for (Sudog* s = last; s != nullptr;) {
+    if (Sudog* h = s->hint) __builtin_prefetch(h, 1);
+    Sudog* prev = s->prev;
+    take(s);
+    s = prev;
+  }
+}
+
 // Sudogs to wake once the locks are released. Kept in an array (eight
 // inline, then on the heap), not linked through the Sudogs: each Sudog
 // lies on its goroutine's stack page, so a linked walk over many of them
@@ -101,13 +118,10 @@ struct WakeList {
   size_t size() const { return n_; }
   Sudog* operator[](size_t i) const { return v_[i]; }
   // Pushes a queue detached whole (WaitQ::take_all) from its last Sudog
-  // back, so that it is woken in queue order; the walk prefetches as
-  // WaitQ::drain's does. The Sudogs are left as they were.
+  // back, so that it is woken in queue order. The Sudogs are left as they
+  // were.
   void push_detached(Sudog* last) {
-    for (Sudog* s = last; s != nullptr; s = s->prev) {
-      if (Sudog* h = s->hint) __builtin_prefetch(h);
-      push(s);
-    }
+    walk_back(last, [this](Sudog* s) { push(s); });
   }
   void wake_all() {
     // Two stages: the Sudog 16 ahead (its page's TLB entry and its line),
@@ -202,27 +216,19 @@ inline Sudog* WaitQ::dequeue() noexcept {
   return nullptr;
 }
 
-// Walks back to front: each Sudog lies on its own goroutine's stack page,
-// so a plain walk is a chain of cache and TLB misses, one per Sudog, each
-// known only once the one before it has arrived (closing a channel with
-// 100,000 receivers spent a quarter of its wake-up here). Each Sudog names
-// one some 16 places further on (Sudog::hint), fetched while the walk gets
-// there. The WakeList, woken last-pushed first, then wakes in queue
-// order.
+// Walks back to front (walk_back); the WakeList, woken last-pushed first,
+// then wakes in queue order.
 inline void WaitQ::drain(WakeList* wl) noexcept {
-  Sudog* s = last;
+  Sudog* l = last;
   first = last = nullptr;
-  while (s != nullptr) {
-    if (Sudog* h = s->hint) __builtin_prefetch(h, 1);
-    Sudog* prev = s->prev;
+  walk_back(l, [wl](Sudog* s) {
     s->next = s->prev = nullptr;
     s->queued = false;
     if (sudog_claim(s)) {
       s->success = false;
       wl->push(s);
     }
-    s = prev;
-  }
+  });
 }
 
 // Detaches the whole queue and returns its last Sudog (for
