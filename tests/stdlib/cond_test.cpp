@@ -68,7 +68,7 @@ TEST_P(Cond, SignalWakesTheOldestWaiter) {
     auto woke = gort::make_chan<int>(kWaiters);
     for (int i = 0; i < kWaiters; i++) {
       Parked p;
-      gort::go([&, i] {
+      gort::go([&, i, woke] {
         mu.lock();
         p.mark();
         cond.wait();

@@ -207,7 +207,7 @@ TEST_P(Mutex, MutualExclusionWithPlainThreads) {
       finished.send(1);
     });
     for (int g = 0; g < 2; g++) {
-      gort::go([&] {
+      gort::go([&, finished] {
         body();
         finished.send(1);
       });

@@ -287,7 +287,7 @@ TEST_P(SelectPark, ParkedSelectRunsTheCaseThatBecameReady) {
     for (int i = 0; i < kChans; i++) ch.push_back(gort::make_chan<int>());
     auto result = gort::make_chan<std::pair<size_t, int>>(1);
     Parked p;
-    gort::go([&] {
+    gort::go([&, result] {
       for (int r = 0; r < kChans; r++) {
         int got = -1;
         auto f = [&](std::optional<int> v) { got = v.value_or(-2); };

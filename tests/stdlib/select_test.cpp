@@ -336,7 +336,7 @@ TEST_P(Select, SendAndRecvOnTheSameUnbufferedChannelWhileParked) {
     auto next = gort::make_chan<int>();  // starts each round
     constexpr int kRounds = 200;
     Parked p;
-    gort::go([&] {
+    gort::go([&, result] {
       for (int r = 0; r < kRounds; r++) {
         int received = -1;
         (void)next.recv();
@@ -390,7 +390,7 @@ TEST_P(Select, RecvTwiceFromTheSameChannel) {
     constexpr int kRounds = 300;
     auto result = gort::make_chan<std::array<int, 3>>(1);
     Parked p;
-    gort::go([&] {
+    gort::go([&, result] {
       for (int r = 0; r < kRounds; r++) {
         int a = -1, b = -1;
         p.mark();
@@ -422,7 +422,7 @@ TEST_P(Select, SendTwiceOnTheSameChannel) {
     constexpr int kRounds = 300;
     auto result = gort::make_chan<size_t>(1);
     Parked p;
-    gort::go([&] {
+    gort::go([&, result] {
       for (int r = 0; r < kRounds; r++) {
         p.mark();
         result.send(gort::select(gort::on_send(ch, 2 * r), gort::on_send(ch, 2 * r + 1)));

@@ -280,7 +280,7 @@ TEST_P(Semaphore, PlainThreadsAndGoroutines) {
       finished.send(1);
     });
     for (int g = 0; g < 2; g++) {
-      gort::go([&] {
+      gort::go([&, finished] {
         body();
         finished.send(1);
       });
