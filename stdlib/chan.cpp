@@ -242,6 +242,7 @@ bool buffered_slow(ChanCore* c, void* elem) {
     waiting<s>(c).store(1, std::memory_order_seq_cst);
     RingResult r = ring_op<s>(c, elem);
     if (r != RingResult::kWouldBlock) {
+      lifetime_probe();
       queue<s>(c).remove(&w);
       WakeList wl;
       if (r == RingResult::kOk) settle(c, &wl); else publish_waiting(c);
@@ -255,6 +256,7 @@ bool buffered_slow(ChanCore* c, void* elem) {
     // drains what is left, in flight included.
     r = ring_op<s>(c, elem);
     if (r == RingResult::kOk) {
+      lifetime_probe();
       if constexpr (s == Side::kSend) notify_receivers(c); else notify_senders(c);
       return true;
     }
@@ -271,6 +273,7 @@ void chan_send(ChanCore* c, void* elem) {
   if (c->cap > 0) {
     RingResult r = ring_send(c, elem);
     if (r == RingResult::kOk) {
+      lifetime_probe();
       notify_receivers(c);
       return;
     }
@@ -301,6 +304,7 @@ bool chan_recv(ChanCore* c, void* out) {
   if (c->cap > 0) {
     RingResult r = ring_recv(c, out);
     if (r == RingResult::kOk) {
+      lifetime_probe();
       notify_senders(c);
       return true;
     }
@@ -333,7 +337,10 @@ void chan_close(ChanCore* c) {
   }
   c->closed = true;
   // Buffered: from here on every send's CAS on tail fails (chan_ring.hpp).
-  if (c->cap > 0) c->tail.fetch_or(c->mark_bit, std::memory_order_seq_cst);
+  if (c->cap > 0) {
+    c->tail.fetch_or(c->mark_bit, std::memory_order_seq_cst);
+    lifetime_probe();  // a receiver may see the close without the lock
+  }
   // Collect everyone first, wake them after unlocking. On a buffered
   // channel success == false sends them back to the ring, which drains and
   // then reports closed.

@@ -68,6 +68,7 @@ Poll poll_ring(SelectCase& sc) {
 // After a buffered case moved a value (locks held): serves the waiters
 // that move lets through, unlocks everything, wakes them.
 Poll complete_ring(SelectCase& sc, Poll p, const LockSet* ls) {
+  lifetime_probe();
   WakeList wl;
   if (p != Poll::kClosed) settle(sc.c, &wl);
   unlock_all(*ls);
@@ -228,6 +229,8 @@ int selectgo_impl(SelectCase* cases, int n, bool block) {
     }
     sudog_block(&waiters[0], &park_unlock_all, &ls, WaitReason::kSelect);
 
+    // Whoever woke us is done; we still go back to every channel.
+    lifetime_probe();
     lock_all(ls);
     unlink_all(cases, waiters, npoll, winner);
     unlock_all(ls);
