@@ -1,8 +1,11 @@
 // gort/chan.hpp — Go's channels and select.
 //
 // Chan<T> is a copyable handle to a channel (Go's `chan T`); copies refer to
-// the same channel. A default-constructed Chan is the nil channel: send and
-// recv block forever, close panics, and select never picks it.
+// the same channel, which lives until the last copy is gone. A
+// default-constructed Chan is the nil channel: send and recv block forever,
+// close panics, and select never picks it. Give each goroutine its own copy
+// (capture by value): a send can still be running when its value has been
+// received, and must not find the channel destroyed (docs/channels.md).
 //
 //   auto results = gort::make_chan<int>();       // unbuffered
 //   for (int i = 0; i < 3; i++) gort::go([results, i] { results.send(i * i); });
