@@ -16,16 +16,13 @@
 // recvq.
 #pragma once
 
-#include <sched.h>
-
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 
-#include "gmp/clock_rand.hpp"
 #include "gmp/g.hpp"
+#include "gmp/lifetime.hpp"
 #include "gmp/note.hpp"
-#include "gmp/sanitizer.hpp"
 #include "gmp/sudog.hpp"
 #include "gort/detail/chan_ops.hpp"
 #include "gort/detail/race.hpp"
@@ -96,19 +93,6 @@ inline void elem_move(const ElemType* et, void* dst, void* src) {
 
 inline void elem_destroy(const ElemType* et, void* p) {
   if (!et->trivial) et->destroy(p);
-}
-
-// In the ASan build, a channel operation whose effect is already visible
-// (a value in the buffer, a free slot, a partner woken) sometimes lets the
-// other threads run before it touches the channel for the last time. A
-// program that destroys a channel while such a call is still running (a
-// handle reached by reference, docs/channels.md) then gets ASan's
-// use-after-free report, with the stacks of the free and of the call,
-// instead of a rare hang or a misleading `fatal error:`.
-inline void lifetime_probe() {
-  if constexpr (kAsanEnabled) {
-    if ((fastrand() & 7) == 0) sched_yield();
-  }
 }
 
 // The race detector's view of a channel (docs/race.md). Two sync addresses:

@@ -9,6 +9,7 @@
 #include "gmp/cpu.hpp"
 #include "gmp/fatal.hpp"
 #include "gmp/g.hpp"
+#include "gmp/lifetime.hpp"
 #include "gmp/lock.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
@@ -120,28 +121,36 @@ void Mutex::lock_slow(int32_t old) {
   }
 }
 
-void Mutex::unlock_slow(int32_t now) {
-  if (((now + kLocked) & kLocked) == 0) internal::fatal_user("sync: unlock of unlocked mutex");
-  if ((now & kStarving) == 0) {
-    int32_t old = now;
-    for (;;) {
-      // Nobody to wake, or someone already woken / got the lock.
-      if ((old >> kWaiterShift) == 0 || (old & (kLocked | kWoken | kStarving)) != 0) break;
-      int32_t next = (old - (1 << kWaiterShift)) | kWoken;
-      if (state_.compare_exchange_weak(old, next, std::memory_order_acq_rel)) {
-        sema_.release(internal::Handoff::kNo);
-        break;
-      }
+// Go's unlockSlow frees the mutex (Unlock's atomic add) and then decides
+// whom to wake. Here the CAS that frees it also makes that decision: once
+// the mutex is free another goroutine may take it, release it and destroy
+// it (a mutex may go as soon as nobody holds it or waits in lock(), the
+// POSIX rule), so after that CAS only a waiter it let through, still
+// inside lock(), keeps the mutex alive for the Sema's release.
+void Mutex::unlock_slow(int32_t old) {
+  for (;;) {
+    if ((old & kLocked) == 0) internal::fatal_user("sync: unlock of unlocked mutex");
+    if ((old & kStarving) != 0) {
+      // Newcomers queue behind the waiters and none takes the mutex: the
+      // first waiter gets it through the hand-off, and yields back to us.
+      state_.fetch_sub(kLocked, std::memory_order_release);
+      sema_.release(internal::Handoff::kYes);
+      return;
     }
-    // Someone wants this mutex and may be runnable on this P only: a
-    // pending preemption request is honoured here, with the mutex free,
-    // so that a holder that re-locks in a loop the signal cannot interrupt
-    // (a loop that polls the clock) does not keep the waiter off the P.
-    internal::preempt_check();
-    return;
+    // Wake one waiter unless one is already awake (woken, or spinning).
+    bool wake = (old >> kWaiterShift) != 0 && (old & kWoken) == 0;
+    int32_t next = wake ? ((old - kLocked - (1 << kWaiterShift)) | kWoken) : old - kLocked;
+    if (state_.compare_exchange_weak(old, next, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+      internal::lifetime_probe();
+      if (wake) sema_.release(internal::Handoff::kNo);
+      break;
+    }
   }
-  // Starvation mode: hand ownership to the first waiter and yield to it.
-  sema_.release(internal::Handoff::kYes);
+  // Someone wants this mutex and may be runnable on this P only: a
+  // pending preemption request is honoured here, with the mutex free,
+  // so that a holder that re-locks in a loop the signal cannot interrupt
+  // (a loop that polls the clock) does not keep the waiter off the P.
+  internal::preempt_check();
 }
 
 // Race edges (Go's rwmutex.go): Unlock releases reader_sem_, which RLock

@@ -1,23 +1,27 @@
 // stdlib/sema.cpp — Go's runtime semaphore and notify list, per object.
 //
-// Invariants (under lock_): nwait_ equals the number of waiters queued; a
-// waiter is queued at most once; a dequeued waiter is readied exactly once.
-// A waiter waits in a Sudog on its stack (gmp/sudog.hpp): it is valid until
-// the waiter is woken and resumes, so the releaser reads and writes
-// everything it needs *before* calling sudog_ready. Plain threads queue and
-// sleep the same way as goroutines.
+// Invariants (under lock_): count_ is the units nobody has taken; nwait_
+// equals the number of waiters queued; a waiter is queued at most once; a
+// dequeued waiter is readied exactly once, with its unit. A waiter waits in
+// a Sudog on its stack (gmp/sudog.hpp): it is valid until the waiter is
+// woken and resumes, so the releaser reads and writes everything it needs
+// *before* calling sudog_ready. Plain threads queue and sleep the same way
+// as goroutines.
 //
-// No lost wake-up (Go's semacquire1/semrelease1): the waiter increments
-// nwait_ and then re-reads count_ (try_acquire, under lock_); the releaser
-// increments count_ and then reads nwait_ without the lock. That is a
-// store-buffering (Dekker) pattern: with acquire/release alone both loads
-// may see the old values, the waiter parks, and the releaser skips the
-// wake-up. All four accesses are seq_cst, so at least one side sees the
-// other's increment (on x86-64 the RMWs are locked instructions either way
-// and the seq_cst loads are plain moves: it costs nothing there).
+// Everything is under lock_, and a release hands its unit straight to the
+// oldest waiter, or with nobody queued adds it to count_, before it
+// unlocks: unlock_word is a release's last touch of the Sema (gmp/
+// lifetime.hpp). A Sema lives inside the object that uses it, and the
+// object's users may destroy it as soon as they have the unit: the waiter
+// of a WaitGroup returns from wait and its frame is gone while the last
+// done() is still in release. Go's semaphore could count lock-free, then
+// look for waiters, because its garbage collector keeps the semaphore
+// alive; a lock-free count here let an acquirer take the unit and destroy
+// the object before the releaser looked.
 #include "gort/detail/sema.hpp"
 
 #include "gmp/fatal.hpp"
+#include "gmp/lifetime.hpp"
 #include "gmp/lock.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/sudog.hpp"
@@ -26,50 +30,45 @@
 namespace gort::internal {
 
 bool Sema::try_acquire() {
-  uint32_t v = count_.load(std::memory_order_seq_cst);  // seq_cst: see the top
-  while (v > 0) {
-    if (count_.compare_exchange_weak(v, v - 1, std::memory_order_acq_rel)) return true;
-  }
-  return false;
+  lock_word(&lock_);
+  bool got = count_ > 0;
+  if (got) count_--;
+  unlock_word(&lock_);
+  return got;
 }
 
 void Sema::acquire(QueueAt at, uint8_t reason) {
-  if (try_acquire()) return;
   Note note;
   Sudog s{.g = getg(), .note = &note};
-  for (;;) {
-    lock_word(&lock_);
-    nwait_.fetch_add(1, std::memory_order_seq_cst);  // before try_acquire's load
-    if (try_acquire()) {
-      nwait_.fetch_sub(1, std::memory_order_acq_rel);
-      unlock_word(&lock_);
-      return;
-    }
-    s.success = false;
-    note.clear();
-    if (at == QueueAt::kFront) q_.push_front(&s); else q_.push(&s);
-    sudog_block(&s, &park_unlock_word, &lock_, static_cast<WaitReason>(reason));
-    if (s.success || try_acquire()) return;
-  }
-}
-
-void Sema::release(Handoff handoff) {
-  count_.fetch_add(1, std::memory_order_seq_cst);
-  if (nwait_.load(std::memory_order_seq_cst) == 0) return;  // no waiter can have missed it
   lock_word(&lock_);
-  if (nwait_.load(std::memory_order_acquire) == 0) {
+  if (count_ > 0) {
+    count_--;
     unlock_word(&lock_);
     return;
   }
+  nwait_.store(nwait_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  if (at == QueueAt::kFront) q_.push_front(&s); else q_.push(&s);
+  sudog_block(&s, &park_unlock_word, &lock_, static_cast<WaitReason>(reason));
+  // Woken only by release, which handed over its unit.
+}
+
+void Sema::release(Handoff handoff) {
+  lock_word(&lock_);
   Sudog* s = q_.dequeue();
-  nwait_.fetch_sub(1, std::memory_order_acq_rel);
-  unlock_word(&lock_);
-  bool handed = handoff == Handoff::kYes && try_acquire();
-  s->success = handed;
+  if (s == nullptr) {
+    count_++;
+    lifetime_probe();  // nobody sees the unit before the unlock
+    unlock_word(&lock_);
+    return;
+  }
+  nwait_.store(nwait_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+  s->success = true;
   bool thread = s->g == nullptr;
+  unlock_word(&lock_);
   sudog_ready(s);  // s may be gone after this
-  // Let the new owner run now, on this P (a thread runs on its own).
-  if (handed && !thread) gosched();
+  // Go's hand-off: let the new owner run now, on this P (a thread runs on
+  // its own).
+  if (handoff == Handoff::kYes && !thread) gosched();
 }
 
 uint32_t NotifyList::add() { return wait_.fetch_add(1, std::memory_order_acq_rel); }

@@ -1,5 +1,6 @@
 // stdlib/waitgroup.cpp — gort::WaitGroup (Go's sync/waitgroup.go).
 #include "gmp/g.hpp"
+#include "gmp/lifetime.hpp"
 #include "gmp/lock.hpp"
 #include "gort/sync.hpp"
 
@@ -25,6 +26,7 @@ void WaitGroup::add(int64_t delta) {
     throw panic_error("sync: WaitGroup misuse: Add called concurrently with Wait");
   }
   state_.store(0, std::memory_order_release);
+  internal::lifetime_probe();
   for (; w != 0; w--) sema_.release(internal::Handoff::kNo);
 }
 

@@ -8,6 +8,7 @@
 
 #include "gmp/fatal.hpp"
 #include "gmp/g.hpp"
+#include "gmp/lifetime.hpp"
 #include "gmp/lock.hpp"
 #include "gmp/note.hpp"
 #include "gmp/sched.hpp"
@@ -41,6 +42,7 @@ void Semaphore::grant_locked(internal::WakeList* wake) {
     s->success = true;
     if (s->elem != nullptr) {
       static_cast<Chan<std::monostate>*>(s->elem)->close();
+      internal::lifetime_probe();
     } else {
       wake->push(s);
     }
@@ -135,6 +137,11 @@ absl::Status Semaphore::acquire(const Context& ctx, int64_t n) {
       release(n);
       return ctx.err();
     }
+    // The granter closed `ready` with the lock held and may still hold it:
+    // our caller may destroy the semaphore once we return, so wait for the
+    // granter's unlock, its last touch of it (gmp/lifetime.hpp).
+    internal::lock_word(&lock_);
+    internal::unlock_word(&lock_);
     internal::race_acquire(this);
     return absl::OkStatus();
   }

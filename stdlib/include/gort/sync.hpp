@@ -73,11 +73,15 @@ class ABSL_LOCKABLE Mutex {
   [[nodiscard]] bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true);
   void unlock() ABSL_UNLOCK_FUNCTION() {
     internal::race_release(this);
-    int32_t now = state_.fetch_sub(kLocked, std::memory_order_release) - kLocked;
-    // Uncontended: nothing else to do. Otherwise there may be someone to
-    // wake, and a pending preemption request is honoured (a cooperative
-    // preemption point wherever another goroutine wants this mutex).
-    if (now != 0) unlock_slow(now);
+    // Uncontended: the CAS that frees the mutex is the last touch of it
+    // (whoever takes it next may destroy it). Otherwise there may be
+    // someone to wake, and a pending preemption request is honoured (a
+    // cooperative preemption point wherever another goroutine wants this
+    // mutex).
+    int32_t old = kLocked;
+    if (!state_.compare_exchange_strong(old, 0, std::memory_order_release, std::memory_order_relaxed)) {
+      unlock_slow(old);
+    }
   }
 
  private:
@@ -87,7 +91,7 @@ class ABSL_LOCKABLE Mutex {
   static constexpr int kWaiterShift = 3;
 
   void lock_slow(int32_t old);
-  void unlock_slow(int32_t now);
+  void unlock_slow(int32_t old);
 
   std::atomic<int32_t> state_{0};
   internal::Sema sema_;
@@ -167,7 +171,9 @@ class WaitGroup {
 // Go's sync.Once: call(f) runs f exactly once over the life of the Once;
 // concurrent callers wait until that run finishes. If f throws, the Once
 // still counts as done (as in Go, where a panicking f counts as returned),
-// and the exception propagates to that caller.
+// and the exception propagates to that caller. A caller that returns may
+// destroy the Once at once, even while the run that finished it is still
+// waking the other callers (stdlib/once.cpp).
 class Once {
  public:
   Once() = default;
@@ -176,20 +182,32 @@ class Once {
 
   template <class F>
   void call(F&& f) {
-    if (done_.load(std::memory_order_acquire)) return;
-    std::lock_guard<Mutex> lock(m_);
-    if (done_.load(std::memory_order_relaxed)) return;
-    struct SetDone {
-      std::atomic<bool>* d;
-      ~SetDone() { d->store(true, std::memory_order_release); }
-    } set_done{&done_};
+    if ((state_.load(std::memory_order_acquire) & kDone) != 0) {
+      internal::race_acquire(this);
+      return;
+    }
+    if (!begin()) return;
+    struct Finish {
+      Once* o;
+      ~Finish() { o->finish(); }
+    } finish{this};
     std::forward<F>(f)();
   }
-  bool done() const { return done_.load(std::memory_order_acquire); }
+  bool done() const { return (state_.load(std::memory_order_acquire) & kDone) != 0; }
 
  private:
-  std::atomic<bool> done_{false};
-  Mutex m_;
+  // state_: kDone, kRunning, and the callers waiting for the run (kWaiter each).
+  static constexpr uint64_t kDone = 1;
+  static constexpr uint64_t kRunning = 2;
+  static constexpr uint64_t kWaiter = uint64_t{1} << 32;
+
+  // True if the caller is to run f; false once the Once is done (after
+  // waiting for the run in progress, if there was one).
+  bool begin();
+  void finish();
+
+  std::atomic<uint64_t> state_{0};
+  internal::Sema sema_;
 };
 
 // Go's sync.Cond over a gort::Mutex. wait() atomically unlocks the mutex and

@@ -4,8 +4,10 @@
 // semaphore (runtime/sema.go), one per object instead of Go's address-keyed
 // table because C++ objects can carry their own queue: a count and a FIFO
 // of parked goroutines. acquire parks the calling goroutine (never the OS
-// thread); release readies the oldest waiter, and with Handoff::kYes gives
-// it the count directly and yields to it (Go's starvation-mode hand-off).
+// thread); release hands its unit to the oldest waiter and readies it, and
+// with Handoff::kYes also yields to it (Go's starvation-mode hand-off).
+// Both take the Sema's lock; the unlock is a release's last touch of the
+// Sema, so whoever gets the unit may destroy the object around it at once.
 //
 // Called from a plain OS thread (not a goroutine), acquire and wait queue
 // the thread as any other waiter and sleep it on a futex until woken.
@@ -22,8 +24,8 @@ namespace gort::internal {
 // the front (Go's lifo: a waiter that was woken and lost the race keeps its
 // place, as Go's Mutex does).
 enum class QueueAt : bool { kBack = false, kFront = true };
-// Whether Sema::release hands the count straight to the waiter it wakes and
-// yields to it (Go's handoff: a Mutex in starvation mode).
+// Whether Sema::release yields to the waiter it hands its unit to (Go's
+// handoff: a Mutex in starvation mode).
 enum class Handoff : bool { kNo = false, kYes = true };
 
 class Sema {
@@ -36,8 +38,8 @@ class Sema {
   uint32_t waiters() const { return nwait_.load(std::memory_order_relaxed); }
 
  private:
-  std::atomic<uint32_t> count_{0};
-  std::atomic<uint32_t> nwait_{0};
+  uint32_t count_ = 0;                // under lock_
+  std::atomic<uint32_t> nwait_{0};    // written under lock_; waiters() reads it without
   std::atomic<uint32_t> lock_{0};
   WaitQ q_;
 };
