@@ -27,7 +27,13 @@
 // WaitGroup counter panics (`sync: negative WaitGroup counter`).
 //
 // Called from a plain OS thread (outside any goroutine) these still work;
-// the thread then waits by yielding and sleeping, not by parking.
+// the thread then queues as a goroutine would and sleeps on a futex.
+//
+// Shared by reference, as they must be, each may be destroyed as soon as
+// the operation that let its destroyer through has taken effect: the last
+// unlock of a Mutex, the done() that ends a WaitGroup's wait, the run that
+// makes a Once done (docs/runtime.md, "Destroying what others just used";
+// RWMutex's writer unlock is the exception named there).
 //
 // Mutex and RWMutex carry abseil's thread-safety annotations, so clang's
 // -Wthread-safety checks code that marks its fields ABSL_GUARDED_BY(mu), as
