@@ -39,11 +39,11 @@ struct Sudog {
   Note* note = nullptr;  // where a plain thread sleeps
   Sudog* next = nullptr;
   Sudog* prev = nullptr;
-  // Where walk_back (WaitQ::drain, WakeList::push_detached) prefetches: the Sudog this thread queued
-  // kHintDistance pushes before this one (M::pushed), on a long queue as a
-  // rule the one that many places further on in the walk. Copied, never
-  // dereferenced: it may have left its queue and its stack since (a
-  // prefetch of memory that is gone is harmless).
+  // Where walk_back (WaitQ::drain, WakeList::push_detached) prefetches: the
+  // Sudog this thread queued kHintDistance pushes before this one (M::pushed),
+  // on a long queue as a rule the one that many places further on in the walk.
+  // Copied, never dereferenced: it may have left its queue and its stack since
+  // (a prefetch of memory that is gone is harmless).
   Sudog* hint = nullptr;
   // Channels: the value to send, or where to receive into. gort::Semaphore:
   // the channel a context-aware acquire is told through.

@@ -132,7 +132,7 @@ void Mutex::unlock_slow(int32_t old) {
     if ((old & kLocked) == 0) internal::fatal_user("sync: unlock of unlocked mutex");
     if ((old & kStarving) != 0) {
       // Newcomers queue behind the waiters and none takes the mutex: the
-      // first waiter gets it through the hand-off, and yields back to us.
+      // first waiter gets it through the hand-off, and we yield to it.
       state_.fetch_sub(kLocked, std::memory_order_release);
       sema_.release(internal::Handoff::kYes);
       return;

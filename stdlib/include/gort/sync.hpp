@@ -177,9 +177,9 @@ class WaitGroup {
 // Go's sync.Once: call(f) runs f exactly once over the life of the Once;
 // concurrent callers wait until that run finishes. If f throws, the Once
 // still counts as done (as in Go, where a panicking f counts as returned),
-// and the exception propagates to that caller. A caller that returns may
-// destroy the Once at once, even while the run that finished it is still
-// waking the other callers (stdlib/once.cpp).
+// and the exception propagates to that caller. Once no other caller waits
+// in call(), whoever sees it done may destroy it, even while the run that
+// made it done is still returning (stdlib/once.cpp).
 class Once {
  public:
   Once() = default;
@@ -188,7 +188,7 @@ class Once {
 
   template <class F>
   void call(F&& f) {
-    if ((state_.load(std::memory_order_acquire) & kDone) != 0) {
+    if (done()) {
       internal::race_acquire(this);
       return;
     }
