@@ -103,6 +103,7 @@ P* current_p() {
 }
 
 std::atomic<bool> skip_poller_wake_for_test{false};
+std::atomic<void (*)(Timer*, P*)> claimed_hook_for_test{nullptr};
 
 // The blocked poller (if any) must wake by `when`.
 void wake_poller(int64_t when) {
@@ -125,6 +126,8 @@ void wake_poller(int64_t when) {
 void timers_init(P* p) { p->timers = new TimerHeap; }
 
 void timers_skip_poller_wake_for_test(bool skip) { skip_poller_wake_for_test.store(skip); }
+
+void timers_claimed_hook_for_test(void (*hook)(Timer* t, P* p)) { claimed_hook_for_test.store(hook); }
 
 // The run is over: no M runs timers any more.
 void timers_destroy(P* p) ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -356,6 +359,7 @@ int64_t timers_run(P* p, int64_t now) {
     auto* f = t->f;
     auto* ref = t->ref;
     bool wake = false;
+    int64_t next_when = 0;
     // The claim's seq, read before `p` is cleared below (see timer.hpp).
     uint32_t seq = t->seq.load(std::memory_order_relaxed);
     if (t->period > 0) {
@@ -371,14 +375,21 @@ int64_t timers_run(P* p, int64_t now) {
       // A poller that computed its sleep from the old heap top may sleep
       // past the new one.
       wake = th->heap[0] == t;
+      next_when = next;
     } else {
       // One-shot: idle before f runs; the heap's reference is held for f.
       heap_remove(th, t);
       t->state = Timer::kIdle;
       __atomic_store_n(&t->p, nullptr, __ATOMIC_SEQ_CST);
-      t->modwhen.store(0, std::memory_order_seq_cst);  // after p: see reset_later
+      // From here on the owner may re-arm t on another P's heap (we hold
+      // only this one's lock) and push it later lock-free: settle our
+      // kFiring only if nobody has, or a plain store of 0 would wipe that
+      // push and the arming would fire at its old time with a current seq
+      // (a stale value through a timer channel). After p: see reset_later.
+      if (auto* hook = claimed_hook_for_test.load(std::memory_order_relaxed)) [[unlikely]] hook(t, p);
+      int64_t firing = kFiring;
+      t->modwhen.compare_exchange_strong(firing, 0, std::memory_order_seq_cst);
     }
-    int64_t next_when = t->when;
     th->lock.unlock();
     if (wake) wake_poller(next_when);
     {

@@ -36,10 +36,13 @@
 //   | kFiring  | the runner has claimed this arming; it will fire | runner                  |
 //
 // The runner claims an arming with a CAS to kFiring (under the heap lock),
-// clears `p` and only then stores 0; reset's CAS that finds kFiring, or
-// succeeds and then finds `p` cleared, falls back to the locked path, which
-// sees the timer idle. So a reset that returns true has always kept f from
-// running for the old arming.
+// clears `p` and only then turns kFiring back into 0; reset's CAS that
+// finds kFiring, or succeeds and then finds `p` cleared, falls back to the
+// locked path, which sees the timer idle. So a reset that returns true has
+// always kept f from running for the old arming. That last step is a CAS
+// too: once `p` is clear the owner may re-add the timer to another P's
+// heap (whose lock the runner does not hold) and push it later lock-free,
+// and a plain store of 0 would undo the push.
 //
 // As in Go, a runner settles the timer's state *before* calling f and never
 // touches the timer after f returns: a one-shot timer is already idle while
@@ -135,6 +138,10 @@ int32_t timers_len(P* p);
 // Tests: adding a timer does not wake the poller or an M (a lost wake-up,
 // for the backstop in sysmon to catch).
 void timers_skip_poller_wake_for_test(bool skip);
+// Tests: called by the M that runs p's heap (its lock held) right after it
+// claimed the one-shot timer t and made it idle, before it settles t's
+// modwhen.
+void timers_claimed_hook_for_test(void (*hook)(Timer* t, P* p));
 // Creates p's heap (run() does it for every P).
 void timers_init(P* p);
 // Frees p's heap at shutdown (timers left in it are abandoned).

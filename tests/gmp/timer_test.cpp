@@ -285,6 +285,59 @@ TEST(TimerSeq, StopAfterTheClaimMakesTheFiringStale) {
   });
 }
 
+// Between making a claimed one-shot timer idle and settling its modwhen,
+// the runner holds only its own heap's lock. The owner may meanwhile re-arm
+// the timer (a plain thread: on P 0's heap), move it earlier (the locked
+// path) and push it an hour later (the lock-free path, which only writes
+// modwhen). The runner must not undo that push: the timer stays queued and
+// does not fire at the earlier time (it did once, when the runner stored a
+// plain 0, and a timer channel received a value from before a reset).
+struct PushAfterClaim {
+  Probe probe;
+  std::atomic<bool> done{false};
+  std::atomic<bool> pushed{false};
+};
+PushAfterClaim* push_after_claim = nullptr;
+
+TEST(TimerSeq, APushLaterJustAfterAClaimSurvivesTheRunner) {
+  auto state = std::make_unique<PushAfterClaim>();
+  push_after_claim = state.get();
+  internal::timers_claimed_hook_for_test([](internal::Timer* t, internal::P* running) {
+    PushAfterClaim* s = push_after_claim;
+    // P 0's heap is where the owner re-arms it: its lock must be free.
+    if (t != &s->probe.t || running == internal::sched.allp[0] || s->done.load()) return;
+    std::thread owner([s, t] {
+      internal::timer_reset(t, nanotime() + 3600 * 1000 * kMs, 0);  // idle: re-added
+      internal::timer_reset(t, nanotime() + 1 * kMs, 0);            // earlier: locked path
+      bool queued = internal::timer_reset(t, nanotime() + 3600 * 1000 * kMs, 0);
+      s->pushed = queued && t->modwhen.load() != 0;
+    });
+    owner.join();
+    s->done = true;
+  });
+  run_checked(2, [&] {
+    // Arm from goroutines until one firing is claimed on P 1's heap.
+    for (int attempt = 0; attempt < 400 && !state->done.load(); attempt++) {
+      int before = state->probe.fired.load();
+      Countdown armed(1);
+      gort::go([&] {
+        internal::timer_add(&state->probe.t, nanotime() + kMs / 10, 0);
+        armed.done();
+      });
+      armed.wait();
+      ASSERT_TRUE(eventually([&] { return state->probe.fired.load() > before; }));
+    }
+    ASSERT_TRUE(state->done.load()) << "no firing was claimed on P 1's heap";
+    EXPECT_TRUE(state->pushed.load()) << "the last reset did not take the lock-free path";
+    int fired = state->probe.fired.load();
+    gort::sleep(absl::Milliseconds(50));
+    EXPECT_EQ(state->probe.fired.load(), fired) << "the push an hour later was undone: it fired at the earlier time";
+    EXPECT_TRUE(internal::timer_stop(&state->probe.t)) << "the timer is no longer queued for the hour";
+  });
+  internal::timers_claimed_hook_for_test(nullptr);
+  push_after_claim = nullptr;
+}
+
 TEST_P(Timer, PeriodicTimerFiresUntilStopped) {
   auto p = std::make_unique<Probe>();
   run_test([&] {

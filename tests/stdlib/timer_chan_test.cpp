@@ -30,6 +30,13 @@ bool take(const gort::Chan<absl::Time>& ch) {
   return gort::select(gort::on_recv(ch), gort::on_default()) == 0;
 }
 
+// Takes a value waiting in ch, if any, and says when it was sent.
+std::optional<absl::Time> take_value(const gort::Chan<absl::Time>& ch) {
+  std::optional<absl::Time> got;
+  gort::select(gort::on_recv(ch, [&](std::optional<absl::Time> v) { got = v; }), gort::on_default());
+  return got;
+}
+
 // Receives from ch within `limit` (a bound on something that must happen).
 bool recv_within(const gort::Chan<absl::Time>& ch, absl::Duration limit) {
   bool got = false;
@@ -240,18 +247,32 @@ void stale_value_stress(bool use_reset) {
   constexpr int kRounds = 600;
   std::atomic<int> not_pending{0}, stale_now{0}, stale_later{0};
   Countdown cd(kOwners);
+  // A stale value says when it was sent, against when the stop/reset that
+  // should have kept it out began and returned: sent before the stop/reset
+  // began means it sat in the channel through the drain; sent after it
+  // returned means a firing got past the seq check.
+  auto report = [](const char* what, int owner, int round, absl::Time sent, absl::Time began, absl::Time returned) {
+    ADD_FAILURE() << what << ": owner " << owner << " round " << round << ", sent "
+                  << absl::ToInt64Nanoseconds(sent - began) << " ns after the stop/reset began, which took "
+                  << absl::ToInt64Nanoseconds(returned - began) << " ns";
+  };
   for (int o = 0; o < kOwners; o++) {
     gort::go([&, o] {
       uint64_t rng = 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(o + 1);
-      std::vector<gort::Timer> timers;
+      struct Old {
+        gort::Timer t;
+        absl::Time began, returned;
+      };
+      std::vector<Old> timers;
       auto t = gort::new_timer(absl::Hours(1));
+      absl::Time began = absl::Now(), returned = began;
       for (int r = 0; r < kRounds; r++) {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
         if (r % 50 == 0) {
           // A fresh timer now and then; keep the old ones to check later.
-          timers.push_back(t);
+          timers.push_back({t, began, returned});
           t = gort::new_timer(absl::Hours(1));
         }
         t.reset(absl::Microseconds(static_cast<int64_t>(rng % 40)));
@@ -265,19 +286,30 @@ void stale_value_stress(bool use_reset) {
           }
           default: break;
         }
+        began = absl::Now();
         bool pending = use_reset ? t.reset(absl::Hours(1)) : t.stop();
+        returned = absl::Now();
         if (!pending) not_pending++;
-        if (take(t.chan())) stale_now++;
+        if (auto v = take_value(t.chan())) {
+          stale_now++;
+          report("received right after", o, r, *v, began, returned);
+        }
         if ((rng >> 20) % 4 == 0) {
           gort::sleep(absl::Microseconds(50));
-          if (take(t.chan())) stale_later++;
+          if (auto v = take_value(t.chan())) {
+            stale_later++;
+            report("received 50 us after", o, r, *v, began, returned);
+          }
         }
       }
-      timers.push_back(t);
+      timers.push_back({t, began, returned});
       gort::sleep(absl::Milliseconds(5));
       for (auto& old : timers) {
-        if (take(old.chan())) stale_later++;
-        old.stop();
+        if (auto v = take_value(old.t.chan())) {
+          stale_later++;
+          report("received at the end", o, -1, *v, old.began, old.returned);
+        }
+        old.t.stop();
       }
       cd.done();
     });
