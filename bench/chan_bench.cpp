@@ -21,6 +21,11 @@
 //   mutex100/procs:2   100 goroutines each do N/100 rounds of lock, counter++,
 //                      unlock on one Mutex; N = 10,000,000. ns/lock =
 //                      elapsed / N.
+//   rwmutex100/procs:2 100 goroutines each do N/100 operations on one
+//                      RWMutex: every tenth a write (lock, counter++,
+//                      unlock), the others a read (lock_shared, read the
+//                      counter, unlock_shared); N = 10,000,000. ns/op =
+//                      elapsed / N.
 //   waitgroup_fanin/procs:2   wg.add(N) once, then N = 100,000 goroutines
 //                      each call wg.done(); the main goroutine waits.
 //                      ns/goroutine = elapsed / N (spawning included).
@@ -31,6 +36,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -187,6 +193,46 @@ void mutex100(benchmark::State& state, int procs) {
   state.counters["ns/lock"] = seconds * 1e9 / static_cast<double>(n);
 }
 
+void rwmutex100(benchmark::State& state, int procs) {
+  const int64_t n = gortbench::scaled(kLocks);
+  double seconds = 0;
+  struct {
+    gort::RWMutex mu;
+    int64_t counter = 0;
+  } shared;
+  std::atomic<int64_t> writes{0};
+  gort::run(
+      [&] {
+        gort::WaitGroup wg;
+        Stopwatch sw;
+        wg.add(kMutexGoroutines);
+        for (int g = 0; g < kMutexGoroutines; g++) {
+          gort::go([&, k = share(n, kMutexGoroutines, g)] {
+            int64_t mine = 0, seen = 0;
+            for (int64_t i = 0; i < k; i++) {
+              if (i % 10 == 0) {
+                std::lock_guard lock(shared.mu);
+                shared.counter++;
+                mine++;
+              } else {
+                std::shared_lock lock(shared.mu);
+                seen += shared.counter;
+              }
+            }
+            benchmark::DoNotOptimize(seen);
+            writes.fetch_add(mine, std::memory_order_relaxed);
+            wg.done();
+          });
+        }
+        wg.wait();
+        seconds = sw.seconds();
+      },
+      gort::Config{.procs = procs});
+  check(state, shared.counter == writes.load(), "rwmutex100: lost increments");
+  state.SetIterationTime(seconds);
+  state.counters["ns/op"] = seconds * 1e9 / static_cast<double>(n);
+}
+
 void waitgroup_fanin(benchmark::State& state, int procs) {
   const int64_t n = gortbench::scaled(kFanin);
   double seconds = 0;
@@ -213,6 +259,7 @@ int main(int argc, char** argv) {
   gortbench::register_once("buffered_4x4", 2, [](benchmark::State& s, int p) { buffered(s, p, 4, 4); });
   gortbench::register_once("select4", 2, select4);
   gortbench::register_once("mutex100", 2, mutex100);
+  gortbench::register_once("rwmutex100", 2, rwmutex100);
   gortbench::register_once("waitgroup_fanin", 2, waitgroup_fanin);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -4,6 +4,8 @@
 // Mutex state word: bit 0 locked, bit 1 woken (a waiter was woken and is
 // running, so unlock need not wake another), bit 2 starving, bits 3.. the
 // number of parked waiters.
+#include <sched.h>
+
 #include <atomic>
 
 #include "gmp/cpu.hpp"
@@ -191,6 +193,7 @@ void RWMutex::unlock_shared_slow(int32_t r) {
 void RWMutex::lock() {
   internal::preempt_check();
   w_.lock();
+  if (reader_count_.load(std::memory_order_acquire) < 0) [[unlikely]] wait_previous_writer();
   // Announce the writer; r is the number of active readers.
   int32_t r = reader_count_.fetch_sub(kMaxReaders, std::memory_order_acq_rel);
   if (r != 0 && reader_wait_.fetch_add(r, std::memory_order_acq_rel) + r != 0) {
@@ -212,13 +215,36 @@ bool RWMutex::try_lock() {
   return true;
 }
 
+// Unlike Go's, the writer lets go of w_ before it lets readers back in:
+// from the add on, a reader may get in and destroy the RWMutex (the rule in
+// docs/runtime.md, "Destroying what others just used"), so w_'s unlock
+// cannot come after it. The next writer can then hold w_ while the count
+// is still negative; it waits for the add (wait_previous_writer), which
+// comes a few instructions after w_'s unlock. The releases that follow the
+// add are for readers already queued, which nobody may destroy the RWMutex
+// under; each one's last touch is the Sema's unlock.
 void RWMutex::unlock() {
+  if (reader_count_.load(std::memory_order_relaxed) >= 0) internal::fatal_user("sync: Unlock of unlocked RWMutex");
   internal::race_release(&reader_sem_);
-  int32_t r = reader_count_.fetch_add(kMaxReaders, std::memory_order_acq_rel) + kMaxReaders;
-  if (r >= kMaxReaders) internal::fatal_user("sync: Unlock of unlocked RWMutex");
-  for (int32_t i = 0; i < r; i++) reader_sem_.release(internal::Handoff::kNo);
   w_.unlock();
+  int32_t r = reader_count_.fetch_add(kMaxReaders, std::memory_order_acq_rel) + kMaxReaders;
+  internal::lifetime_probe();
+  for (int32_t i = 0; i < r; i++) reader_sem_.release(internal::Handoff::kNo);
   internal::preempt_check();
+}
+
+// Holding w_, with the previous writer between its unlock of w_ and its add
+// (see unlock): it is running, or runnable and about to be, so let it run.
+void RWMutex::wait_previous_writer() {
+  for (int i = 0; reader_count_.load(std::memory_order_acquire) < 0; i++) {
+    if (i < kActiveSpinCount) {
+      internal::cpu_relax();
+    } else if (internal::getg() != nullptr) {
+      gort::yield();
+    } else {
+      sched_yield();
+    }
+  }
 }
 
 }  // namespace gort

@@ -1,10 +1,11 @@
 // tests/stdlib/lifetime_test.cpp — sync objects may be destroyed by whoever
 // sees the operation that let it through, while that operation is still
 // returning (gmp/lifetime.hpp): the last done() of a WaitGroup, the unlock
-// that hands a Mutex on, the run that finishes a Once, the release that
-// grants a Semaphore to a context-aware acquire. Each round destroys the
-// object at the earliest moment the idiom allows; under ASan a touch of it
-// after that is reported (the ASan build also widens those windows).
+// that hands a Mutex or an RWMutex on, the run that finishes a Once, the
+// release that grants a Semaphore to a context-aware acquire. Each round
+// destroys the object at the earliest moment the idiom allows; under ASan a
+// touch of it after that is reported (the ASan build also widens those
+// windows).
 #include <memory>
 
 #include "gort/context.hpp"
@@ -55,6 +56,48 @@ TEST_P(Lifetime, MutexGoesWithItsLastUnlock) {
       if (round % 2 == 0) gort::yield();
       mu.release()->unlock();
       locked.wait();
+    }
+  });
+}
+
+// The same for an RWMutex, whoever the writer's unlock lets in: a reader
+// (queued behind the writer, or arriving just as it unlocks) or the next
+// writer. Nobody else holds or waits for it, so the one let in may destroy
+// it while the unlock is still returning.
+TEST_P(Lifetime, RWMutexGoesWithTheUnlockThatLetsAReaderIn) {
+  run_test([] {
+    for (int round = 0; round < kRounds; round++) {
+      auto mu = std::make_unique<gort::RWMutex>();
+      Countdown finished(1);
+      mu->lock();
+      gort::go([m = mu.get(), &finished] {
+        m->lock_shared();
+        m->unlock_shared();
+        delete m;
+        finished.done();
+      });
+      if (round % 2 == 0) gort::yield();
+      mu.release()->unlock();
+      finished.wait();
+    }
+  });
+}
+
+TEST_P(Lifetime, RWMutexGoesWithTheUnlockThatLetsAWriterIn) {
+  run_test([] {
+    for (int round = 0; round < kRounds; round++) {
+      auto mu = std::make_unique<gort::RWMutex>();
+      Countdown finished(1);
+      mu->lock();
+      gort::go([m = mu.get(), &finished] {
+        m->lock();
+        m->unlock();
+        delete m;
+        finished.done();
+      });
+      if (round % 2 == 0) gort::yield();
+      mu.release()->unlock();
+      finished.wait();
     }
   });
 }

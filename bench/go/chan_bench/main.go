@@ -23,6 +23,9 @@ const (
 	fanin           = 100_000
 )
 
+// sink keeps the readers' sums alive (the C++ twin: benchmark::DoNotOptimize).
+var sink atomic.Int64
+
 // share splits n into parts shares that differ by at most one.
 func share(n, parts, i int) int {
 	s := n / parts
@@ -167,6 +170,40 @@ func mutex100(r *harness.Result) {
 	r.Report("ns/lock", float64(d.Nanoseconds())/float64(n))
 }
 
+func rwmutex100(r *harness.Result) {
+	n := harness.Scaled(locks)
+	var mu sync.RWMutex
+	var wg sync.WaitGroup
+	var counter, writes int64
+	start := time.Now()
+	wg.Add(mutexGoroutines)
+	for g := 0; g < mutexGoroutines; g++ {
+		k := share(n, mutexGoroutines, g)
+		go func() {
+			var mine, seen int64
+			for i := 0; i < k; i++ {
+				if i%10 == 0 {
+					mu.Lock()
+					counter++
+					mu.Unlock()
+					mine++
+				} else {
+					mu.RLock()
+					seen += counter
+					mu.RUnlock()
+				}
+			}
+			sink.Add(seen)
+			atomic.AddInt64(&writes, mine)
+			wg.Done()
+		}()
+	}
+	wg.Wait()
+	d := time.Since(start)
+	check(counter == atomic.LoadInt64(&writes), "rwmutex100: lost increments")
+	r.Report("ns/op", float64(d.Nanoseconds())/float64(n))
+}
+
 func waitgroupFanin(r *harness.Result) {
 	n := harness.Scaled(fanin)
 	var wg sync.WaitGroup
@@ -188,6 +225,7 @@ func main() {
 		{Workload: "buffered_4x4", Procs: 2, Run: buffered(4, 4)},
 		{Workload: "select4", Procs: 2, Run: select4},
 		{Workload: "mutex100", Procs: 2, Run: mutex100},
+		{Workload: "rwmutex100", Procs: 2, Run: rwmutex100},
 		{Workload: "waitgroup_fanin", Procs: 2, Run: waitgroupFanin},
 	})
 }

@@ -32,8 +32,8 @@
 // Shared by reference, as they must be, each may be destroyed as soon as
 // the operation that let its destroyer through has taken effect: the last
 // unlock of a Mutex, the done() that ends a WaitGroup's wait, the run that
-// makes a Once done (docs/runtime.md, "Destroying what others just used";
-// RWMutex's writer unlock is the exception named there).
+// makes a Once done, the writer's unlock of an RWMutex (docs/runtime.md,
+// "Destroying what others just used").
 //
 // Mutex and RWMutex carry abseil's thread-safety annotations, so clang's
 // -Wthread-safety checks code that marks its fields ABSL_GUARDED_BY(mu), as
@@ -146,6 +146,7 @@ class ABSL_LOCKABLE RWMutex {
  private:
   static constexpr int32_t kMaxReaders = 1 << 30;
   void unlock_shared_slow(int32_t r);
+  void wait_previous_writer();
 
   Mutex w_;
   internal::Sema writer_sem_;
