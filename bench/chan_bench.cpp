@@ -24,7 +24,7 @@
 //   rwmutex100/procs:2 100 goroutines each do N/100 operations on one
 //                      RWMutex: every tenth a write (lock, counter++,
 //                      unlock), the others a read (lock_shared, read the
-//                      counter, unlock_shared); N = 10,000,000. ns/op =
+//                      counter, unlock_shared); N = 10,000,000. ns/access =
 //                      elapsed / N.
 //   waitgroup_fanin/procs:2   wg.add(N) once, then N = 100,000 goroutines
 //                      each call wg.done(); the main goroutine waits.
@@ -159,9 +159,32 @@ void select4(benchmark::State& state, int procs) {
   state.counters["ns/message"] = seconds * 1e9 / static_cast<double>(n);
 }
 
+// kMutexGoroutines goroutines share n rounds of work(k) between them (each
+// runs its share k); returns the seconds from the first spawn to the last
+// done.
+template <class Work>
+double on_100_goroutines(int64_t n, int procs, Work work) {
+  double seconds = 0;
+  gort::run(
+      [&] {
+        gort::WaitGroup wg;
+        Stopwatch sw;
+        wg.add(kMutexGoroutines);
+        for (int g = 0; g < kMutexGoroutines; g++) {
+          gort::go([&, k = share(n, kMutexGoroutines, g)] {
+            work(k);
+            wg.done();
+          });
+        }
+        wg.wait();
+        seconds = sw.seconds();
+      },
+      gort::Config{.procs = procs});
+  return seconds;
+}
+
 void mutex100(benchmark::State& state, int procs) {
   const int64_t n = gortbench::scaled(kLocks);
-  double seconds = 0;
   // The mutex and the counter it guards side by side, in one cache line, as
   // they end up in the Go twin (the compiler moves both captured variables
   // to the heap, 8 bytes apart); apart, every critical section would move
@@ -170,24 +193,12 @@ void mutex100(benchmark::State& state, int procs) {
     gort::Mutex mu;
     int64_t counter = 0;
   } shared;
-  gort::run(
-      [&] {
-        gort::WaitGroup wg;
-        Stopwatch sw;
-        wg.add(kMutexGoroutines);
-        for (int g = 0; g < kMutexGoroutines; g++) {
-          gort::go([&, k = share(n, kMutexGoroutines, g)] {
-            for (int64_t i = 0; i < k; i++) {
-              std::lock_guard lock(shared.mu);
-              shared.counter++;
-            }
-            wg.done();
-          });
-        }
-        wg.wait();
-        seconds = sw.seconds();
-      },
-      gort::Config{.procs = procs});
+  double seconds = on_100_goroutines(n, procs, [&](int64_t k) {
+    for (int64_t i = 0; i < k; i++) {
+      std::lock_guard lock(shared.mu);
+      shared.counter++;
+    }
+  });
   check(state, shared.counter == n, "mutex100: lost increments");
   state.SetIterationTime(seconds);
   state.counters["ns/lock"] = seconds * 1e9 / static_cast<double>(n);
@@ -195,42 +206,29 @@ void mutex100(benchmark::State& state, int procs) {
 
 void rwmutex100(benchmark::State& state, int procs) {
   const int64_t n = gortbench::scaled(kLocks);
-  double seconds = 0;
   struct {
     gort::RWMutex mu;
     int64_t counter = 0;
   } shared;
   std::atomic<int64_t> writes{0};
-  gort::run(
-      [&] {
-        gort::WaitGroup wg;
-        Stopwatch sw;
-        wg.add(kMutexGoroutines);
-        for (int g = 0; g < kMutexGoroutines; g++) {
-          gort::go([&, k = share(n, kMutexGoroutines, g)] {
-            int64_t mine = 0, seen = 0;
-            for (int64_t i = 0; i < k; i++) {
-              if (i % 10 == 0) {
-                std::lock_guard lock(shared.mu);
-                shared.counter++;
-                mine++;
-              } else {
-                std::shared_lock lock(shared.mu);
-                seen += shared.counter;
-              }
-            }
-            benchmark::DoNotOptimize(seen);
-            writes.fetch_add(mine, std::memory_order_relaxed);
-            wg.done();
-          });
-        }
-        wg.wait();
-        seconds = sw.seconds();
-      },
-      gort::Config{.procs = procs});
+  double seconds = on_100_goroutines(n, procs, [&](int64_t k) {
+    int64_t mine = 0, seen = 0;
+    for (int64_t i = 0; i < k; i++) {
+      if (i % 10 == 0) {
+        std::lock_guard lock(shared.mu);
+        shared.counter++;
+        mine++;
+      } else {
+        std::shared_lock lock(shared.mu);
+        seen += shared.counter;
+      }
+    }
+    benchmark::DoNotOptimize(seen);
+    writes.fetch_add(mine, std::memory_order_relaxed);
+  });
   check(state, shared.counter == writes.load(), "rwmutex100: lost increments");
   state.SetIterationTime(seconds);
-  state.counters["ns/op"] = seconds * 1e9 / static_cast<double>(n);
+  state.counters["ns/access"] = seconds * 1e9 / static_cast<double>(n);
 }
 
 void waitgroup_fanin(benchmark::State& state, int procs) {

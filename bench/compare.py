@@ -73,7 +73,7 @@ TARGETS = {
     ("buffered_4x4/procs:2", "ns/item"): 0.8,
     ("select4/procs:2", "ns/message"): 1.0,
     ("mutex100/procs:2", "ns/lock"): 1.0,
-    ("rwmutex100/procs:2", "ns/op"): 1.0,
+    ("rwmutex100/procs:2", "ns/access"): 1.0,
     ("tcp_echo/procs:1", "msgs/s"): 1.2,
     ("tcp_echo/procs:2", "msgs/s"): 1.2,
     ("tls_echo/procs:1", "msgs/s"): 1.0,

@@ -129,25 +129,40 @@ void Mutex::lock_slow(int32_t old) {
 // it (a mutex may go as soon as nobody holds it or waits in lock(), the
 // POSIX rule), so after that CAS only a waiter it let through, still
 // inside lock(), keeps the mutex alive for the Sema's release.
-void Mutex::unlock_slow(int32_t old) {
+void Mutex::unlock_slow(int32_t old) { wake(unlock_state_slow(old)); }
+
+Mutex::Wake Mutex::unlock_state() {
+  internal::race_release(this);
+  int32_t old = kLocked;
+  if (state_.compare_exchange_strong(old, 0, std::memory_order_release, std::memory_order_relaxed)) return Wake::kNone;
+  return unlock_state_slow(old);
+}
+
+Mutex::Wake Mutex::unlock_state_slow(int32_t old) {
   for (;;) {
     if ((old & kLocked) == 0) internal::fatal_user("sync: unlock of unlocked mutex");
     if ((old & kStarving) != 0) {
       // Newcomers queue behind the waiters and none takes the mutex: the
       // first waiter gets it through the hand-off, and we yield to it.
       state_.fetch_sub(kLocked, std::memory_order_release);
-      sema_.release(internal::Handoff::kYes);
-      return;
+      return Wake::kHandoff;
     }
     // Wake one waiter unless one is already awake (woken, or spinning).
     bool wake = (old >> kWaiterShift) != 0 && (old & kWoken) == 0;
     int32_t next = wake ? ((old - kLocked - (1 << kWaiterShift)) | kWoken) : old - kLocked;
     if (state_.compare_exchange_weak(old, next, std::memory_order_acq_rel, std::memory_order_relaxed)) {
-      internal::lifetime_probe();
-      if (wake) sema_.release(internal::Handoff::kNo);
-      break;
+      return wake ? Wake::kOne : Wake::kNone;
     }
   }
+}
+
+void Mutex::wake(Wake w) {
+  internal::lifetime_probe();
+  if (w == Wake::kHandoff) {
+    sema_.release(internal::Handoff::kYes);
+    return;
+  }
+  if (w == Wake::kOne) sema_.release(internal::Handoff::kNo);
   // Someone wants this mutex and may be runnable on this P only: a
   // pending preemption request is honoured here, with the mutex free,
   // so that a holder that re-locks in a loop the signal cannot interrupt
@@ -158,12 +173,9 @@ void Mutex::unlock_slow(int32_t old) {
 // Race edges (Go's rwmutex.go): Unlock releases reader_sem_, which RLock
 // and Lock acquire; RUnlock merges into writer_sem_, which Lock acquires.
 // Readers are not ordered with each other.
-void RWMutex::lock_shared() {
-  if (reader_count_.fetch_add(1, std::memory_order_acq_rel) + 1 < 0) {
-    // A writer is pending: wait for it.
-    reader_sem_.acquire(internal::QueueAt::kBack, static_cast<uint8_t>(internal::WaitReason::kSyncRWMutex));
-  }
-  internal::race_acquire(&reader_sem_);
+// A writer is pending: wait for it.
+void RWMutex::lock_shared_slow() {
+  reader_sem_.acquire(internal::QueueAt::kBack, static_cast<uint8_t>(internal::WaitReason::kSyncRWMutex));
 }
 
 bool RWMutex::try_lock_shared() {
@@ -177,12 +189,6 @@ bool RWMutex::try_lock_shared() {
   }
 }
 
-void RWMutex::unlock_shared() {
-  internal::race_release(&writer_sem_);
-  int32_t r = reader_count_.fetch_sub(1, std::memory_order_acq_rel) - 1;
-  if (r < 0) unlock_shared_slow(r);
-}
-
 void RWMutex::unlock_shared_slow(int32_t r) {
   if (r + 1 == 0 || r + 1 == -kMaxReaders) internal::fatal_user("sync: RUnlock of unlocked RWMutex");
   // A writer is pending: the last departing reader lets it in.
@@ -191,7 +197,6 @@ void RWMutex::unlock_shared_slow(int32_t r) {
 }
 
 void RWMutex::lock() {
-  internal::preempt_check();
   w_.lock();
   if (reader_count_.load(std::memory_order_acquire) < 0) [[unlikely]] wait_previous_writer();
   // Announce the writer; r is the number of active readers.
@@ -215,22 +220,27 @@ bool RWMutex::try_lock() {
   return true;
 }
 
-// Unlike Go's, the writer lets go of w_ before it lets readers back in:
-// from the add on, a reader may get in and destroy the RWMutex (the rule in
-// docs/runtime.md, "Destroying what others just used"), so w_'s unlock
-// cannot come after it. The next writer can then hold w_ while the count
-// is still negative; it waits for the add (wait_previous_writer), which
-// comes a few instructions after w_'s unlock. The releases that follow the
-// add are for readers already queued, which nobody may destroy the RWMutex
-// under; each one's last touch is the Sema's unlock.
+// Unlike Go's, the writer frees w_ before it lets readers back in: from
+// the add on, a reader may get in and destroy the RWMutex (docs/runtime.md,
+// "Destroying what others just used"), so nothing of w_ may follow it but
+// the wake of a writer parked in w_.lock(), which keeps the RWMutex alive
+// until it is woken. A writer spinning for w_ can take it between the free
+// and the add, the next instruction; it waits for the add
+// (wait_previous_writer). The releases after the add are for readers
+// already queued, which nobody may destroy the RWMutex under either; each
+// one's last touch is the Sema's unlock.
 void RWMutex::unlock() {
   if (reader_count_.load(std::memory_order_relaxed) >= 0) internal::fatal_user("sync: Unlock of unlocked RWMutex");
   internal::race_release(&reader_sem_);
-  w_.unlock();
+  Mutex::Wake wake = w_.unlock_state();
   int32_t r = reader_count_.fetch_add(kMaxReaders, std::memory_order_acq_rel) + kMaxReaders;
   internal::lifetime_probe();
   for (int32_t i = 0; i < r; i++) reader_sem_.release(internal::Handoff::kNo);
-  internal::preempt_check();
+  if (wake != Mutex::Wake::kNone) {
+    w_.wake(wake);
+  } else if (r != 0) {
+    internal::preempt_check();  // readers waited: see Mutex::wake
+  }
 }
 
 // Holding w_, with the previous writer between its unlock of w_ and its add

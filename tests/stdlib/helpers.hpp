@@ -7,6 +7,8 @@
 //     notices double destruction and use after destruction; it has no
 //     default constructor.
 //   - KeepAwake: a goroutine that keeps the deadlock detector quiet.
+//   - on_threads_and_goroutines(body): runs body on two plain threads and
+//     two goroutines at once and waits for all four.
 //   - Parked: lets a test wait until a goroutine it started is
 //     parked for a given reason (on a channel, a select, a Mutex...), so that
 //     "the waiter was already blocked when X happened" is a fact, not a hope.
@@ -19,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 
 #include "gort/chan.hpp"
 #include "gort/sync.hpp"
@@ -144,6 +147,25 @@ class KeepAwake {
   std::atomic<bool> stop_{false};
   Event exited_;
 };
+
+// Runs body on two plain threads and two goroutines at once (a sync type
+// must serve both kinds of caller side by side) and returns when all four
+// are done. Called in a goroutine, with a KeepAwake alive if the goroutines
+// may all park while only the threads can wake them.
+template <class F>
+void on_threads_and_goroutines(F&& body) {
+  auto finished = gort::make_chan<int>(4);
+  auto run = [&body, finished] {
+    body();
+    finished.send(1);
+  };
+  std::thread t1(run);
+  std::thread t2(run);
+  for (int g = 0; g < 2; g++) gort::go(run);
+  for (int i = 0; i < 4; i++) (void)finished.recv();
+  t1.join();
+  t2.join();
+}
 
 // Runs f and returns the what() of the gort::panic_error it throws, or
 // "<no panic>" / "<other exception>".

@@ -38,67 +38,50 @@ TEST_P(Lifetime, WaitGroupGoesAsSoonAsWaitReturns) {
   });
 }
 
+// Each round: lock a new M, start a goroutine that takes it with `take`,
+// lets go with `give` and deletes it, then unlock. Every other round the
+// goroutine queues first, so that the unlock has someone to wake; in the
+// others it may arrive just as the unlock lets it in.
+template <class M, class Take, class Give>
+void destroyed_by_whom_unlock_lets_in(Take take, Give give) {
+  for (int round = 0; round < kRounds; round++) {
+    auto mu = std::make_unique<M>();
+    Countdown finished(1);
+    mu->lock();
+    gort::go([m = mu.get(), &finished, take, give] {
+      take(*m);
+      give(*m);
+      delete m;
+      finished.done();
+    });
+    if (round % 2 == 0) gort::yield();
+    mu.release()->unlock();
+    finished.wait();
+  }
+}
+
 // POSIX's rule for mutexes: the last to unlock may destroy it, while the
 // goroutine whose unlock let it in is still in unlock (waking it).
 TEST_P(Lifetime, MutexGoesWithItsLastUnlock) {
   run_test([] {
-    for (int round = 0; round < kRounds; round++) {
-      auto mu = std::make_unique<gort::Mutex>();
-      Countdown locked(1);
-      mu->lock();
-      gort::go([m = mu.get(), &locked] {
-        m->lock();
-        m->unlock();
-        delete m;
-        locked.done();
-      });
-      // Let it queue now and then, so that the unlock has someone to wake.
-      if (round % 2 == 0) gort::yield();
-      mu.release()->unlock();
-      locked.wait();
-    }
+    destroyed_by_whom_unlock_lets_in<gort::Mutex>([](gort::Mutex& m) { m.lock(); },
+                                                  [](gort::Mutex& m) { m.unlock(); });
   });
 }
 
 // The same for an RWMutex, whoever the writer's unlock lets in: a reader
-// (queued behind the writer, or arriving just as it unlocks) or the next
-// writer. Nobody else holds or waits for it, so the one let in may destroy
-// it while the unlock is still returning.
+// or the next writer.
 TEST_P(Lifetime, RWMutexGoesWithTheUnlockThatLetsAReaderIn) {
   run_test([] {
-    for (int round = 0; round < kRounds; round++) {
-      auto mu = std::make_unique<gort::RWMutex>();
-      Countdown finished(1);
-      mu->lock();
-      gort::go([m = mu.get(), &finished] {
-        m->lock_shared();
-        m->unlock_shared();
-        delete m;
-        finished.done();
-      });
-      if (round % 2 == 0) gort::yield();
-      mu.release()->unlock();
-      finished.wait();
-    }
+    destroyed_by_whom_unlock_lets_in<gort::RWMutex>([](gort::RWMutex& m) { m.lock_shared(); },
+                                                    [](gort::RWMutex& m) { m.unlock_shared(); });
   });
 }
 
 TEST_P(Lifetime, RWMutexGoesWithTheUnlockThatLetsAWriterIn) {
   run_test([] {
-    for (int round = 0; round < kRounds; round++) {
-      auto mu = std::make_unique<gort::RWMutex>();
-      Countdown finished(1);
-      mu->lock();
-      gort::go([m = mu.get(), &finished] {
-        m->lock();
-        m->unlock();
-        delete m;
-        finished.done();
-      });
-      if (round % 2 == 0) gort::yield();
-      mu.release()->unlock();
-      finished.wait();
-    }
+    destroyed_by_whom_unlock_lets_in<gort::RWMutex>([](gort::RWMutex& m) { m.lock(); },
+                                                    [](gort::RWMutex& m) { m.unlock(); });
   });
 }
 

@@ -197,24 +197,7 @@ TEST_P(Mutex, MutualExclusionWithPlainThreads) {
         mu.unlock();
       }
     };
-    auto finished = gort::make_chan<int>(4);
-    std::thread t1([&] {
-      body();
-      finished.send(1);
-    });
-    std::thread t2([&] {
-      body();
-      finished.send(1);
-    });
-    for (int g = 0; g < 2; g++) {
-      gort::go([&, finished] {
-        body();
-        finished.send(1);
-      });
-    }
-    for (int i = 0; i < 4; i++) (void)finished.recv();
-    t1.join();
-    t2.join();
+    gort::test::on_threads_and_goroutines(body);
     EXPECT_EQ(counter, 4 * kIters);
     EXPECT_EQ(overlaps.load(), 0);
   });

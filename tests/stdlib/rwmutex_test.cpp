@@ -7,6 +7,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -98,6 +99,49 @@ TEST_P(RWMutex, WriterIsExclusive) {
     EXPECT_EQ(torn_reads.load(), 0);
     std::shared_lock lock(mu);
     EXPECT_EQ(value, int64_t{kWriters} * kWrites);
+  });
+}
+
+// Goroutines and plain threads, writers and readers, on one RWMutex. The
+// writers hand the lock to each other often, so the next writer regularly
+// takes the inner Mutex before the last one has given the readers their
+// count back, and waits for it: by yielding in a goroutine, by sched_yield
+// on a plain thread.
+TEST_P(RWMutex, WritersAndReadersOnPlainThreadsToo) {
+  run_test([] {
+    gort::test::KeepAwake awake;
+    constexpr int kIters = 3000;
+    gort::RWMutex mu;
+    int64_t counter = 0;  // guarded by mu
+    std::atomic<int> writers_inside{0}, readers_inside{0}, violations{0};
+    auto write = [&](int i) {
+      mu.lock();
+      if (writers_inside.fetch_add(1) != 0 || readers_inside.load() != 0) violations++;
+      int64_t v = counter;
+      if (i % 16 == 0) {
+        if (gort::in_goroutine()) gort::yield(); else std::this_thread::yield();
+      }
+      counter = v + 1;
+      writers_inside.fetch_sub(1);
+      mu.unlock();
+    };
+    auto read = [&] {
+      mu.lock_shared();
+      readers_inside++;
+      if (writers_inside.load() != 0) violations++;
+      readers_inside--;
+      mu.unlock_shared();
+    };
+    auto body = [&] {
+      for (int i = 0; i < kIters; i++) {
+        write(i);
+        read();
+      }
+    };
+    gort::test::on_threads_and_goroutines(body);
+    EXPECT_EQ(violations.load(), 0);
+    std::shared_lock lock(mu);
+    EXPECT_EQ(counter, 4 * kIters);
   });
 }
 

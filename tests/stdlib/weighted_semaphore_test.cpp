@@ -270,24 +270,7 @@ TEST_P(Semaphore, PlainThreadsAndGoroutines) {
         sem.release(1);
       }
     };
-    auto finished = gort::make_chan<int>(4);
-    std::thread t1([&] {
-      body();
-      finished.send(1);
-    });
-    std::thread t2([&] {
-      body();
-      finished.send(1);
-    });
-    for (int g = 0; g < 2; g++) {
-      gort::go([&, finished] {
-        body();
-        finished.send(1);
-      });
-    }
-    for (int i = 0; i < 4; i++) (void)finished.recv();
-    t1.join();
-    t2.join();
+    gort::test::on_threads_and_goroutines(body);
     EXPECT_EQ(over.load(), 0);
     EXPECT_TRUE(sem.try_acquire(2));
   });

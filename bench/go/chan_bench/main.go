@@ -201,7 +201,7 @@ func rwmutex100(r *harness.Result) {
 	wg.Wait()
 	d := time.Since(start)
 	check(counter == atomic.LoadInt64(&writes), "rwmutex100: lost increments")
-	r.Report("ns/op", float64(d.Nanoseconds())/float64(n))
+	r.Report("ns/access", float64(d.Nanoseconds())/float64(n))
 }
 
 func waitgroupFanin(r *harness.Result) {

@@ -96,8 +96,17 @@ class ABSL_LOCKABLE Mutex {
   static constexpr int32_t kStarving = 4;
   static constexpr int kWaiterShift = 3;
 
+  // unlock in two steps, for RWMutex::unlock: unlock_state() frees the
+  // mutex and says whom to wake, which wake() then does. Between the two a
+  // waiter is still inside lock(), so the mutex (and what holds it) stays
+  // alive.
+  enum class Wake : uint8_t { kNone, kOne, kHandoff };
+  Wake unlock_state();
+  Wake unlock_state_slow(int32_t old);
+  void wake(Wake w);
   void lock_slow(int32_t old);
   void unlock_slow(int32_t old);
+  friend class RWMutex;
 
   std::atomic<int32_t> state_{0};
   internal::Sema sema_;
@@ -115,8 +124,16 @@ class ABSL_LOCKABLE RWMutex {
   void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION();
   void unlock() ABSL_UNLOCK_FUNCTION();
   [[nodiscard]] bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true);
-  void lock_shared() ABSL_SHARED_LOCK_FUNCTION();
-  void unlock_shared() ABSL_UNLOCK_FUNCTION();
+  // The read side's fast paths are inline, as Mutex's are: one atomic each.
+  void lock_shared() ABSL_SHARED_LOCK_FUNCTION() {
+    if (reader_count_.fetch_add(1, std::memory_order_acq_rel) + 1 < 0) lock_shared_slow();
+    internal::race_acquire(&reader_sem_);
+  }
+  void unlock_shared() ABSL_UNLOCK_FUNCTION() {
+    internal::race_release(&writer_sem_);
+    int32_t r = reader_count_.fetch_sub(1, std::memory_order_acq_rel) - 1;
+    if (r < 0) unlock_shared_slow(r);
+  }
   [[nodiscard]] bool try_lock_shared() ABSL_SHARED_TRYLOCK_FUNCTION(true);
 
   // Go's RWMutex.RLocker: the read side as a lock of its own, for code
@@ -145,14 +162,18 @@ class ABSL_LOCKABLE RWMutex {
 
  private:
   static constexpr int32_t kMaxReaders = 1 << 30;
+  void lock_shared_slow();
   void unlock_shared_slow(int32_t r);
   void wait_previous_writer();
 
+  // The counts first, beside w_'s state word: a reader touches only
+  // reader_count_, a writer that, w_'s state and reader_wait_, all in the
+  // object's first cache line (the Semas are touched only to park and wake).
+  std::atomic<int32_t> reader_count_{0};
+  std::atomic<int32_t> reader_wait_{0};
   Mutex w_;
   internal::Sema writer_sem_;
   internal::Sema reader_sem_;
-  std::atomic<int32_t> reader_count_{0};
-  std::atomic<int32_t> reader_wait_{0};
 };
 
 // Go's sync.WaitGroup: wait() parks until the counter drops to zero.
