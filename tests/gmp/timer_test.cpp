@@ -297,15 +297,17 @@ struct PushAfterClaim {
   std::atomic<bool> done{false};
   std::atomic<bool> pushed{false};
 };
-PushAfterClaim* push_after_claim = nullptr;
+// Atomic: the hook reads it on the runner's thread (the race build checks
+// the tests, not the runtime's own synchronisation).
+std::atomic<PushAfterClaim*> push_after_claim{nullptr};
 
 TEST(TimerSeq, APushLaterJustAfterAClaimSurvivesTheRunner) {
   auto state = std::make_unique<PushAfterClaim>();
-  push_after_claim = state.get();
+  push_after_claim.store(state.get());
   internal::timers_claimed_hook_for_test([](internal::Timer* t, internal::P* running) {
-    PushAfterClaim* s = push_after_claim;
+    PushAfterClaim* s = push_after_claim.load();
     // P 0's heap is where the owner re-arms it: its lock must be free.
-    if (t != &s->probe.t || running == internal::sched.allp[0] || s->done.load()) return;
+    if (s == nullptr || t != &s->probe.t || running == internal::sched.allp[0] || s->done.load()) return;
     std::thread owner([s, t] {
       internal::timer_reset(t, nanotime() + 3600 * 1000 * kMs, 0);  // idle: re-added
       internal::timer_reset(t, nanotime() + 1 * kMs, 0);            // earlier: locked path
@@ -335,7 +337,7 @@ TEST(TimerSeq, APushLaterJustAfterAClaimSurvivesTheRunner) {
     EXPECT_TRUE(internal::timer_stop(&state->probe.t)) << "the timer is no longer queued for the hour";
   });
   internal::timers_claimed_hook_for_test(nullptr);
-  push_after_claim = nullptr;
+  push_after_claim.store(nullptr);
 }
 
 TEST_P(Timer, PeriodicTimerFiresUntilStopped) {
