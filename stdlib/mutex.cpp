@@ -243,7 +243,7 @@ void RWMutex::unlock() {
   }
 }
 
-// Holding w_, with the previous writer between its unlock of w_ and its add
+// Holding w_, with the previous writer between freeing w_ and its add
 // (see unlock): it is running, or runnable and about to be, so let it run.
 void RWMutex::wait_previous_writer() {
   for (int i = 0; reader_count_.load(std::memory_order_acquire) < 0; i++) {
