@@ -245,11 +245,17 @@ void RWMutex::unlock() {
 
 // Holding w_, with the previous writer between freeing w_ and its add
 // (see unlock): it is running, or runnable and about to be, so let it run.
+// A goroutine that may not leave its thread (it holds an OS lock, or runs
+// inside blocking()) yields the thread instead, as a plain thread does: an
+// uncontended lock() must not become a fatal "yielded while holding".
 void RWMutex::wait_previous_writer() {
+  internal::M* m = internal::getm();
+  const bool may_switch = m != nullptr && m->curg != nullptr && m->oslocks.load(std::memory_order_relaxed) == 0 &&
+                          !m->in_blocking.load(std::memory_order_relaxed);
   for (int i = 0; reader_count_.load(std::memory_order_acquire) < 0; i++) {
     if (i < kActiveSpinCount) {
       internal::cpu_relax();
-    } else if (internal::getg() != nullptr) {
+    } else if (may_switch) {
       gort::yield();
     } else {
       sched_yield();
