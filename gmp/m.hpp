@@ -199,4 +199,12 @@ struct M {
   std::atomic<int> os_tid{0};  // the kernel's thread id, set by minit
 };
 
+// A goroutine may leave its thread only when nothing of the thread's is
+// held: an OS lock or a one-time initialisation (M::oslocks), or the thread
+// itself (blocking(f): f runs outside the scheduler). Park and gosched make
+// it a fatal error otherwise; code that can wait either way asks first.
+inline bool m_may_switch(const M* m) {
+  return (m->oslocks.load(std::memory_order_relaxed) == 0) & !m->in_blocking.load(std::memory_order_relaxed);
+}
+
 }  // namespace gort::internal

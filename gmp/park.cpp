@@ -119,15 +119,10 @@ namespace {
   fatal_named(what, " inside gort::blocking (f must not call gort functions that may park)");
 }
 
-// A goroutine may leave its thread only when nothing of the thread's is
-// held: an OS lock or a one-time initialisation (M::oslocks), or the thread
-// itself (blocking(f): f runs outside the scheduler). Inline: park and
-// gosched are the hot path.
+// The rule is m_may_switch's (gmp/m.hpp). Inline: park and gosched are the
+// hot path.
 inline void check_may_switch(M* m, const char* what) {
-  if ((m->oslocks.load(std::memory_order_relaxed) != 0) | m->in_blocking.load(std::memory_order_relaxed))
-      [[unlikely]] {
-    may_not_switch(m, what);
-  }
+  if (!m_may_switch(m)) [[unlikely]] may_not_switch(m, what);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "gmp/g.hpp"
 #include "gmp/lifetime.hpp"
 #include "gmp/lock.hpp"
+#include "gmp/m.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
 #include "gort/sync.hpp"
@@ -250,8 +251,7 @@ void RWMutex::unlock() {
 // uncontended lock() must not become a fatal "yielded while holding".
 void RWMutex::wait_previous_writer() {
   internal::M* m = internal::getm();
-  const bool may_switch = m != nullptr && m->curg != nullptr && m->oslocks.load(std::memory_order_relaxed) == 0 &&
-                          !m->in_blocking.load(std::memory_order_relaxed);
+  const bool may_switch = m != nullptr && m->curg != nullptr && internal::m_may_switch(m);
   for (int i = 0; reader_count_.load(std::memory_order_acquire) < 0; i++) {
     if (i < kActiveSpinCount) {
       internal::cpu_relax();
