@@ -20,8 +20,9 @@
 // in libc is never a preemption point.
 //
 // Counting: +1 once a lock or an initialisation is held (a successful
-// lock/trylock, __cxa_guard_acquire returning 1, pthread_once and
-// flockfile for their whole duration), -1 when it is released. The
+// lock/trylock, __cxa_guard_acquire returning 1, pthread_once on a once
+// not yet done and flockfile for their whole duration), -1 when it is
+// released. The
 // increment and decrement run inside libgort, whose code is never
 // interrupted by a preemption, so a lock is never held with a count of 0
 // at a preemption point. pthread_cond_wait releases and retakes its mutex
@@ -41,6 +42,7 @@
 
 #include <atomic>
 
+#include "gort/detail/race.hpp"
 #include "preempt/preempt.hpp"
 
 namespace gort::internal {
@@ -265,6 +267,14 @@ int pthread_spin_unlock(pthread_spinlock_t* l) noexcept {
 // ---- one-time initialisation (std::call_once, function-local statics) ----
 
 int pthread_once(pthread_once_t* once, void (*init)()) {
+#if defined(__GLIBC__)
+  // A done once holds nothing: answer it as glibc's own fast path does
+  // (nptl/pthread_once.c: an acquire load, done when bit 2 is set), without
+  // counting or the indirect call. OpenSSL 3 asks on every error-queue
+  // access, several times per TLS record. Race builds always forward: the
+  // detector's interceptor must see the acquire.
+  if (!gort::internal::kRaceEnabled && (__atomic_load_n(once, __ATOMIC_ACQUIRE) & 2) != 0) return 0;
+#endif
   oslock_add(1);
   int r = GORT_NEXT(pthread_once)(once, init);
   oslock_add(-1);

@@ -370,7 +370,11 @@ absl::Status ssl_call(Conn::State& st, int mode, Op op, SslResult* res) {
     int next = 0;
     auto attempt = [&](int) {
       st.mu.lock();
-      ERR_clear_error();
+      // SSL_get_error needs an empty queue before the call: it answers
+      // SSL_ERROR_SSL or _SYSCALL whenever ERR_peek_error() finds an entry.
+      // Peeking an empty queue is a few loads; clearing it wipes all 16
+      // slots, about 1 % of a TLS echo's CPU when done on every call.
+      if (ERR_peek_error() != 0) ERR_clear_error();
       errno = 0;
       res->ret = op();
       res->err = res->ret > 0 ? SSL_ERROR_NONE : SSL_get_error(st.ssl, res->ret);

@@ -31,6 +31,7 @@
 
 #include <absl/synchronization/mutex.h>
 
+#include "gmp/m.hpp"
 #include "gort/gort.hpp"
 #include "preempt/preempt.hpp"
 #include "tests/preempt/helpers.hpp"
@@ -234,6 +235,31 @@ TEST_P(OsCode, CallOnceWithLongCallable) {
     EXPECT_EQ(wrong.load(), 0);
   });
   GORT_EXPECT_SUBPROCESS_OK(30, child);
+}
+
+// pthread_once counts its initialiser as an OS lock while it runs; a once
+// already done holds nothing, and asking it again counts nothing (its fast
+// path, preempt/oslock.cpp).
+std::atomic<int> once_runs{0};
+std::atomic<int32_t> oslocks_in_init{-1};
+pthread_once_t once_flag = PTHREAD_ONCE_INIT;
+void once_init() {
+  once_runs++;
+  oslocks_in_init = internal::getm()->oslocks.load();
+}
+
+TEST(OsCount, PthreadOnceCountsOnlyWhileItsInitialiserRuns) {
+  GORT_SKIP_IN_RACE_BUILD("TSan's own pthread_once runs instead of the counting one");
+  gort::run([] {
+    EXPECT_EQ(internal::getm()->oslocks.load(), 0);
+    EXPECT_EQ(pthread_once(&once_flag, once_init), 0);
+    EXPECT_EQ(once_runs.load(), 1);
+    EXPECT_GE(oslocks_in_init.load(), 1);
+    EXPECT_EQ(internal::getm()->oslocks.load(), 0);
+    for (int i = 0; i < 3; i++) EXPECT_EQ(pthread_once(&once_flag, once_init), 0);
+    EXPECT_EQ(once_runs.load(), 1);
+    EXPECT_EQ(internal::getm()->oslocks.load(), 0);
+  });
 }
 
 // A thread_local whose constructor runs a while. Another goroutine on the
