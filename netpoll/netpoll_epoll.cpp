@@ -126,7 +126,23 @@ bool netpoll(int64_t timeout_ns, GQueue* out) {
       break;
     }
   }
+  // Each event's descriptor, and then the G parked on it (at the top of
+  // its own stack page), is a cache miss: a busy server's poll returns
+  // dozens of events. Fetched ahead, a descriptor kDescAhead events ahead
+  // and its G kWaiterAhead ahead, the misses overlap instead of following
+  // one another.
+  constexpr int kDescAhead = 8, kWaiterAhead = 4;
+  for (int i = 0; i < n && i < kDescAhead; i++) {
+    if (events[i].data.u64 != kBreakTag) netpoll_prefetch_desc(events[i].data.u64);
+  }
   for (int i = 0; i < n; i++) {
+    if (i + kDescAhead < n && events[i + kDescAhead].data.u64 != kBreakTag) {
+      netpoll_prefetch_desc(events[i + kDescAhead].data.u64);
+    }
+    if (i + kWaiterAhead < n && events[i + kWaiterAhead].data.u64 != kBreakTag) {
+      const epoll_event& next = events[i + kWaiterAhead];
+      netpoll_prefetch_waiter(next.data.u64, (next.events & EPOLLOUT) && !(next.events & EPOLLIN) ? 'w' : 'r');
+    }
     epoll_event& ev = events[i];
     if (ev.data.u64 == kBreakTag) {
       uint64_t buf;

@@ -23,5 +23,11 @@ void netpoll_break();
 // `exceptional`: the peer shut down, the connection hung up or has an error
 // pending, or urgent data arrived (poll_exceptional_seen).
 void netpoll_ready(uint64_t tag, int mode, bool exceptional, GQueue* out);
+// Hints for a batch of events, a few ahead of netpoll_ready: fetch the
+// descriptor `tag` names, then (once it has arrived) the G waiting on it
+// in `mode`. Each is a cache miss netpoll_ready would otherwise take in
+// turn. Stale tags are harmless (descriptors are never freed).
+void netpoll_prefetch_desc(uint64_t tag);
+void netpoll_prefetch_waiter(uint64_t tag, int mode);
 
 }  // namespace gort::internal

@@ -208,8 +208,21 @@ void wait_on_thread(PollDesc* pd, int mode) {
 
 }  // namespace
 
+namespace {
+PollDesc* desc_of(uint64_t tag) { return reinterpret_cast<PollDesc*>(tag & ((uint64_t{1} << kTagShift) - 1)); }
+}  // namespace
+
+void netpoll_prefetch_desc(uint64_t tag) { __builtin_prefetch(desc_of(tag)); }
+
+void netpoll_prefetch_waiter(uint64_t tag, int mode) {
+  // A G in the slot is about to have its status and queue link written.
+  // Read without ordering: a stale value only fetches a line for nothing.
+  uintptr_t v = slot(desc_of(tag), mode)->load(std::memory_order_relaxed);
+  if (v > kWait) __builtin_prefetch(reinterpret_cast<const G*>(v), 1);
+}
+
 void netpoll_ready(uint64_t tag, int mode, bool exceptional, GQueue* out) {
-  auto* pd = reinterpret_cast<PollDesc*>(tag & ((uint64_t{1} << kTagShift) - 1));
+  PollDesc* pd = desc_of(tag);
   if ((pd->fdseq.load(std::memory_order_acquire) & 0xFFFF) != (tag >> kTagShift)) return;
   // Before the readiness it comes with. seq_cst, with unblock's load of the
   // slot, poll_reset_ready's CAS and poll_exceptional_seen's load: the slot
