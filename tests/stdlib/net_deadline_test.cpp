@@ -14,7 +14,9 @@
 #include "gort/context.hpp"
 #include "gort/net.hpp"
 #include "gort/sync.hpp"
+#include "gmp/clock_rand.hpp"
 #include "gort/time.hpp"
+#include "stdlib/net_fd.hpp"
 #include "tests/stdlib/net_helpers.hpp"
 
 namespace {
@@ -334,6 +336,33 @@ TEST_P(NetTest, DeadlineInThePastFailsAtOnce) {
     EXPECT_TRUE(p.client.set_write_deadline(absl::InfiniteFuture()).ok());
     EXPECT_TRUE(write_str(p.client, "x").ok());
   });
+}
+
+// The conversion of a deadline to the poller's clock, at its edges: none,
+// past (even by a fraction of a nanosecond), ahead, and beyond int64's
+// nanoseconds either way.
+TEST(PollDeadline, ConvertsEveryKindOfTime) {
+  using gort::internal::nanotime;
+  using gort::internal::poll_deadline;
+  constexpr int64_t kFar = int64_t{1} << 62;
+  const int64_t now = nanotime();
+  EXPECT_EQ(poll_deadline(absl::InfinitePast(), now), 0);
+  EXPECT_EQ(poll_deadline(absl::InfiniteFuture(), now), 0);
+  EXPECT_EQ(poll_deadline(absl::Now() - absl::Seconds(1), now), 1);
+  EXPECT_EQ(poll_deadline(absl::UnixEpoch() + absl::Seconds(1), now), 1);
+  EXPECT_EQ(poll_deadline(absl::FromCivil(absl::CivilSecond(1000, 1, 1), absl::UTCTimeZone()), now), 1);
+  EXPECT_EQ(poll_deadline(absl::FromCivil(absl::CivilSecond(3000, 1, 1), absl::UTCTimeZone()), now), kFar);
+  EXPECT_EQ(poll_deadline(absl::FromUnixSeconds(int64_t{1} << 40), now), kFar);
+  // An hour ahead: an hour of nanotime ahead, give or take the two clocks'
+  // readings (the wall-clock offset is read at most a millisecond apart).
+  const int64_t t = nanotime();
+  const int64_t d = poll_deadline(absl::Now() + absl::Hours(1), t);
+  EXPECT_NEAR(static_cast<double>(d - t), 3600e9, 5e6);
+  // A quarter nanosecond past the present reading is not in the future.
+  const int64_t t2 = nanotime();
+  const int64_t wall = absl::ToUnixNanos(absl::Now());
+  const int64_t at = poll_deadline(absl::FromUnixNanos(wall - 2'000'000) + absl::Nanoseconds(0.25), t2);
+  EXPECT_EQ(at, 1);
 }
 
 // Deadlines set in quick succession (the wall-clock offset they are
