@@ -123,7 +123,11 @@ void wake_poller(int64_t when) {
 
 }  // namespace
 
-void timers_init(P* p) { p->timers = new TimerHeap; }
+void timers_init(P* p) {
+  auto* th = new TimerHeap;
+  p->timers = th;
+  p->timer0 = &th->timer0;
+}
 
 void timers_skip_poller_wake_for_test(bool skip) { skip_poller_wake_for_test.store(skip); }
 
@@ -132,6 +136,7 @@ void timers_claimed_hook_for_test(void (*hook)(Timer* t, P* p)) { claimed_hook_f
 // The run is over: no M runs timers any more.
 void timers_destroy(P* p) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   auto* th = static_cast<TimerHeap*>(p->timers);
+  p->timer0 = nullptr;
   p->timers = nullptr;
   if (th == nullptr) return;
   // Timers still queued are abandoned with the run: drop the references
@@ -145,11 +150,6 @@ void timers_destroy(P* p) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     t->index = -1;
     if (t->ref) t->ref(t, -1);
   }
-}
-
-int64_t timers_first(P* p) {
-  auto* th = static_cast<TimerHeap*>(p->timers);
-  return th ? th->timer0.load(std::memory_order_seq_cst) : 0;
 }
 
 int32_t timers_len(P* p) {

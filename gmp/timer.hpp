@@ -130,8 +130,7 @@ inline uint32_t timer_seq(const Timer* t) { return t->seq.load(std::memory_order
 int64_t timers_run(P* p, int64_t now);
 // Earliest `when` over all Ps, or -1.
 int64_t timers_next();
-// Earliest `when` of p (relaxed snapshot), or 0 if none.
-int64_t timers_first(P* p);
+// Earliest `when` of p: timers_first, inline in p.hpp.
 // Timers in p's heap (schedtrace's timerslen). Takes p's timer lock: call
 // it holding no other runtime lock.
 int32_t timers_len(P* p);
