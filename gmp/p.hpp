@@ -67,8 +67,8 @@ struct alignas(64) P {
 };
 
 // Earliest `when` of p's timers (a snapshot), or 0 if none. Asked on
-// every trip through the scheduler, a yield's included: inline, one load
-// more than the answer (it was a call into timer.cpp).
+// every trip through the scheduler, a yield's included: inline, two loads
+// (it was a call into timer.cpp).
 inline int64_t timers_first(const P* p) {
   std::atomic<int64_t>* t0 = p->timer0;
   return t0 != nullptr ? t0->load(std::memory_order_seq_cst) : 0;

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "gmp/clock_rand.hpp"
 #include "gort/context.hpp"
 #include "gort/net.hpp"
 #include "gort/sync.hpp"
-#include "gmp/clock_rand.hpp"
 #include "gort/time.hpp"
 #include "stdlib/net_fd.hpp"
 #include "tests/stdlib/net_helpers.hpp"
@@ -358,7 +358,8 @@ TEST(PollDeadline, ConvertsEveryKindOfTime) {
   const int64_t t = nanotime();
   const int64_t d = poll_deadline(absl::Now() + absl::Hours(1), t);
   EXPECT_NEAR(static_cast<double>(d - t), 3600e9, 5e6);
-  // A quarter nanosecond past the present reading is not in the future.
+  // Two milliseconds ago and a quarter nanosecond: past still (whole
+  // nanoseconds, floored).
   const int64_t t2 = nanotime();
   const int64_t wall = absl::ToUnixNanos(absl::Now());
   const int64_t at = poll_deadline(absl::FromUnixNanos(wall - 2'000'000) + absl::Nanoseconds(0.25), t2);
