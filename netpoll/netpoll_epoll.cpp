@@ -24,6 +24,14 @@ std::atomic<bool> g_have_pwait2{true};
 
 constexpr uint64_t kBreakTag = ~uint64_t{0};
 
+// Which waiters an event is for: 'r', 'w', 'r' + 'w', or 0.
+int event_mode(uint32_t events) {
+  int mode = 0;
+  if (events & (EPOLLIN | EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) mode += 'r';
+  if (events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) mode += 'w';
+  return mode;
+}
+
 }  // namespace
 
 void netpoll_init() {
@@ -141,7 +149,7 @@ bool netpoll(int64_t timeout_ns, GQueue* out) {
     }
     if (i + kWaiterAhead < n && events[i + kWaiterAhead].data.u64 != kBreakTag) {
       const epoll_event& next = events[i + kWaiterAhead];
-      netpoll_prefetch_waiter(next.data.u64, (next.events & EPOLLOUT) && !(next.events & EPOLLIN) ? 'w' : 'r');
+      netpoll_prefetch_waiter(next.data.u64, event_mode(next.events) == 'w' ? 'w' : 'r');
     }
     epoll_event& ev = events[i];
     if (ev.data.u64 == kBreakTag) {
@@ -151,9 +159,7 @@ bool netpoll(int64_t timeout_ns, GQueue* out) {
       g_break_pending.store(0);
       continue;
     }
-    int mode = 0;
-    if (ev.events & (EPOLLIN | EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) mode += 'r';
-    if (ev.events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) mode += 'w';
+    int mode = event_mode(ev.events);
     if (mode != 0) {
       netpoll_ready(ev.data.u64, mode, (ev.events & (EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0,
                     out);

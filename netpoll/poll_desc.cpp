@@ -114,6 +114,9 @@ uint64_t tag_of(PollDesc* pd) {
          (static_cast<uint64_t>(pd->fdseq.load() & 0xFFFF) << kTagShift);
 }
 
+// tag_of's inverse, without the sequence check (netpoll_ready makes it).
+PollDesc* desc_of(uint64_t tag) { return reinterpret_cast<PollDesc*>(tag & ((uint64_t{1} << kTagShift) - 1)); }
+
 // Why unblock empties a slot (Go's ioready): readiness, which leaves kReady
 // behind, or a close or deadline, which leaves 0.
 enum class Unblock : bool { kCloseOrDeadline = false, kIoReady = true };
@@ -206,10 +209,6 @@ void wait_on_thread(PollDesc* pd, int mode) {
   ::poll(&p, 1, 10);
 }
 
-}  // namespace
-
-namespace {
-PollDesc* desc_of(uint64_t tag) { return reinterpret_cast<PollDesc*>(tag & ((uint64_t{1} << kTagShift) - 1)); }
 }  // namespace
 
 void netpoll_prefetch_desc(uint64_t tag) { __builtin_prefetch(desc_of(tag)); }
