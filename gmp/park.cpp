@@ -157,29 +157,18 @@ void ready(G* g) {
   wakep();
 }
 
-void poll_after_write() {
-  if (sched.procs() == 1 || sched.hooks.netpoll == nullptr) return;
+void ready_after_write(G* g) {
   M* m = getm();
-  if (m == nullptr || m->curg == nullptr || m->in_blocking.load(std::memory_order_relaxed)) return;
-  // Not preemptible while the found Gs are only in our list.
-  acquirem(m);
-  GQueue list;
-  // On the thread's stack: the poller's event array (1.5 KB) would
-  // otherwise cost a goroutine that sits in its top stack page a second one.
-  systemstack([](void* out) { sched.hooks.netpoll(0, static_cast<GQueue*>(out)); }, &list);
-  if (!list.empty()) {
-    P* p = ensurep(m);
-    int32_t n = list.size;
-    runqput_or_global(p, list.pop(), RunqAt::kNext);
-    while (G* g = list.pop()) runqput_or_global(p, g, RunqAt::kTail);
-    sched.readied_after_write.fetch_add(n, std::memory_order_relaxed);
-    releasem(m);
-    // The rest are for whichever P is free; all of them if sysmon took
-    // ours (then they went to the global queue).
-    if (n > 1 || p == nullptr) wakep();
+  bool gated = m != nullptr && m->curg != nullptr && !m->in_blocking.load(std::memory_order_relaxed);
+  if (gated) acquirem(m);
+  P* p = gated ? ensurep(m) : nullptr;
+  runqput_or_global(p, g, RunqAt::kNext);
+  if (gated) releasem(m);
+  if (p == nullptr) {
+    wakep();
     return;
   }
-  releasem(m);
+  sched.readied_after_write.fetch_add(1, std::memory_order_relaxed);
 }
 
 void inject(GQueue* q) {

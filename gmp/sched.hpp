@@ -140,7 +140,7 @@ struct Sched {
   // One M may block in netpoll at a time; it is not idle for checkdead.
   std::atomic<bool> netpoll_blocked{false};
   std::atomic<int64_t> last_poll{0};
-  // Gs that poll_after_write queued on the writer's P, in this run.
+  // Gs that ready_after_write queued on the writer's P, in this run.
   std::atomic<int64_t> readied_after_write{0};
   // While an M blocks in netpoll: the nanotime it will wake up by
   // (INT64_MAX: no timeout); 0 otherwise. A timer added earlier breaks it.
@@ -237,13 +237,14 @@ void ready(G* g);
 void inject(GQueue* q);
 
 // After a write to a connection whose other end is in this process (the
-// stdlib's NetFD): polls the network without blocking and queues what it
-// finds on this P, the first G in runnext. That G is, as a rule, the other
-// end's reader, which the write has just made runnable; run here it finds
-// the data in this CPU's cache, where the poller (an M blocked in it, or
-// stealing) would run it on another CPU. Nothing with one P, from a plain
-// thread, or inside gort::blocking. Costs one epoll_wait.
-void poll_after_write();
+// stdlib's NetFD): g, the other end's reader, which the write has just made
+// runnable (poll_wake_reader), goes to this P's runnext without waking an
+// M. The writer as a rule waits for the answer next, and g then runs here,
+// finding the data in this CPU's cache, where the poller (an M blocked in
+// it, or stealing) would run it on another CPU. From a plain thread or
+// inside gort::blocking, or if sysmon took our P, g goes where ready()
+// puts it, and an M is woken for it.
+void ready_after_write(G* g);
 
 // Go's Gosched: the running G goes to the back of the queue.
 void gosched();

@@ -35,6 +35,7 @@
 
 namespace gort::internal {
 
+struct G;
 struct PollDesc;
 struct SchedHooks;
 
@@ -81,6 +82,16 @@ bool poll_exceptional_seen(PollDesc* pd);
 // it; a time in the past expires it at once (waking a waiter). `now`: the
 // caller's current nanotime, or 0 to read the clock here.
 void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now = 0);
+
+// The tag of pd's current use: what poll_wake_reader takes. Once pd closes
+// (and maybe serves another descriptor) the tag names nothing.
+uint64_t poll_tag(PollDesc* pd);
+// Does what a readable event would (netpoll_ready) for the descriptor whose
+// use `tag` names, without asking the kernel: leaves readiness behind, or
+// returns the goroutine parked reading, made runnable (the caller queues
+// it). Nothing for a stale tag. A hint, safe whether or not data is there:
+// a reader that finds none waits again, for the event the data brings.
+G* poll_wake_reader(uint64_t tag);
 
 // Goroutines parked in the poller (for the scheduler and checkdead).
 int64_t netpoll_waiters();

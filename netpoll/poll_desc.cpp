@@ -244,6 +244,14 @@ void netpoll_ready(uint64_t tag, int mode, bool exceptional, GQueue* out) {
   }
 }
 
+uint64_t poll_tag(PollDesc* pd) { return tag_of(pd); }
+
+G* poll_wake_reader(uint64_t tag) {
+  GQueue one;
+  netpoll_ready(tag, 'r', false, &one);
+  return one.pop();
+}
+
 PollDesc* poll_open(int fd) {
   PollDesc* pd = alloc_pd();
   pd->fd = fd;

@@ -83,6 +83,8 @@ class NetFD {
   void set_borrowed() { borrowed_ = true; }
   // Whether the descriptor is in the poller (parks) or used blocking.
   bool pollable() const { return pd_ != nullptr; }
+  // Its poll descriptor (null if not pollable), for tests.
+  internal::PollDesc* poll_desc() const { return pd_; }
   FdKind kind() const { return kind_; }
 
   // Go's RawConn.Control, Read and Write: `f` gets the descriptor while
@@ -108,8 +110,7 @@ class NetFD {
     raddr_ = std::move(r);
   }
   // Both ends of this TCP connection are in this process (stdlib/net_peer.hpp):
-  // a complete write polls the network so that the goroutine it wakes runs
-  // on the writer's P.
+  // a complete write wakes the other end's reader on the writer's P.
   bool in_process_peer() const { return peer_.load(std::memory_order_relaxed) == kPeerPaired; }
   // Before sharing only: remove this path when closed (Unix listeners).
   void set_unlink_on_close(std::string path) { unlink_path_ = std::move(path); }
@@ -174,6 +175,9 @@ class NetFD {
   class Ref;
 
   void destroy();
+  // After a complete write on a paired connection: the other end's reader,
+  // if parked, runs on this P next (poll_wake_reader, ready_after_write).
+  void wake_peer_reader();
   // Waits for readiness in mode; 0 or kErr*.
   int wait(int mode);
   // Go's pd.prepareRead / prepareWrite: 0, or kErr* if the NetFD is
@@ -220,6 +224,10 @@ class NetFD {
   // in_process_peer() and write() read it outside that file.
   enum : uint8_t { kPeerNone, kPeerWaiting, kPeerPaired };
   std::atomic<uint8_t> peer_{kPeerNone};
+  // Once paired: the other end's poll_tag (0 if it has no poll
+  // descriptor). Written before peer_ turns kPeerPaired (release), never
+  // after.
+  uint64_t peer_tag_ = 0;
   friend void peer_register(NetFD*, const SockAddr&, const SockAddr&, PeerEnd);
   friend void peer_forget(NetFD*);
   LockSide rlock_;

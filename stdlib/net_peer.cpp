@@ -30,6 +30,7 @@
 #include <unordered_map>
 
 #include "gmp/lock.hpp"
+#include "netpoll/netpoll.hpp"
 #include "stdlib/net_addr.hpp"
 #include "stdlib/net_fd.hpp"
 
@@ -123,6 +124,8 @@ void peer_register(NetFD* fd, const SockAddr& client, const SockAddr& server, Pe
     NetFD* other = it->second.fd;
     g_keys.erase(other);
     g_waiting.erase(it);
+    other->peer_tag_ = fd->pollable() ? poll_tag(fd->pd_) : 0;
+    fd->peer_tag_ = other->pollable() ? poll_tag(other->pd_) : 0;
     other->peer_.store(NetFD::kPeerPaired, std::memory_order_release);
     fd->peer_.store(NetFD::kPeerPaired, std::memory_order_release);
     return;

@@ -10,9 +10,10 @@
 // different CPUs and every message crosses between them: 2-P tcp_echo
 // spent 12.2 µs of CPU per round trip that way, 9.0 µs with placement, at
 // an hour when crossing cost most (docs/net.md has the spread).
-// The placement costs a poll (one epoll_wait system call) per write, which
-// pays only when the woken reader is ours, hence the exact pairing: the
-// dialer's local address is the acceptor's remote address.
+// The placement costs no system call: the write does for the other end's
+// poll descriptor what a readable event would (poll_wake_reader), which
+// only an end of ours can do, hence the exact pairing: the dialer's local
+// address is the acceptor's remote address.
 //
 // Thread-safety: any goroutine or thread; a few short locks per loopback
 // connection made or closed (never on reads or writes). Connections to or
