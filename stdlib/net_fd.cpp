@@ -383,7 +383,9 @@ void NetFD::wake_peer_reader() {
   // Loopback TCP has queued the data on the other end before send(2)
   // returned, as a rule: tell its reader now, sparing a poll. Where the
   // kernel defers delivery, the reader finds nothing and waits again for
-  // the event the data brings.
+  // the event the data brings. A writer preempted between the two calls
+  // holds the woken G until it runs again: a delay, never a lost wake-up
+  // (the G is runnable, and nobody else queues it).
   if (peer_tag_ == 0) return;
   if (G* g = poll_wake_reader(peer_tag_)) ready_after_write(g);
 }

@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -332,8 +334,8 @@ TEST_P(NetPeer, ConnectionsToAndFromOtherProcessesAreNotPaired) {
 
 // Many connections made at once from many goroutines, then echoed over
 // concurrently: every one is paired, no message is lost or reordered, the
-// writers' Ps run what their writes woke, and
-// closing leaves nothing behind.
+// writers' Ps run what their writes woke, and closing leaves nothing
+// behind.
 TEST_P(NetPeer, ManyConnectionsAtOnceArePairedAndEchoed) {
   static constexpr int kConns = 64;
   static constexpr int kRoundTrips = 200;
@@ -427,6 +429,58 @@ TEST_P(NetPeer, AWriteToAClosedPeerWakesNoReaderOfItsDescriptorsNextUse) {
         << "a write whose other end had closed woke the reader of the descriptor's next use";
     ASSERT_TRUE(write_str(*writer, "fresh").ok());
     EXPECT_EQ(got.recv().value_or("nothing"), "fresh");
+  });
+}
+
+// Each write hands the P to the goroutine it wakes (runnext), so an echoing
+// pair keeps the P between them, as a channel ping-pong does; like that
+// one, the pair shares one time slice, and the rest of the P still runs. A
+// goroutine sleeping 1 ms at a time keeps waking while a pair echoes for
+// 300 ms (starved, it would wake once, at the end).
+TEST_P(NetPeer, AnEchoingPairLeavesTheRestOfItsPRunning) {
+  run_test([] {
+    auto ln = must(gort::net::listen("tcp", "127.0.0.1:0"), "listen");
+    Pair p = connect(ln, ln.addr());
+    ASSERT_TRUE(paired(p.client));
+    const absl::Time end = absl::Now() + absl::Milliseconds(300);
+    ASSERT_TRUE(p.client.set_read_deadline(end + kPatience).ok());
+    ASSERT_TRUE(p.server.set_read_deadline(end + kPatience).ok());
+    std::atomic<bool> stop{false};
+    int ticks = 0;
+    absl::Duration worst_gap;
+    gort::WaitGroup wg;
+    wg.add(2);
+    gort::go([&] {
+      absl::Time last = absl::Now();
+      while (!stop.load()) {
+        gort::sleep(absl::Milliseconds(1));
+        absl::Time now = absl::Now();
+        worst_gap = std::max(worst_gap, now - last);
+        last = now;
+        ticks++;
+      }
+      wg.done();
+    });
+    gort::go([&] {
+      char buf[64];
+      for (;;) {
+        auto n = p.server.read(absl::MakeSpan(buf));
+        if (!n.ok() || *n == 0 || !p.server.write(absl::MakeConstSpan(buf, *n)).ok()) break;
+      }
+      wg.done();
+    });
+    int trips = 0;
+    const std::string msg(64, 'x');
+    while (absl::Now() < end) {
+      ASSERT_TRUE(write_str(p.client, msg).ok());
+      ASSERT_EQ(must(read_exactly(p.client, msg.size())), msg);
+      trips++;
+    }
+    stop.store(true);
+    ASSERT_TRUE(p.client.close().ok());  // the echoer reads EOF
+    wg.wait();
+    EXPECT_GT(trips, 100);
+    EXPECT_GE(ticks, 10) << "the sleeper barely ran while the pair echoed (worst gap " << worst_gap << ")";
   });
 }
 
