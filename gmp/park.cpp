@@ -144,27 +144,32 @@ void park(bool (*unlock)(G*, void*), void* arg, WaitReason reason) {
   releasem(getm());
 }
 
-void ready(G* g) {
-  set_status(g, GStatus::kWaiting, GStatus::kRunnable);
-  M* m = getm();
-  // Inside blocking() the P may already belong to another M, and sysmon
-  // may have taken it from an M the kernel blocked (ensurep): then use the
-  // global queue, as a plain thread does.
-  bool gated = m != nullptr && !m->in_blocking.load(std::memory_order_relaxed);
-  if (gated) acquirem(m);
-  runqput_or_global(gated ? ensurep(m) : nullptr, g, RunqAt::kNext);
-  if (gated) releasem(m);
-  wakep();
-}
+namespace {
 
-void ready_after_write(G* g) {
+// Puts g, runnable, in runnext of the caller's P. Inside blocking() the P
+// may already belong to another M, and sysmon may have taken it from an M
+// the kernel blocked (ensurep): then g goes to the global queue, as from a
+// plain thread. Returns the P used, or null for the global queue.
+P* runqput_next_here(G* g) {
   M* m = getm();
-  bool gated = m != nullptr && m->curg != nullptr && !m->in_blocking.load(std::memory_order_relaxed);
+  bool gated = m != nullptr && !m->in_blocking.load(std::memory_order_relaxed);
   if (gated) acquirem(m);
   P* p = gated ? ensurep(m) : nullptr;
   runqput_or_global(p, g, RunqAt::kNext);
   if (gated) releasem(m);
-  if (p == nullptr) {
+  return p;
+}
+
+}  // namespace
+
+void ready(G* g) {
+  set_status(g, GStatus::kWaiting, GStatus::kRunnable);
+  runqput_next_here(g);
+  wakep();
+}
+
+void ready_after_write(G* g) {
+  if (runqput_next_here(g) == nullptr) {
     wakep();
     return;
   }

@@ -414,7 +414,7 @@ IoResult NetFD::write(const char* p, size_t len) {
     r.n += static_cast<size_t>(n);
     if (r.n == len) {
       // The other end is ours and readable now: run its reader here.
-      if (peer_.load(std::memory_order_acquire) == kPeerPaired) wake_peer_reader();
+      if (in_process_peer()) wake_peer_reader();
       break;
     }
     if (n == 0) {

@@ -111,7 +111,8 @@ class NetFD {
   }
   // Both ends of this TCP connection are in this process (stdlib/net_peer.hpp):
   // a complete write wakes the other end's reader on the writer's P.
-  bool in_process_peer() const { return peer_.load(std::memory_order_relaxed) == kPeerPaired; }
+  // Acquire: once true, peer_tag_ is readable.
+  bool in_process_peer() const { return peer_.load(std::memory_order_acquire) == kPeerPaired; }
   // Before sharing only: remove this path when closed (Unix listeners).
   void set_unlink_on_close(std::string path) { unlink_path_ = std::move(path); }
   // Before sharing only: accept's out-of-descriptors backoff can be woken
