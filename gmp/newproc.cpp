@@ -91,11 +91,11 @@ G* gnew(P* p) {
         sched.stacks.start_preparer(&sched.nsystem_threads);
       }
     }
-    lo = p->stacks[--p->nstacks];
+    lo = sched.stacks.take_last(p->stacks, static_cast<size_t>(p->nstacks--));
   } else {
     sched.stacks.alloc(&lo, 1);
+    lo = sched.stacks.take(lo);
   }
-  lo = sched.stacks.take(lo);
   char* top = lo + sched.stacks.stack_size();
   G* g = new (top - kGSize) G;
   g->stack_lo = lo;

@@ -46,12 +46,39 @@ void install_guard(char* lo) {
   }
 }
 
-// process_madvise(2) with MADV_DONTNEED (Linux 6.13+): one system call,
-// and one TLB shootdown, for many ranges. -1 unknown, 1 works, 0 plain
-// madvise per range. The pidfd it needs is opened for each batch and
-// closed after it: a descriptor kept open would outlive gort::run (a leak
-// the tests count), and one inherited by a fork's child would name the
-// parent.
+// The process's own pidfd, for process_madvise(2) on itself: one system
+// call for many ranges (Linux 6.13+ takes any advice for the caller's own
+// process). Opened for each batch and closed after it: a descriptor kept
+// open would outlive gort::run (a leak the tests count), and one inherited
+// by a fork's child would name the parent.
+class SelfPidfd {
+ public:
+  SelfPidfd() : fd_(static_cast<int>(syscall(SYS_pidfd_open, getpid(), 0))) {}
+  ~SelfPidfd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  SelfPidfd(const SelfPidfd&) = delete;
+  SelfPidfd& operator=(const SelfPidfd&) = delete;
+  bool ok() const { return fd_ >= 0; }
+  // advice over all n ranges (n ≤ IOV_MAX); false unless the kernel took
+  // every byte.
+  bool advise(const iovec* iov, size_t n, int advice) const {
+    size_t want = 0;
+    for (size_t i = 0; i < n; i++) want += iov[i].iov_len;
+    for (;;) {
+      long r = syscall(SYS_process_madvise, fd_, iov, n, advice, 0);
+      if (r < 0 && errno == EINTR) continue;
+      return r >= 0 && static_cast<size_t>(r) == want;
+    }
+  }
+
+ private:
+  int fd_;
+};
+
+// process_madvise with MADV_DONTNEED: one system call, and one TLB
+// shootdown, for many ranges. -1 unknown, 1 works, 0 plain madvise per
+// range.
 std::atomic<int> g_process_madvise{-1};
 
 // Gives back the pages of n ranges (iov), guards between them included:
@@ -60,15 +87,11 @@ void release_ranges(iovec* iov, size_t n) {
   size_t done = 0;
   if (g_process_madvise.load(std::memory_order_relaxed) != 0) {
     // No descriptor to spare (EMFILE): this batch goes range by range.
-    int fd = static_cast<int>(syscall(SYS_pidfd_open, getpid(), 0));
-    if (fd < 0 && errno == ENOSYS) g_process_madvise.store(0, std::memory_order_relaxed);
-    while (fd >= 0 && done < n) {
+    SelfPidfd self;
+    if (!self.ok() && errno == ENOSYS) g_process_madvise.store(0, std::memory_order_relaxed);
+    while (self.ok() && done < n) {
       size_t batch = std::min<size_t>(n - done, IOV_MAX);
-      size_t want = 0;
-      for (size_t i = done; i < done + batch; i++) want += iov[i].iov_len;
-      long r = syscall(SYS_process_madvise, fd, iov + done, batch, MADV_DONTNEED, 0);
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0 || static_cast<size_t>(r) != want) {
+      if (!self.advise(iov + done, batch, MADV_DONTNEED)) {
         // Refused (an older kernel, a seccomp filter): madvise from here on.
         g_process_madvise.store(0, std::memory_order_relaxed);
         break;
@@ -76,10 +99,17 @@ void release_ranges(iovec* iov, size_t n) {
       g_process_madvise.store(1, std::memory_order_relaxed);
       done += batch;
     }
-    if (fd >= 0) close(fd);
   }
   for (size_t i = done; i < n; i++) madvise(iov[i].iov_base, iov[i].iov_len, MADV_DONTNEED);
 }
+
+// Whether fresh slots are prepared several at a time (prepare_group):
+// -1 unknown, 1 yes, 0 one at a time (no madvise guards, or the kernel
+// refused process_madvise's guard or populate advice).
+std::atomic<int> g_batch_prepare{-1};
+
+// The address space one page-table page maps: 2 MiB with 4 KiB pages.
+size_t table_span() { return page_size() / sizeof(void*) * page_size(); }
 
 }  // namespace
 
@@ -105,6 +135,9 @@ void StackPool::grow_locked() {
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (mem == MAP_FAILED) fatal("stack: out of address space for goroutine stacks (mmap failed)");
   char* base = static_cast<char*>(mem);
+  // Where transparent huge pages are on for all memory (`always`), a
+  // stack's first touch would commit the 2 MiB around it.
+  madvise(base, bytes, MADV_NOHUGEPAGE);
   slabs_.emplace_back(base, bytes);
   SlabRange* r = spare_ranges_;
   if (r != nullptr) {
@@ -249,7 +282,7 @@ void StackPool::prepare_some() {
       fresh_.pop_back();
     }
   }
-  for (size_t i = 0; i < k; i++) prepare(batch[i]);
+  prepare_lows(batch, k);
   {
     MutexLock lock(mu_);
     warm_.insert(warm_.end(), batch, batch + k);
@@ -275,16 +308,90 @@ void StackPool::stop_preparer() {
   prep_want_.store(false, std::memory_order_relaxed);
   handed_unprepared_.store(0, std::memory_order_relaxed);
   prepared_ahead_.store(0, std::memory_order_relaxed);
+  fresh_taken_.store(0, std::memory_order_relaxed);
 }
 
 char* StackPool::prepare(char* entry) {
   char* lo = without_tag(entry);
-  // The guard, then at once a user-mode write to the stack's top page
-  // (where the G goes): the pair that keeps shadow-paging hypervisors
-  // from discarding their translations (stack.hpp, "Guards").
-  install_guard(lo - kGuardSize);
-  static_cast<volatile char*>(lo)[size_ - 1] = 0;
+  prepare_lows(&lo, 1);
   return lo;
+}
+
+char* StackPool::take_last(char** entries, size_t n) {
+  char*& last = entries[n - 1];
+  if (!unprepared(last)) [[likely]] return last;
+  // This slot and the unprepared ones handed out after it (below it in the
+  // cache, higher in the slab), as many as the fresh slots taken so far,
+  // up to kPrepareBatch: a process's first `go` prepares one stack, a
+  // burst eight at a time.
+  size_t want = std::clamp<size_t>(fresh_taken_.load(std::memory_order_relaxed), 1, kPrepareBatch);
+  char* lows[kPrepareBatch];
+  size_t k = 0;
+  for (size_t i = n; i-- > 0 && k < want && unprepared(entries[i]);) {
+    entries[i] = lows[k++] = without_tag(entries[i]);
+  }
+  fresh_taken_.fetch_add(k, std::memory_order_relaxed);
+  prepare_lows(lows, k);
+  return last;
+}
+
+size_t stack_group_len(char* const* lows, size_t n, size_t stack_size, size_t table_span) {
+  auto region = [table_span](const char* a) { return reinterpret_cast<uintptr_t>(a) / table_span; };
+  const uintptr_t r = region(lows[0] - kGuardSize);
+  size_t len = 0;
+  while (len < n && region(lows[len] - kGuardSize) == r && region(lows[len] + stack_size - 1) == r) len++;
+  return len > 0 ? len : 1;  // a slot across a table boundary goes alone
+}
+
+void stack_batch_prepare_for_test(bool enabled) {
+  g_batch_prepare.store(enabled ? -1 : 0, std::memory_order_relaxed);
+}
+
+bool stack_batch_prepare_works() { return g_batch_prepare.load(std::memory_order_relaxed) == 1; }
+
+void StackPool::prepare_lows(char* const* lows, size_t n) {
+  // In groups whose guards and top pages all lie under one page-table
+  // page (stack.hpp, "Guards": a group adds at most one table).
+  for (size_t done = 0; done < n;) {
+    size_t len = stack_group_len(lows + done, n - done, size_, table_span());
+    prepare_group(lows + done, len);
+    done += len;
+  }
+}
+
+void StackPool::prepare_group(char* const* lows, size_t n) {
+  const size_t page = page_size();
+  const bool populate = g_madvise_guards.load(std::memory_order_relaxed) == 1 &&
+                        g_batch_prepare.load(std::memory_order_relaxed) != 0;
+  bool guarded = false;
+  if (populate && n > 1) {
+    // The guards in one call, then the top pages committed in one (the
+    // kernel fills them in a loop, no fault taken per page), then the
+    // writes below: accesses through the new table, as a shadow-paging
+    // host wants to see (stack.hpp, "Guards").
+    iovec guards[kPrepareBatch];
+    iovec tops[kPrepareBatch];
+    for (size_t i = 0; i < n; i++) {
+      guards[i] = iovec{lows[i] - kGuardSize, kGuardSize};
+      tops[i] = iovec{lows[i] + size_ - page, page};
+    }
+    SelfPidfd self;
+    guarded = self.ok() && self.advise(guards, n, MADV_GUARD_INSTALL);
+    // Refused (an older kernel, a seccomp filter): one at a time from
+    // here on. A refused populate leaves the first touch to the writes.
+    bool batched = guarded && self.advise(tops, n, MADV_POPULATE_WRITE);
+    if (self.ok() || errno == ENOSYS) g_batch_prepare.store(batched ? 1 : 0, std::memory_order_relaxed);
+  } else if (populate) {
+    install_guard(lows[0] - kGuardSize);
+    madvise(lows[0] + size_ - page, page, MADV_POPULATE_WRITE);
+    guarded = true;
+  }
+  for (size_t i = 0; i < n; i++) {
+    // One at a time: the guard, then at once a user-mode write to the top
+    // page, the pairing of stack.hpp's "Guards".
+    if (!guarded) install_guard(lows[i] - kGuardSize);
+    static_cast<volatile char*>(lows[i])[size_ - 1] = 0;
+  }
 }
 
 void StackPool::free(char* const* entries, size_t n) {

@@ -127,6 +127,10 @@ class StackPool {
     if (!unprepared(entry)) [[likely]] return entry;
     return prepare(entry);
   }
+  // take() of entries[n - 1], the next a P's cache hands out; if that slot
+  // is unprepared, the unprepared ones below it (handed out next) are
+  // prepared with it, up to kPrepareBatch, and rewritten in place.
+  char* take_last(char** entries, size_t n);
   // Takes entries of alloc() back, used or not; the caller has cleared any
   // ASan poison on the used ones.
   void free(char* const* entries, size_t n);
@@ -184,6 +188,10 @@ class StackPool {
   void wake_preparer();
   void stop_preparer();
   char* prepare(char* entry);
+  // Guards and first touches for fresh slots (their low ends), in groups
+  // under one page-table page each.
+  void prepare_lows(char* const* lows, size_t n);
+  void prepare_group(char* const* lows, size_t n);
   // free() of at most kFreeBatchMax entries.
   void free_batch(char* const* entries, size_t n);
 
@@ -209,6 +217,8 @@ class StackPool {
   std::atomic<uint32_t> prep_wake_{0};
   std::atomic<size_t> handed_unprepared_{0};
   std::atomic<size_t> prepared_ahead_{0};
+  // Fresh slots take_last() prepared: how many it prepares at once.
+  std::atomic<size_t> fresh_taken_{0};
   // The slabs' ranges, newest first; published with release.
   std::atomic<SlabRange*> ranges_{nullptr};
   // Nodes of slabs released by destroy(), for later slabs (under mu_).
@@ -217,5 +227,17 @@ class StackPool {
 
 // True while the madvise guard mechanism works on this kernel.
 bool stack_guard_madvise_supported();
+
+// How many of lows[0..n) (fresh slots' low ends, n ≥ 1) form the first
+// group prepared together: those whose guard and top page lie under the
+// same page-table page (table_span bytes of address space) as the first
+// one's guard; at least one.
+size_t stack_group_len(char* const* lows, size_t n, size_t stack_size, size_t table_span);
+// Whether fresh slots were last prepared in batches (process_madvise took
+// the guards and the populate); false before any was prepared.
+bool stack_batch_prepare_works();
+// Tests: false prepares one slot at a time from here on, as on a kernel
+// that refuses the batch; true lets the next preparation try again.
+void stack_batch_prepare_for_test(bool enabled);
 
 }  // namespace gort::internal
