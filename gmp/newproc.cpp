@@ -48,15 +48,20 @@ constexpr int kGFreeLocalMax = 64;
 constexpr int kGFreeBatch = 32;
 // How long a dead G may sit unused on the global free list (beyond the warm
 // limit) before the scavenger releases it, and how many it releases per
-// call while Ps are busy: sysmon calls it every round (about every 10 ms
-// then), so that is some 25,000 stacks a second, a few percent of a CPU.
+// call while Ps are busy. A second, not less: a program whose goroutines
+// come in waves (skynet's rounds of a million take about one) would
+// otherwise give back the pages of one wave's dead only to fault them in
+// again for the next; with 100 ms, skynet's warm rounds took 810–990 ms
+// instead of 460–500 (docs/million-goroutines.md). sysmon calls it every
+// round (about every 10 ms while Ps are busy), so the pace is some 25,000
+// stacks a second, a few percent of a CPU.
 // With 4,096 a call, sysmon took a quarter of the CPU time of a million
 // goroutines' wake-up on 2 cores (the pages of stacks that died 100 ms
 // earlier), and the wake-up was ~10 % slower; Go frees dead goroutines'
 // stacks only at GC and returns pages at 1 % of a CPU. Once every P is
 // idle, all of the excess goes at once. The unlinking happens under
 // Sched::lock, a stack pool batch at a time.
-constexpr int64_t kScavengePeriodNs = 100 * 1000 * 1000;
+constexpr int64_t kScavengePeriodNs = 1000 * 1000 * 1000;
 constexpr int32_t kScavengeBatch = 256;
 constexpr int32_t kScavengeLockBatch = static_cast<int32_t>(StackPool::kFreeBatchMax);
 

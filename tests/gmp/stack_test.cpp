@@ -10,6 +10,7 @@
 #include <set>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "gort/time.hpp"
 #include "tests/testing.hpp"
 
@@ -617,6 +618,45 @@ TEST(StackRelease, BurstOfGoroutinesIsReleased) {
     EXPECT_LE(after > before ? after - before : 0, (during - before) / 8)
         << "before " << before << " during " << during << " after " << after;
 #endif
+  });
+}
+
+// While a P is busy, dead Gs beyond the warm limit are released only once
+// they have sat unused for a whole period (a second): a program whose
+// goroutines come in waves reuses one wave's stacks for the next instead
+// of faulting in again the pages it just gave back. They do go, later.
+TEST(StackRelease, DeadGsAreKeptForAPeriodWhilePsAreBusy) {
+  GORT_SKIP_IN_RACE_BUILD("more live goroutines than the detector's 8,128");
+  static constexpr int kGs = 3 * static_cast<int>(StackPool::kWarmLimit);
+  run_checked(2, [] {
+    Gate gate;
+    Countdown cd(kGs);
+    for (int i = 0; i < kGs; i++) {
+      gort::go([&] {
+        gate.wait();
+        cd.done();
+      });
+    }
+    ASSERT_TRUE(eventually([&] { return gate.waiting() == kGs; }, std::chrono::seconds(60)));
+    gate.open();
+    cd.wait();
+    // This goroutine keeps its P busy (it never parks), so the scavenger
+    // never finds every P idle.
+    auto spin_for = [](absl::Duration d) {
+      const absl::Time end = absl::Now() + d;
+      while (absl::Now() < end) gort::yield();
+    };
+    while (gort::num_goroutine() > 1) gort::yield();
+    spin_for(absl::Milliseconds(400));
+    EXPECT_GE(gort::runtime_stats().goroutines_allocated, int64_t{kGs})
+        << "dead Gs released less than a period after they died";
+    const int64_t bound = 1 + static_cast<int64_t>(StackPool::kWarmLimit) + 64 * 2;
+    int64_t now = 0;
+    const absl::Time limit = absl::Now() + absl::Seconds(30);
+    while ((now = gort::runtime_stats().goroutines_allocated) > bound && absl::Now() < limit) {
+      spin_for(absl::Milliseconds(10));
+    }
+    EXPECT_LE(now, bound) << "dead Gs beyond the warm limit were never released while a P was busy";
   });
 }
 
