@@ -46,35 +46,19 @@ void install_guard(char* lo) {
   }
 }
 
-// The process's own pidfd, for process_madvise(2) on itself: one system
-// call for many ranges (Linux 6.13+ takes any advice for the caller's own
-// process). Opened for each batch and closed after it: a descriptor kept
-// open would outlive gort::run (a leak the tests count), and one inherited
-// by a fork's child would name the parent.
-class SelfPidfd {
- public:
-  SelfPidfd() : fd_(static_cast<int>(syscall(SYS_pidfd_open, getpid(), 0))) {}
-  ~SelfPidfd() {
-    if (fd_ >= 0) close(fd_);
+// advice over all n ranges (n ≤ IOV_MAX) with process_madvise(2) on the
+// process's own pidfd: one system call for many ranges (Linux 6.13+ takes
+// any advice for the caller's own process). false unless the kernel took
+// every byte.
+bool advise_self(int pidfd, const iovec* iov, size_t n, int advice) {
+  size_t want = 0;
+  for (size_t i = 0; i < n; i++) want += iov[i].iov_len;
+  for (;;) {
+    long r = syscall(SYS_process_madvise, pidfd, iov, n, advice, 0);
+    if (r < 0 && errno == EINTR) continue;
+    return r >= 0 && static_cast<size_t>(r) == want;
   }
-  SelfPidfd(const SelfPidfd&) = delete;
-  SelfPidfd& operator=(const SelfPidfd&) = delete;
-  bool ok() const { return fd_ >= 0; }
-  // advice over all n ranges (n ≤ IOV_MAX); false unless the kernel took
-  // every byte.
-  bool advise(const iovec* iov, size_t n, int advice) const {
-    size_t want = 0;
-    for (size_t i = 0; i < n; i++) want += iov[i].iov_len;
-    for (;;) {
-      long r = syscall(SYS_process_madvise, fd_, iov, n, advice, 0);
-      if (r < 0 && errno == EINTR) continue;
-      return r >= 0 && static_cast<size_t>(r) == want;
-    }
-  }
-
- private:
-  int fd_;
-};
+}
 
 // process_madvise with MADV_DONTNEED: one system call, and one TLB
 // shootdown, for many ranges. -1 unknown, 1 works, 0 plain madvise per
@@ -83,15 +67,12 @@ std::atomic<int> g_process_madvise{-1};
 
 // Gives back the pages of n ranges (iov), guards between them included:
 // a guard marker survives MADV_DONTNEED.
-void release_ranges(iovec* iov, size_t n) {
+void release_ranges(int pidfd, iovec* iov, size_t n) {
   size_t done = 0;
-  if (g_process_madvise.load(std::memory_order_relaxed) != 0) {
-    // No descriptor to spare (EMFILE): this batch goes range by range.
-    SelfPidfd self;
-    if (!self.ok() && errno == ENOSYS) g_process_madvise.store(0, std::memory_order_relaxed);
-    while (self.ok() && done < n) {
+  if (pidfd >= 0 && g_process_madvise.load(std::memory_order_relaxed) != 0) {
+    while (done < n) {
       size_t batch = std::min<size_t>(n - done, IOV_MAX);
-      if (!self.advise(iov + done, batch, MADV_DONTNEED)) {
+      if (!advise_self(pidfd, iov + done, batch, MADV_DONTNEED)) {
         // Refused (an older kernel, a seccomp filter): madvise from here on.
         g_process_madvise.store(0, std::memory_order_relaxed);
         break;
@@ -123,6 +104,11 @@ void StackPool::init(size_t stack_size) {
   // About 64 MiB of address space per slab, at least one stack.
   slots_per_slab_ = (64u << 20) / slot_;
   if (slots_per_slab_ == 0) slots_per_slab_ = 1;
+  // Kept for the run, not opened per batch: a descriptor that comes and
+  // goes while the program runs would show in its own counts of open
+  // files. Close-on-exec; without it (ENOSYS, EMFILE) batches go range by
+  // range.
+  if (pidfd_ < 0) pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, getpid(), 0));
 }
 
 const char* StackPool::guard_kind() const {
@@ -364,7 +350,7 @@ void StackPool::prepare_group(char* const* lows, size_t n) {
   const bool populate = g_madvise_guards.load(std::memory_order_relaxed) == 1 &&
                         g_batch_prepare.load(std::memory_order_relaxed) != 0;
   bool guarded = false;
-  if (populate && n > 1) {
+  if (populate && n > 1 && pidfd_ >= 0) {
     // The guards in one call, then the top pages committed in one (the
     // kernel fills them in a loop, no fault taken per page), then the
     // writes below: accesses through the new table, as a shadow-paging
@@ -375,12 +361,11 @@ void StackPool::prepare_group(char* const* lows, size_t n) {
       guards[i] = iovec{lows[i] - kGuardSize, kGuardSize};
       tops[i] = iovec{lows[i] + size_ - page, page};
     }
-    SelfPidfd self;
-    guarded = self.ok() && self.advise(guards, n, MADV_GUARD_INSTALL);
+    guarded = advise_self(pidfd_, guards, n, MADV_GUARD_INSTALL);
     // Refused (an older kernel, a seccomp filter): one at a time from
     // here on. A refused populate leaves the first touch to the writes.
-    bool batched = guarded && self.advise(tops, n, MADV_POPULATE_WRITE);
-    if (self.ok() || errno == ENOSYS) g_batch_prepare.store(batched ? 1 : 0, std::memory_order_relaxed);
+    bool batched = guarded && advise_self(pidfd_, tops, n, MADV_POPULATE_WRITE);
+    g_batch_prepare.store(batched ? 1 : 0, std::memory_order_relaxed);
   } else if (populate) {
     install_guard(lows[0] - kGuardSize);
     madvise(lows[0] + size_ - page, page, MADV_POPULATE_WRITE);
@@ -435,12 +420,13 @@ void StackPool::free_batch(char* const* entries, size_t n) {
       iov[nr++] = iovec{cold[i], size_};
     }
   }
-  release_ranges(iov, nr);
+  release_ranges(pidfd_, iov, nr);
   MutexLock lock(mu_);
   cold_.insert(cold_.end(), cold, cold + k);
 }
 
 StackPool::~StackPool() {
+  if (pidfd_ >= 0) close(pidfd_);
   for (SlabRange* list : {ranges_.exchange(nullptr), spare_ranges_}) {
     while (list != nullptr) {
       SlabRange* next = list->next.load(std::memory_order_relaxed);
@@ -474,6 +460,8 @@ size_t StackPool::slabs() const {
 
 void StackPool::destroy(bool keep_mapped) {
   stop_preparer();  // before the slabs it prepares go
+  if (pidfd_ >= 0) close(pidfd_);
+  pidfd_ = -1;
   MutexLock lock(mu_);
   // Unpublish the ranges before unmapping; a fault handler still walking
   // them reads nodes that stay allocated.

@@ -199,6 +199,9 @@ class StackPool {
   size_t size_ = 0;
   size_t slot_ = 0;
   size_t slots_per_slab_ = 0;
+  // The process's own pidfd, for process_madvise (init() to destroy());
+  // -1 if it could not be opened.
+  int pidfd_ = -1;
   std::vector<std::pair<char*, size_t>> slabs_ ABSL_GUARDED_BY(mu_);
   std::vector<char*> warm_ ABSL_GUARDED_BY(mu_);
   std::vector<char*> cold_ ABSL_GUARDED_BY(mu_);   // guarded, pages released
