@@ -145,7 +145,8 @@ void StackPool::grow_locked() {
   // by remapping its shadow, so this is cheap).
   asan_unpoison(base, bytes);
   // Hand out low addresses first: push in reverse so pop_back yields slot 0.
-  // Guards come later, one slot at a time (alloc): see "Guards" in stack.hpp.
+  // Guards come later, a few slots at a time as they are used: see "Guards"
+  // in stack.hpp.
   for (size_t i = slots_per_slab_; i-- > 0;) fresh_.push_back(base + i * slot_ + kGuardSize);
 }
 

@@ -16,25 +16,33 @@
 // nothing of that and hands out and takes back whole slots.
 //
 // Guards: a slot's guard is installed when the slot is first used (take()),
-// and the slot's top page is written right after it, one slot at a time;
-// guards survive MADV_DONTNEED, so a recycled slot needs nothing. Why not
-// all of a slab's guards when it is mapped: under a shadow-paging
-// hypervisor (KVM's shadow MMU, as PVM guests run on) the host keeps its own
-// copy of the guest's page tables, and when the guest writes the table
-// that maps a 1 GiB region three times with no page fault through that
-// region in between, the host decides it is no longer a page table and
-// drops its translations for the whole GiB. MADV_GUARD_INSTALL on untouched
-// memory is such a burst (a new page-table page per 2 MiB, no user access):
+// and the slot's top page is committed and written right after it; guards
+// survive MADV_DONTNEED, so a recycled slot needs nothing. Why not all of a
+// slab's guards when it is mapped: under a shadow-paging hypervisor (KVM's
+// shadow MMU, as PVM guests run on) the host keeps its own copy of the
+// guest's page tables, and when the guest writes the table that maps a
+// 1 GiB region three times with no page fault through that region in
+// between, the host decides it is no longer a page table and drops its
+// translations for the whole GiB. MADV_GUARD_INSTALL on untouched memory is
+// such a burst (a new page-table page per 2 MiB, no user access):
 // installing a 64 MiB slab's guards at once made every earlier stack in the
 // same GiB cost a host fault of ~12 µs on its next access, invisible to the
 // guest (1.2 s to wake 100,000 parked goroutines, instead of 7 ms). A user
-// write after each install is the fault the heuristic waits for. Batching
-// guards, prefaulting or MADV_POPULATE_WRITE all break the pairing.
+// write through each new table before the next one is made is the fault
+// the heuristic waits for. So fresh slots are prepared in groups that lie
+// under one page-table page (2 MiB; stack_group_len): the group's guards in
+// one process_madvise, its top pages committed in one (MADV_POPULATE_WRITE:
+// the kernel fills them in a loop instead of taking a fault per page),
+// then a write to each top. A group adds at most one table before its
+// writes; groups of 16 slots, two or three tables, set off the heuristic
+// (docs/stacks.md has the measurements). A slot across a table boundary
+// goes alone (madvise, populate, write).
 //
 // Preparing ahead: a new goroutine on a fresh slot pays for the slot's
-// guard and the first touch of its top page (~2.5 µs, most of a cold `go`).
-// A helper thread (not an M; all signals blocked) does that work on
-// another CPU: it prepares fresh slots, paired as take() does, and adds
+// guard and the first touch of its top page (~2.5 µs, most of a cold `go`,
+// where a fault costs what it does on bare metal; 10–20 µs on a
+// shadow-paging host). A helper thread (not an M; all signals blocked)
+// does that work on another CPU: it prepares fresh slots, grouped as above, and adds
 // them to the warm stacks, which alloc() and refill() hand out first. It
 // starts with the run when there are two Ps or more (so a program's first
 // goroutines find kPrepareStock stacks ready), or, in a run that had one
