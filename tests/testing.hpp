@@ -341,6 +341,41 @@ class Countdown {
   Event done_;
 };
 
+// Spawns n goroutines that wait at one gate, opens it once all wait, and
+// waits until all have exited: n dead Gs on the free lists. false if they
+// did not all start within 30 s (they have exited either way).
+[[nodiscard]] inline bool burst_of_dead_goroutines(int n) {
+  Gate gate;
+  Countdown cd(n);
+  for (int i = 0; i < n; i++) {
+    gort::go([&] {
+      gate.wait();
+      cd.done();
+    });
+  }
+  bool started = eventually([&] { return gate.waiting() == static_cast<size_t>(n); }, std::chrono::seconds(30));
+  gate.open();
+  cd.wait();
+  return started;
+}
+
+// Whether a write just below lo, and one at the bottom of the guard
+// under it, each kill the process (a guard page, not memory).
+inline void expect_guard_below(char* lo) {
+  EXPECT_DEATH(
+      {
+        volatile char* guard = lo - 1;
+        *guard = 1;
+      },
+      "");
+  EXPECT_DEATH(
+      {
+        volatile char* guard = lo - internal::kGuardSize;
+        *guard = 1;
+      },
+      "");
+}
+
 // Parks goroutines in bounce() until a server goroutine running serve()
 // readies them. The server runs on whichever M it runs on, and readied Gs go
 // to its P (and get stolen from there): a bounce is a switch that often

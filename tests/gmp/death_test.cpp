@@ -181,25 +181,6 @@ TEST(DeathDeadlock, EveryGoroutineWithItsFrames) {
   }
 }
 
-// n goroutines that all exist at once (each waits at a gate until all
-// have started), then all exit: a burst whose dead Gs the scavenger
-// releases beyond the warm limit. False if they did not all start within
-// 30 s.
-[[nodiscard]] bool burst_of_dead_goroutines(int n) {
-  Gate gate;
-  Countdown cd(n);
-  for (int i = 0; i < n; i++) {
-    gort::go([&] {
-      gate.wait();
-      cd.done();
-    });
-  }
-  bool started = eventually([&] { return gate.waiting() == static_cast<size_t>(n); }, std::chrono::seconds(30));
-  gate.open();
-  cd.wait();
-  return started;
-}
-
 // After a burst whose dead Gs were partly released with their stacks
 // (released Gs leave allg), the deadlock report still lists exactly the
 // goroutines that are parked, and nothing released.

@@ -141,18 +141,7 @@ TEST_P(StackTakeLast, AnOverflowFromABatchHitsItsGuard) {
   for (size_t n = kN; n > 0; n--) taken.push_back(pool.take_last(cache, n));
   char* mid = taken[kN - 5];  // prepared by a later, larger batch
   mid[0] = 1;                 // the lowest usable byte is fine
-  EXPECT_DEATH(
-      {
-        volatile char* guard = mid - 1;
-        *guard = 1;
-      },
-      "");
-  EXPECT_DEATH(
-      {
-        volatile char* guard = mid - kGuardSize;
-        *guard = 1;
-      },
-      "");
+  expect_guard_below(mid);
   pool.free(taken.data(), taken.size());
   pool.destroy();
   internal::stack_batch_prepare_for_test(true);

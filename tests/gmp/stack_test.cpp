@@ -219,18 +219,7 @@ TEST(StackPool, GuardBelowEachStackFaults) {
   pool.alloc(&lo, 1);
   lo = pool.take(lo);
   lo[0] = 1;  // the lowest usable byte is fine
-  EXPECT_DEATH(
-      {
-        volatile char* guard = lo - 1;
-        *guard = 1;
-      },
-      "");
-  EXPECT_DEATH(
-      {
-        volatile char* guard = lo - kGuardSize;
-        *guard = 1;
-      },
-      "");
+  expect_guard_below(lo);
   pool.free(&lo, 1);
   pool.destroy();
 }
@@ -629,17 +618,7 @@ TEST(StackRelease, DeadGsAreKeptForAPeriodWhilePsAreBusy) {
   GORT_SKIP_IN_RACE_BUILD("more live goroutines than the detector's 8,128");
   static constexpr int kGs = 3 * static_cast<int>(StackPool::kWarmLimit);
   run_checked(2, [] {
-    Gate gate;
-    Countdown cd(kGs);
-    for (int i = 0; i < kGs; i++) {
-      gort::go([&] {
-        gate.wait();
-        cd.done();
-      });
-    }
-    ASSERT_TRUE(eventually([&] { return gate.waiting() == kGs; }, std::chrono::seconds(60)));
-    gate.open();
-    cd.wait();
+    ASSERT_TRUE(burst_of_dead_goroutines(kGs));
     // This goroutine keeps its P busy (it never parks), so the scavenger
     // never finds every P idle.
     auto spin_for = [](absl::Duration d) {
