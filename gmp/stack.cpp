@@ -367,7 +367,7 @@ void StackPool::prepare_group(char* const* lows, size_t n) {
     // here on. A refused populate leaves the first touch to the writes.
     bool batched = guarded && advise_self(pidfd_, tops, n, MADV_POPULATE_WRITE);
     g_batch_prepare.store(batched ? 1 : 0, std::memory_order_relaxed);
-  } else if (populate) {
+  } else if (populate && n == 1) {
     install_guard(lows[0] - kGuardSize);
     madvise(lows[0] + size_ - page, page, MADV_POPULATE_WRITE);
     guarded = true;
