@@ -5,6 +5,8 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "tests/testing.hpp"
@@ -52,6 +54,38 @@ void expect_prepared(const char* lo, size_t stack_size) {
   }
   EXPECT_TRUE(present(lo + stack_size - 1)) << "top page of the stack at " << static_cast<const void*>(lo) << " not committed";
   EXPECT_FALSE(present(lo + stack_size - page() - 1)) << "more than the top page committed";
+}
+
+// The VmFlags line of the mapping that holds addr in /proc/self/smaps.
+std::string vm_flags(const void* addr) {
+  std::ifstream in("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  const auto a = reinterpret_cast<uintptr_t>(addr);
+  while (std::getline(in, line)) {
+    unsigned long lo = 0, hi = 0;
+    if (sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find(':') > line.find(' ')) {
+      inside = a >= lo && a < hi;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+// Slabs never get transparent huge pages: where they are on for all memory
+// (`always`), a stack's first touch would commit the 2 MiB around it.
+TEST(StackSlab, SlabsAreMarkedNoHugePage) {
+  StackPool pool;
+  pool.init(256 * 1024);
+  char* lo;
+  pool.alloc(&lo, 1);
+  lo = pool.take(lo);
+  const std::string flags = vm_flags(lo);
+  ASSERT_FALSE(flags.empty()) << "no mapping for the stack in /proc/self/smaps";
+  EXPECT_NE(flags.find(" nh"), std::string::npos) << flags;
+  pool.free(&lo, 1);
+  pool.destroy();
 }
 
 // A group is the slots whose guard and top page share the page-table page
@@ -111,7 +145,9 @@ TEST_P(StackTakeLast, PreparesTheNextSlotsOfTheCacheInBatches) {
       size_t after = 0;
       for (size_t i = 0; i < n; i++) after += tagged(cache[i]);
       const size_t prepared = before - after;
-      if (n == kN) EXPECT_EQ(prepared, 1u) << "a process's first go prepares one stack";
+      if (n == kN) {
+        EXPECT_EQ(prepared, 1u) << "a process's first go prepares one stack";
+      }
       EXPECT_LE(prepared, StackPool::kPrepareBatch);
       most_at_once = std::max(most_at_once, prepared);
       expect_prepared(lo, stack_size);
@@ -172,7 +208,9 @@ TEST(StackTakeLastRun, GoroutinesRunOnBatchedStacks) {
     cd.wait();
     EXPECT_EQ(sum.load(), int64_t{kGs} * (kGs - 1) / 2);
   });
-  if (kernel_at_least(6, 13)) EXPECT_TRUE(internal::stack_batch_prepare_works());
+  if (kernel_at_least(6, 13)) {
+    EXPECT_TRUE(internal::stack_batch_prepare_works());
+  }
 }
 
 }  // namespace
