@@ -118,10 +118,11 @@ class StackPool {
 
   // Fills out[0..n) with free stacks, free of ASan poison. An entry is a
   // stack's low end, or, for a slot never used before, that low end
-  // tagged kUnprepared: its guard is not installed yet, and take() does it
-  // when the stack is about to be used. So a P's cache refill (32 at a
-  // time) costs one guard and one first touch per stack the P really uses,
-  // not 32 up front (the first `go` of a fresh process paid ~100 µs).
+  // tagged kUnprepared: its guard is not installed yet, and take() or
+  // take_last() does it when the stack is about to be used. So a P's cache
+  // refill (32 at a time) costs guards and first touches only for the
+  // stacks the P uses and at most kPrepareBatch - 1 it will use next, not
+  // 32 up front (the first `go` of a fresh process paid ~100 µs).
   void alloc(char** out, size_t n);
   // alloc() for a P's cache: fills out[0..k) and returns k, 1 ≤ k ≤ max.
   // All max while the helper is not running; else only what it has
@@ -129,8 +130,8 @@ class StackPool {
   // burst's next refill then takes what it prepared meanwhile).
   size_t refill(char** out, size_t max);
   // The low end of a stack from alloc(), ready to run on: an unprepared
-  // slot gets its guard and at once a write to its top page (the pairing
-  // of "Guards" above). Lock-free.
+  // slot gets its guard, its top page committed and written ("Guards"
+  // above). Lock-free.
   char* take(char* entry) {
     if (!unprepared(entry)) [[likely]] return entry;
     return prepare(entry);

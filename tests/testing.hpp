@@ -33,6 +33,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -340,6 +341,15 @@ class Countdown {
   std::atomic<int64_t> n_;
   Event done_;
 };
+
+// Whether the running kernel is at least want_major.want_minor.
+inline bool kernel_at_least(int want_major, int want_minor) {
+  utsname u;
+  if (uname(&u) != 0) return false;
+  int major = 0, minor = 0;
+  if (sscanf(u.release, "%d.%d", &major, &minor) != 2) return false;
+  return major > want_major || (major == want_major && minor >= want_minor);
+}
 
 // Spawns n goroutines that wait at one gate, opens it once all wait, and
 // waits until all have exited: n dead Gs on the free lists. false if they

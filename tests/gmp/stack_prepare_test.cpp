@@ -2,7 +2,6 @@
 // (gmp/stack.cpp): in groups under one page-table page each, guards and top
 // pages committed together, and the same result one slot at a time.
 #include <fcntl.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -18,14 +17,6 @@ using internal::kGuardSize;
 using internal::StackPool;
 
 size_t page() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
-
-bool kernel_at_least(int want_major, int want_minor) {
-  utsname u;
-  if (uname(&u) != 0) return false;
-  int major = 0, minor = 0;
-  if (sscanf(u.release, "%d.%d", &major, &minor) != 2) return false;
-  return major > want_major || (major == want_major && minor >= want_minor);
-}
 
 // One page's entry in /proc/self/pagemap: bit 63 present, bit 58 a guard
 // marker (Linux 6.15+).

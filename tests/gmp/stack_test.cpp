@@ -1,8 +1,6 @@
 // tests/gmp/stack_test.cpp — goroutine stacks (gmp/stack.cpp): the slab
 // pool on its own, then the G at the top of each stack, recycling, release
 // and guard mappings under the scheduler.
-#include <sys/utsname.h>
-
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -32,13 +30,7 @@ size_t rss_bytes() {
 }
 
 // MADV_GUARD_INSTALL exists from Linux 6.13 on.
-bool kernel_has_guard_madvise() {
-  utsname u;
-  if (uname(&u) != 0) return false;
-  int major = 0, minor = 0;
-  if (sscanf(u.release, "%d.%d", &major, &minor) != 2) return false;
-  return major > 6 || (major == 6 && minor >= 13);
-}
+bool kernel_has_guard_madvise() { return kernel_at_least(6, 13); }
 
 // What gnew does with what alloc() hands out: take() each entry (an
 // unused slot gets its guard here).
