@@ -2,7 +2,10 @@
 #include "gmp/race.hpp"
 
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -18,55 +21,96 @@ namespace gort::internal {
 
 namespace {
 
-std::atomic<int> g_live{0};  // live goroutines' fibers
+std::atomic<int> g_live{0};             // live goroutines' fibers
+std::atomic<int64_t> g_created{0};  // fibers created for goroutines
 
 // Finished fibers, oldest first. TSan drops a report whose earlier access
 // belongs to a destroyed fiber, so a finished goroutine's fiber is kept
-// while kKept others finish after it; then it is given to a new goroutine
-// (creating a fiber costs TSan ~200 KiB of fresh memory to clear, ~10 ms
-// on a machine with slow page faults). A reused fiber keeps its thread id
-// in reports, and races between two goroutines that ran on it, kKept
-// goroutines apart, go unseen.
+// while kKept others finish after it (the quarantine); then it is spare,
+// given to the next new goroutine. Creating a fiber costs TSan ~200 KiB of
+// fresh memory to clear, ~1 ms on a host with slow page faults, so up to
+// kSpare fibers past the quarantine wait for reuse before one is
+// destroyed: a program whose live count swings by a few goroutines (a
+// spawner and a worker, say) would otherwise create and destroy a fiber on
+// nearly every spawn. A reused fiber keeps its thread id in reports, and
+// races between two goroutines that ran on it, kKept goroutines apart, go
+// unseen.
 constexpr int kKept = 256;
+constexpr int kSpare = 256;
+constexpr int kRing = kKept + kSpare;
 std::atomic<uint32_t> g_kept_lock{0};
-void* g_kept[kKept];
+void* g_kept[kRing];
 int g_kept_head = 0;  // under g_kept_lock
 int g_kept_n = 0;     // under g_kept_lock
 
 void* pop_oldest_locked() {
   void* f = g_kept[g_kept_head];
-  g_kept_head = (g_kept_head + 1) % kKept;
+  g_kept_head = (g_kept_head + 1) % kRing;
   g_kept_n--;
   return f;
 }
 
-}  // namespace
-
 // TSan's public API has no call that resets its record of a range
 // (AnnotateNewMemory does nothing), but its mmap interceptor resets what it
-// maps: so the slot above the guard is mapped afresh, the G carried across
-// in words (plain loads and stores of uninstrumented code, which TSan does
-// not see; a loop the compiler must not turn into a memcpy call, which TSan
-// intercepts).
+// maps. Ignoring accesses makes it reset the range (fresh shadow pages)
+// rather than record a write to all of it. The slab's own flags come back
+// (no reservation, no huge pages), so that the kernel merges the new
+// mapping with its neighbours instead of splitting the slab's mapping once
+// per goroutine.
+void map_afresh(char* lo, size_t len) {
+  void* r;
+  {
+    RaceIgnore ignore;
+    r = mmap(lo, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+  }
+  if (r == MAP_FAILED) fatal("race: cannot map a goroutine stack afresh");
+  madvise(lo, len, MADV_NOHUGEPAGE);
+}
+
+// The lowest resident page of [lo, hi) (page-aligned), or hi if none; lo if
+// the kernel cannot tell.
+char* lowest_resident(char* lo, char* hi) {
+  constexpr size_t kChunk = 256;  // pages per mincore call
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  unsigned char vec[kChunk];
+  for (char* p = lo; p < hi;) {
+    size_t n = std::min(kChunk, static_cast<size_t>(hi - p) / page);
+    // The raw call: nothing of TSan's sees the vector written.
+    if (syscall(SYS_mincore, p, n * page, vec) != 0) return lo;
+    for (size_t i = 0; i < n; i++) {
+      if ((vec[i] & 1) != 0) return p + i * page;
+    }
+    p += n * page;
+  }
+  return hi;
+}
+
+}  // namespace
+
+// Only what the previous goroutines could have touched needs resetting: a
+// page they wrote or read is resident, unless the pool gave it back since,
+// and the pool gives pages back through map_afresh in this build
+// (tsan_forget_stack), which resets the shadow too. So the slot is mapped
+// afresh from its lowest resident page up: a page or two for most
+// goroutines, where the whole slot cost a ~1 MiB shadow reset and ~1 ms on
+// a host with slow page faults. The G is carried across in words (plain
+// loads and stores of uninstrumented code, which TSan does not see; a loop
+// the compiler must not turn into a memcpy call, which TSan intercepts).
 __attribute__((optimize("no-tree-loop-distribute-patterns"))) void tsan_fresh_stack(G* g) {
   constexpr size_t kWords = kGSize / sizeof(uint64_t);
   static_assert(kGSize % sizeof(uint64_t) == 0);
   uint64_t saved[kWords];
   auto* words = reinterpret_cast<volatile uint64_t*>(g);
   for (size_t i = 0; i < kWords; i++) saved[i] = words[i];
-  char* lo = g->stack_lo + kGuardSize;
   char* top = reinterpret_cast<char*>(g) + kGSize;
-  // Ignoring accesses makes the interceptor reset the range (fresh shadow
-  // pages) rather than record a write to all of it (1 MiB of shadow).
-  void* r;
-  {
-    RaceIgnore ignore;
-    r = mmap(lo, static_cast<size_t>(top - lo), PROT_READ | PROT_WRITE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-  }
-  if (r == MAP_FAILED) fatal("race: cannot map a goroutine stack afresh");
+  char* lo = lowest_resident(g->stack_lo, top);
+  map_afresh(lo, static_cast<size_t>(top - lo));
   for (size_t i = 0; i < kWords; i++) words[i] = saved[i];
 }
+
+void tsan_forget_stack(char* lo, size_t len) { map_afresh(lo, len); }
+
+int64_t tsan_fibers_created() { return g_created.load(std::memory_order_relaxed); }
 
 void tsan_start_fiber(G* g) {
   if (g->tsan_fiber != nullptr) return;
@@ -74,8 +118,11 @@ void tsan_start_fiber(G* g) {
   if (live > kRaceLimitGoroutines) [[unlikely]] fatal_user(kRaceLimitText);
   void* reuse = nullptr;
   lock_word(&g_kept_lock);
-  if (g_kept_n == kKept || (g_kept_n > 0 && live + g_kept_n > kRaceLimitGoroutines)) reuse = pop_oldest_locked();
+  // A spare fiber first; a quarantined one only where another fiber would
+  // pass TSan's limit on threads and fibers.
+  if (g_kept_n > kKept || (g_kept_n > 0 && live + g_kept_n > kRaceLimitGoroutines)) reuse = pop_oldest_locked();
   unlock_word(&g_kept_lock);
+  if (reuse == nullptr) g_created.fetch_add(1, std::memory_order_relaxed);
   g->tsan_fiber = reuse != nullptr ? reuse : tsan_create_fiber();
   // Reports name the goroutine beside TSan's thread number ("Thread T5
   // 'goroutine 7' ... created by thread T3 at"), as Go's say "Goroutine 7".
@@ -93,8 +140,8 @@ void tsan_release_fiber(G* g) {
   g->tsan_fiber = nullptr;
   void* evict = nullptr;
   lock_word(&g_kept_lock);
-  if (g_kept_n == kKept) evict = pop_oldest_locked();
-  g_kept[(g_kept_head + g_kept_n) % kKept] = f;
+  if (g_kept_n == kRing) evict = pop_oldest_locked();
+  g_kept[(g_kept_head + g_kept_n) % kRing] = f;
   g_kept_n++;
   unlock_word(&g_kept_lock);
   g_live.fetch_sub(1, std::memory_order_relaxed);
@@ -104,6 +151,8 @@ void tsan_release_fiber(G* g) {
 #else
 
 void tsan_fresh_stack(G*) {}
+void tsan_forget_stack(char*, size_t) {}
+int64_t tsan_fibers_created() { return 0; }
 void tsan_start_fiber(G*) {}
 void tsan_release_fiber(G*) {}
 

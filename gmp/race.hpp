@@ -3,8 +3,9 @@
 // annotations the primitives make are in <gort/detail/race.hpp>.
 //
 // Every function here is empty unless the build has TSan (GORT_TSAN_ON).
-// Thread-safe. Costs, in TSan builds: a fiber per spawn, an mmap per
-// recycled stack (tsan_fresh_stack).
+// Thread-safe. Costs, in TSan builds: a fiber per spawn (reused from a
+// spare list when one is there), a mincore and an mmap per spawn over the
+// pages earlier goroutines left resident (tsan_fresh_stack).
 #pragma once
 
 #include "gmp/g.hpp"
@@ -12,10 +13,16 @@
 
 namespace gort::internal {
 
-// Called by make_context on a G about to get a new goroutine: the slot is
-// mapped afresh so that nothing its previous goroutine did counts (Go's
-// racemalloc in gfget).
+// Called by make_context on a G about to get a new goroutine: the part of
+// the slot earlier goroutines touched is mapped afresh so that nothing they
+// did counts (Go's racemalloc in gfget).
 void tsan_fresh_stack(G* g);
+
+// Gives a stack's pages [lo, lo + len) back to the kernel and clears TSan's
+// record of them, in place of the pool's MADV_DONTNEED in this build:
+// tsan_fresh_stack resets only resident pages, so a page must not leave
+// with its record still there.
+void tsan_forget_stack(char* lo, size_t len);
 
 // Gives g a fresh fiber, created by the spawner once the closure is built,
 // so that the goroutine starts with everything its spawner did behind it.
@@ -27,6 +34,10 @@ void tsan_start_fiber(G* g);
 // drops any report whose earlier access belongs to a destroyed fiber, and
 // Go reports races with goroutines that have finished.
 void tsan_release_fiber(G* g);
+
+// How many fibers tsan_start_fiber has created (not reused) so far; for
+// tests.
+int64_t tsan_fibers_created();
 
 // The address every exiting goroutine releases and run()'s end acquires
 // (Go's racefini: what goroutines did happens before run() returns). Its

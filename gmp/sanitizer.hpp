@@ -46,6 +46,12 @@ inline constexpr bool kAsanEnabled = true;
 inline constexpr bool kAsanEnabled = false;
 #endif
 
+#ifdef GORT_TSAN_ON
+inline constexpr bool kTsanEnabled = true;
+#else
+inline constexpr bool kTsanEnabled = false;
+#endif
+
 inline void asan_unpoison(void* p, size_t n) {
 #ifdef GORT_ASAN
   ASAN_UNPOISON_MEMORY_REGION(p, n);

@@ -14,6 +14,7 @@
 
 #include "gmp/fatal.hpp"
 #include "gmp/futex.hpp"
+#include "gmp/race.hpp"
 #include "gmp/sanitizer.hpp"
 
 #ifndef MADV_GUARD_INSTALL
@@ -404,6 +405,12 @@ void StackPool::free_batch(char* const* entries, size_t n) {
     }
   }
   if (k == 0) return;
+  if constexpr (kTsanEnabled) {
+    for (size_t i = 0; i < k; i++) tsan_forget_stack(cold[i], size_);
+    MutexLock lock(mu_);
+    cold_.insert(cold_.end(), cold, cold + k);
+    return;
+  }
   // The rest give their pages back, outside the lock, before any of them
   // can be handed out again. Sorted, neighbouring slots make one range
   // (stacks die roughly in the order they were born, so runs are common),

@@ -5,8 +5,9 @@
 //     itself outside a -Db_sanitize=thread build. Suites derive a
 //     fixture named Race* from it: the `race` test suite runs `*/Race*.*`.
 //   - race_child(procs, body): runs body in gort::run in a death-test child
-//     with a watchdog, then exits through exit(), where ThreadSanitizer sets
-//     the status (66) if it reported anything.
+//     with a watchdog, then exits through exit() (status 1 if an
+//     expectation in body failed), where ThreadSanitizer sets the status
+//     (66) if it reported anything.
 //   - EXPECT_RACE(procs, body, first_fn, second_fn): the program reports a
 //     data race whose report names both functions (each a regular
 //     expression, alternatives allowed), in that order, and the goroutines
@@ -44,7 +45,9 @@ template <class F>
   cfg.procs = procs;
   run(body, cfg);
   std::fflush(nullptr);
-  std::exit(0);
+  // An expectation the body failed fails the child (the parent sees only
+  // its status and output).
+  std::exit(::testing::Test::HasFailure() ? 1 : 0);
 }
 
 class RaceTest : public ProcsTest {

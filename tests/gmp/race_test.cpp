@@ -11,14 +11,18 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "gmp/race.hpp"
+#include "gmp/stack.hpp"
 #include "gort/context.hpp"
 #include "gort/detail/race.hpp"
 #include "gort/gort.hpp"
@@ -370,6 +374,101 @@ TEST_P(Race, SpawnContextTimersAndRunEndAreQuiet) {
         cfg.procs = procs();
         run(body, cfg);
         after_run.push_back(2);
+        std::fflush(nullptr);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), ::testing::Not(::testing::HasSubstr("ThreadSanitizer")));
+}
+
+// A finished goroutine's fiber is kept a while, then reused: a spawner whose
+// goroutines overlap by one or two (the live count swinging up and down)
+// reuses fibers instead of creating one per spawn, each of which costs TSan
+// ~200 KiB of fresh memory.
+TEST_P(Race, FibersAreReusedWhenTheLiveCountSwings) {
+  auto body = [] {
+    int64_t before = internal::tsan_fibers_created();
+    for (int i = 0; i < 3000; i++) {
+      WaitGroup wg;
+      wg.add(2);
+      go([&wg] { wg.done(); });
+      go([&wg] { wg.done(); });
+      wg.wait();
+    }
+    int64_t created = internal::tsan_fibers_created() - before;
+    // The quarantine of 256 finished fibers and 256 spare ones fill first.
+    // (The parent sees only the child's stderr.)
+    if (created > 600) std::fprintf(stderr, "%lld fibers created for 6,000 goroutines\n", static_cast<long long>(created));
+    EXPECT_LE(created, 600);
+  };
+  EXPECT_NO_RACE(procs(), body);
+}
+
+// ---- recycled stacks ----
+
+// Writes every 64th byte of p[0, n): the caller's array escapes here, so TSan
+// records each write (it skips a local array that never escapes).
+__attribute__((noinline)) void fill_frame(char* p, size_t n) {
+  for (size_t i = 0; i < n; i += 64) p[i] = static_cast<char>(i);
+}
+
+// A frame 48 KiB deep: below the pages a shallow goroutine touches.
+__attribute__((noinline)) void deep_frame() {
+  char frame[48 * 1024];
+  fill_frame(frame, sizeof frame);
+}
+
+// A new goroutine on a dead one's stack writes where the dead one wrote,
+// with nothing ordering the two (the flags are relaxed atomics, which TSan
+// does not count as synchronisation): the stack is new memory to the race
+// detector (Go's racemalloc in gfget), deep pages included. With one P the
+// second goroutine always gets the first one's G and stack.
+TEST_P(Race, RecycledStacksAreNewMemory) {
+  auto body = [] {
+    std::atomic<int> finished{0};
+    for (int n = 1; n <= 64; n++) {
+      go([&finished] {
+        deep_frame();
+        finished.fetch_add(1, std::memory_order_relaxed);
+      });
+      while (finished.load(std::memory_order_relaxed) < n) yield();
+      for (int i = 0; i < 3; i++) yield();  // it exits; its G is free
+    }
+  };
+  EXPECT_NO_RACE(procs(), body);
+}
+
+// Stacks the pool gives back to the kernel (beyond its warm limit) lose
+// TSan's record of them too: the next goroutine on such a stack finds its
+// pages absent, and the reset at its start covers only resident pages.
+// Here a thread writes into a stack, which the pool then gives back; a
+// second thread, unordered with the first, which is still alive, writes
+// the same bytes.
+TEST_P(Race, StacksGivenBackForgetTheirAccesses) {
+  if (procs() != 1) GTEST_SKIP() << "no scheduler involved";
+  EXPECT_EXIT(
+      {
+        ::alarm(60);
+        internal::StackPool pool;
+        pool.init(64 * 1024);
+        const size_t n = internal::StackPool::kWarmLimit + 1;
+        std::vector<char*> s(n);
+        pool.alloc(s.data(), n);
+        for (char*& lo : s) lo = pool.take(lo);
+        pool.free(s.data(), n - 1);  // the warm ones
+        char* victim = s[n - 1];
+        std::atomic<int> stage{0};
+        std::thread first([&] {
+          fill_frame(victim, pool.stack_size());
+          stage.store(1, std::memory_order_relaxed);
+          while (stage.load(std::memory_order_relaxed) != 2) usleep(1000);
+        });
+        while (stage.load(std::memory_order_relaxed) != 1) usleep(1000);
+        pool.free(&victim, 1);  // beyond the warm limit: given back
+        std::thread second([&] { fill_frame(victim, pool.stack_size()); });
+        second.join();
+        stage.store(2, std::memory_order_relaxed);
+        first.join();
+        pool.destroy();
         std::fflush(nullptr);
         std::exit(0);
       },
