@@ -21,7 +21,7 @@ namespace gort::internal {
 
 namespace {
 
-std::atomic<int> g_live{0};             // live goroutines' fibers
+std::atomic<int> g_live{0};          // live goroutines' fibers
 std::atomic<int64_t> g_created{0};  // fibers created for goroutines
 
 // Finished fibers, oldest first. TSan drops a report whose earlier access

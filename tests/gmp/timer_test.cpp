@@ -240,7 +240,10 @@ TEST_P(Timer, SeqChangesWithEveryStopAndReset) {
     EXPECT_NE(s5, s4);
     int n = q->fired.load();
     EXPECT_TRUE(eventually([&] { return q->fired.load() >= n + 3; }));
-    EXPECT_EQ(q->last_seq.load(), s5);
+    // A tick claimed before the reset may finish late, on an M the kernel
+    // descheduled (several Ps, the race detector), and leave s4 behind; the
+    // ticks after it carry s5.
+    EXPECT_TRUE(eventually([&] { return q->last_seq.load() == s5; }));
     EXPECT_TRUE(internal::timer_stop(&q->t));
     EXPECT_NE(internal::timer_seq(&q->t), s5);
   });
@@ -351,10 +354,11 @@ TEST_P(Timer, PeriodicTimerFiresUntilStopped) {
     // A periodic timer is always queued (re-armed before each call of f).
     EXPECT_TRUE(internal::timer_stop(&p->t));
     EXPECT_FALSE(internal::timer_active(&p->t));
-    gort::sleep(absl::Milliseconds(2));  // a call of f that began before stop
+    // A call claimed before stop may still be on its way, however long its
+    // M is descheduled (a loaded machine, the race detector): at most one.
     int n = p->fired.load();
     gort::sleep(absl::Milliseconds(20));
-    EXPECT_EQ(p->fired.load(), n) << "a stopped periodic timer kept firing";
+    EXPECT_LE(p->fired.load(), n + 1) << "a stopped periodic timer kept firing";
     EXPECT_EQ(p->early.load(), 0);
     EXPECT_EQ(p->concurrent.load(), 0);
   });
