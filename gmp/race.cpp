@@ -119,7 +119,9 @@ void tsan_start_fiber(G* g) {
   void* reuse = nullptr;
   lock_word(&g_kept_lock);
   // A spare fiber first; a quarantined one only where another fiber would
-  // pass TSan's limit on threads and fibers.
+  // pass the limit. Only a creation adds to live + kept, and only while
+  // that sum is within kRaceLimitGoroutines, so goroutine fibers never
+  // take more than that of TSan's room, however many are kept.
   if (g_kept_n > kKept || (g_kept_n > 0 && live + g_kept_n > kRaceLimitGoroutines)) reuse = pop_oldest_locked();
   unlock_word(&g_kept_lock);
   if (reuse == nullptr) g_created.fetch_add(1, std::memory_order_relaxed);

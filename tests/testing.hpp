@@ -440,8 +440,8 @@ inline internal::M* current_m() { return internal::getm(); }
 
 // ---- the race detector ----
 
-// A -Db_sanitize=thread build allows 8,128 live goroutines (docs/race.md,
-// Go 1.19's limit too). race_scaled(n) is n, or what fits under the limit
+// A -Db_sanitize=thread build allows 8,000 live goroutines (docs/race.md;
+// Go 1.19's limit is 8,128). race_scaled(n) is n, or what fits under the limit
 // in that build; tests whose point is the large number itself skip with
 // GORT_SKIP_OVER_RACE_LIMIT(n).
 inline constexpr int kRaceGoroutines = 6000;
@@ -449,7 +449,7 @@ constexpr int race_scaled(int n) { return internal::kRaceEnabled && n > kRaceGor
 #define GORT_SKIP_OVER_RACE_LIMIT(n)                                                  \
   do {                                                                                \
     if (::gort::internal::kRaceEnabled && (n) > ::gort::internal::kRaceLimitGoroutines) \
-      GTEST_SKIP() << "the race detector allows 8128 live goroutines (docs/race.md)";  \
+      GTEST_SKIP() << "the race detector allows 8000 live goroutines (docs/race.md)";  \
   } while (0)
 
 // ---- subprocesses ----

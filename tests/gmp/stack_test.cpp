@@ -553,7 +553,7 @@ TEST_P(Stack, RecycledGsKeepTheirStacksAcrossPs) {
 // a few of its periods (out of allg, stacks back to the pool and their pages
 // to the kernel), so both the number of pairs and the RSS fall back.
 TEST(StackRelease, BurstOfGoroutinesIsReleased) {
-  GORT_SKIP_IN_RACE_BUILD("more live goroutines than the detector's 8,128");
+  GORT_SKIP_IN_RACE_BUILD("more live goroutines than the detector's 8,000");
 #ifdef GORT_ASAN
   // The property is the same for any burst well above kWarmLimit; ASan's
   // shadow of 200,000 touched stacks would cost gigabytes.
@@ -607,7 +607,7 @@ TEST(StackRelease, BurstOfGoroutinesIsReleased) {
 // goroutines come in waves reuses one wave's stacks for the next instead
 // of faulting in again the pages it just gave back. They do go, later.
 TEST(StackRelease, DeadGsAreKeptForAPeriodWhilePsAreBusy) {
-  GORT_SKIP_IN_RACE_BUILD("more live goroutines than the detector's 8,128");
+  GORT_SKIP_IN_RACE_BUILD("more live goroutines than the detector's 8,000");
   static constexpr int kGs = 3 * static_cast<int>(StackPool::kWarmLimit);
   run_checked(2, [] {
     ASSERT_TRUE(burst_of_dead_goroutines(kGs));
