@@ -406,6 +406,8 @@ void StackPool::free_batch(char* const* entries, size_t n) {
   }
   if (k == 0) return;
   if constexpr (kTsanEnabled) {
+    // The race detector's record of the pages must go with them (race.hpp):
+    // one mmap per stack instead of the batched MADV_DONTNEED below.
     for (size_t i = 0; i < k; i++) tsan_forget_stack(cold[i], size_);
     MutexLock lock(mu_);
     cold_.insert(cold_.end(), cold, cold + k);
