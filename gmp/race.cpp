@@ -71,7 +71,7 @@ void map_afresh(char* lo, size_t len) {
 // the kernel cannot tell.
 char* lowest_resident(char* lo, char* hi) {
   constexpr size_t kChunk = 256;  // pages per mincore call
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t page = page_size();
   unsigned char vec[kChunk];
   for (char* p = lo; p < hi;) {
     size_t n = std::min(kChunk, static_cast<size_t>(hi - p) / page);

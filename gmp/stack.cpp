@@ -22,15 +22,16 @@
 #endif
 
 namespace gort::internal {
-namespace {
-
-// -1 unknown, 1 madvise guards work, 0 fall back to mprotect.
-std::atomic<int> g_madvise_guards{-1};
 
 size_t page_size() {
   static const size_t p = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return p;
 }
+
+namespace {
+
+// -1 unknown, 1 madvise guards work, 0 fall back to mprotect.
+std::atomic<int> g_madvise_guards{-1};
 
 void install_guard(char* lo) {
   int mode = g_madvise_guards.load(std::memory_order_relaxed);
@@ -405,32 +406,31 @@ void StackPool::free_batch(char* const* entries, size_t n) {
     }
   }
   if (k == 0) return;
+  // The rest give their pages back, outside the lock, before any of them
+  // can be handed out again.
   if constexpr (kTsanEnabled) {
     // The race detector's record of the pages must go with them (race.hpp):
     // one mmap per stack instead of the batched MADV_DONTNEED below.
     for (size_t i = 0; i < k; i++) tsan_forget_stack(cold[i], size_);
-    MutexLock lock(mu_);
-    cold_.insert(cold_.end(), cold, cold + k);
-    return;
-  }
-  // The rest give their pages back, outside the lock, before any of them
-  // can be handed out again. Sorted, neighbouring slots make one range
-  // (stacks die roughly in the order they were born, so runs are common),
-  // and all the ranges go in one process_madvise: one TLB shootdown for
-  // the batch instead of one per stack, each of which interrupted every
-  // CPU running the process (perf: smp_call_function_many_cond was a
-  // tenth of a million-goroutine wake-up).
-  std::sort(cold, cold + k);
-  iovec iov[kFreeBatchMax];
-  size_t nr = 0;
-  for (size_t i = 0; i < k; i++) {
-    if (nr > 0 && static_cast<char*>(iov[nr - 1].iov_base) + iov[nr - 1].iov_len + kGuardSize == cold[i]) {
-      iov[nr - 1].iov_len += slot_;
-    } else {
-      iov[nr++] = iovec{cold[i], size_};
+  } else {
+    // Sorted, neighbouring slots make one range (stacks die roughly in the
+    // order they were born, so runs are common), and all the ranges go in
+    // one process_madvise: one TLB shootdown for the batch instead of one
+    // per stack, each of which interrupted every CPU running the process
+    // (perf: smp_call_function_many_cond was a tenth of a
+    // million-goroutine wake-up).
+    std::sort(cold, cold + k);
+    iovec iov[kFreeBatchMax];
+    size_t nr = 0;
+    for (size_t i = 0; i < k; i++) {
+      if (nr > 0 && static_cast<char*>(iov[nr - 1].iov_base) + iov[nr - 1].iov_len + kGuardSize == cold[i]) {
+        iov[nr - 1].iov_len += slot_;
+      } else {
+        iov[nr++] = iovec{cold[i], size_};
+      }
     }
+    release_ranges(pidfd_, iov, nr);
   }
-  release_ranges(pidfd_, iov, nr);
   MutexLock lock(mu_);
   cold_.insert(cold_.end(), cold, cold + k);
 }

@@ -237,6 +237,9 @@ class StackPool {
   SlabRange* spare_ranges_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
+// The system's page size (read once).
+size_t page_size();
+
 // True while the madvise guard mechanism works on this kernel.
 bool stack_guard_madvise_supported();
 

@@ -16,6 +16,7 @@
 #include "gmp/lock.hpp"
 #include "gmp/sanitizer.hpp"
 #include "gmp/sched.hpp"
+#include "gmp/stack.hpp"
 #include "gmp/tls.hpp"
 #include "stdlib/chan_core.hpp"
 #include "stdlib/chan_ring.hpp"
@@ -43,11 +44,6 @@ size_t core_align(const ElemType* et) {
 // at this size and keeps making a small channel a malloc, not a system
 // call. (glibc's malloc maps blocks this large on its own as well.)
 constexpr size_t kMappedRing = 256 * 1024;
-
-size_t page_size() {
-  static const size_t size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  return size;
-}
 
 }  // namespace
 
