@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "gmp/cpu.hpp"
 #include "tests/testing.hpp"
 
 namespace gort::test {
@@ -180,7 +181,22 @@ TEST_P(Run, ShutdownWithParkedAndUnstartedGoroutines) {
           });
         }
         ASSERT_TRUE(eventually([&] { return gate->waiting() == 100; }));
-        // Never started: queued on this P (and maybe stolen, never run).
+        // Every other P is kept busy until the runtime stops, by a goroutine
+        // that cannot be preempted: otherwise another P could steal one of
+        // the goroutines below and start it, and a started goroutine still
+        // around at the end is abandoned with its closure, as in Go (seen
+        // under ASan on a loaded host: preempted between its start and its
+        // closure's destruction).
+        std::atomic<int> blocking{0};
+        for (int i = 1; i < procs(); i++) {
+          gort::go([&blocking] {
+            gort::NoPreempt np;
+            blocking.fetch_add(1);
+            while (!internal::sched.stopping.load(std::memory_order_acquire)) internal::cpu_relax();
+          });
+        }
+        ASSERT_TRUE(eventually([&] { return blocking.load() == procs() - 1; }));
+        // Never started: queued on this P, and no other P is free to steal them.
         for (int i = 0; i < 50; i++) {
           gort::go([unstarted_token] { (void)unstarted_token; });
         }
