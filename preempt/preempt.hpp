@@ -163,8 +163,11 @@ bool stall_check_blocked(int64_t now);
 
 // ---- SIGQUIT (sigquit.cpp) ----
 
-// Installs the handler (once per process) and routes the signal to this
-// run's sysmon, the calling thread.
+// Installs the handler (once per process); a SIGQUIT from now on is kept
+// for this run's sysmon, whose thread is about to start. Called by
+// sysmon_start, before it starts the thread.
+void sigquit_arm();
+// Routes the signal to this run's sysmon, the calling thread.
 void sigquit_start();
 void sigquit_stop();
 // sysmon: between rounds, asleep (a SIGQUIT on sysmon then dumps at once).

@@ -7,8 +7,10 @@
 // passed on to sysmon (tgkill). On sysmon, the handler dumps right away if
 // sysmon is asleep between rounds (then it holds nothing a dump needs);
 // otherwise it leaves a note that sysmon reads at the end of its round.
-// Outside gort::run the signal keeps the disposition it had before (by
-// default: a core dump).
+// Between the runtime's start and sysmon's first instruction, the handler
+// only leaves the note: sysmon reads it in its first round. Outside
+// gort::run the signal keeps the disposition it had before (by default: a
+// core dump).
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -24,6 +26,9 @@ namespace {
 
 std::once_flag g_once;
 struct sigaction g_old;
+// sysmon's thread id; 0 outside gort::run; kStarting while sysmon's thread
+// is being started.
+constexpr int kStarting = -1;
 std::atomic<int> g_sysmon_tid{0};
 std::atomic<bool> g_asleep{false};
 std::atomic<bool> g_pending{false};
@@ -54,7 +59,12 @@ void on_sigquit(int sig, siginfo_t* info, void* uc) {
     pass_on(sig, info, uc);
     return;
   }
-  g_pending.store(true, std::memory_order_release);
+  g_pending.store(true, std::memory_order_seq_cst);
+  // Read again after the note (sigquit_start stores the id, seq_cst, before
+  // sysmon's first look at the note): either sysmon will see the note, or
+  // this sees its id and sends it the signal.
+  sysmon = g_sysmon_tid.load(std::memory_order_seq_cst);
+  if (sysmon == kStarting || sysmon == 0) return;
   if (static_cast<int>(gettid()) != sysmon) {
     syscall(SYS_tgkill, getpid(), sysmon, sig);
     return;
@@ -64,7 +74,7 @@ void on_sigquit(int sig, siginfo_t* info, void* uc) {
 
 }  // namespace
 
-void sigquit_start() {
+void sigquit_arm() {
   std::call_once(g_once, [] {
     struct sigaction sa = {};
     sa.sa_sigaction = &on_sigquit;
@@ -77,13 +87,17 @@ void sigquit_start() {
     sigfillset(&sa.sa_mask);
     sigaction(SIGQUIT, &sa, &g_old);
   });
+  g_pending.store(false, std::memory_order_relaxed);
+  g_sysmon_tid.store(kStarting, std::memory_order_release);
+}
+
+void sigquit_start() {
   // sysmon takes SIGQUIT even if the thread that called run blocks it.
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGQUIT);
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
-  g_pending.store(false, std::memory_order_relaxed);
-  g_sysmon_tid.store(static_cast<int>(gettid()), std::memory_order_release);
+  g_sysmon_tid.store(static_cast<int>(gettid()), std::memory_order_seq_cst);
 }
 
 void sigquit_stop() { g_sysmon_tid.store(0, std::memory_order_release); }
@@ -91,11 +105,11 @@ void sigquit_stop() { g_sysmon_tid.store(0, std::memory_order_release); }
 void sigquit_sleeping(bool asleep) {
   g_asleep.store(asleep, std::memory_order_release);
   // A SIGQUIT that came just before the sleep began.
-  if (asleep && g_pending.load(std::memory_order_acquire)) dump(false);
+  if (asleep && g_pending.load(std::memory_order_seq_cst)) dump(false);
 }
 
 void sigquit_poll() {
-  if (g_pending.load(std::memory_order_acquire)) dump(false);
+  if (g_pending.load(std::memory_order_seq_cst)) dump(false);
 }
 
 }  // namespace gort::internal

@@ -343,6 +343,7 @@ void sysmon_start() {
   retake_init();
   stall_init();
   sched.nsystem_threads.fetch_add(1);
+  sigquit_arm();
   s->thread = std::thread([s] {
     // SIGQUIT goes to this thread from its first round to its last.
     sigquit_start();

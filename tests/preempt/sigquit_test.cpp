@@ -141,6 +141,29 @@ TEST(Sigquit, GoroutinesCaughtMidSwitchShowTheirFrames) {
   }
 }
 
+// A SIGQUIT as soon as main runs, before sysmon's thread may have started:
+// the runtime is already up, so the signal dumps (once sysmon runs) rather
+// than taking the default action (a core dump), whatever thread it lands on.
+TEST(Sigquit, RightAfterTheRuntimeStartsStillDumps) {
+  GORT_SKIP_IN_RACE_BUILD("the dump runs in a signal handler, where TSan reports each malloc");
+  for (int round = 0; round < 20; round++) {
+    EXPECT_EXIT(
+        {
+          ::alarm(60);
+          gort::run(
+              [] {
+                ::kill(::getpid(), SIGQUIT);
+                gort::sleep(absl::Seconds(30));
+              },
+              preempt_cfg(2));
+        },
+        ::testing::ExitedWithCode(2),
+        output_that([](const std::string& out) { return out.compare(0, 15, "SIGQUIT: quit\n\n") == 0; },
+                    "SIGQUIT: quit, then the goroutines"))
+        << "round " << round;
+  }
+}
+
 TEST(Sigquit, NonePrintsNoGoroutines) {
   EXPECT_EXIT(
       {
