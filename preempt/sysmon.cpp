@@ -200,6 +200,13 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
             pd.schedwhen = now;
             break;
         }
+        // What waits on this P's queue may wait for as long as this run
+        // goes on (the preemption deferred: NoPreempt, an OS lock held,
+        // preemption off), while a P idles and no M looks for work: a
+        // goroutine requeued by a yield or a preemption wakes nobody (nor
+        // does Go's, whose goroutines can always be preempted). An M woken
+        // here steals it.
+        if (!p->runq.empty()) wakep();
       }
       if (!timed) *next_deadline = std::min(*next_deadline, pd.schedwhen + slice);
     } else if (st == PStatus::kBlocking) {

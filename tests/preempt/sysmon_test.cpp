@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -199,6 +200,67 @@ TEST(SysmonPoll, GoroutineSysmonTookFromThePollerIsNotADeadlock) {
     EXPECT_EQ(r, 7);
   };
   GORT_EXPECT_SUBPROCESS_OK(30, gort::test::reporting(child));
+}
+
+// ---- work queued behind a goroutine that keeps its P ----
+
+std::atomic<gort::internal::G*> g_reader{nullptr};
+
+bool publish_reader(gort::internal::G* g, void*) {
+  g_reader.store(g);
+  return true;
+}
+
+// Parameter: Config::preempt. On: the running goroutine defers preemption
+// (NoPreempt, as an OS lock held does); off: it never calls into gort.
+class SysmonSteal : public ::testing::TestWithParam<bool> {};
+INSTANTIATE_TEST_SUITE_P(Preempt, SysmonSteal, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "on" : "off";
+                         });
+
+// A write readies its reader on the writer's own P and wakes no M
+// (ready_after_write: the writer is expected to park soon); a yield and a
+// preemption requeue the same way. When the goroutine that then runs there
+// keeps its P while the other P idles, sysmon wakes an M, which steals the
+// reader. Before, the reader waited for as long as the other ran (here: the
+// 5 s give-up, every time).
+TEST_P(SysmonSteal, GoroutineQueuedBehindOneThatKeepsItsPIsStolen) {
+  const bool preempt = GetParam();
+  run_cfg(preempt_cfg(2, absl::Milliseconds(10), preempt), [&] {
+    using namespace gort::internal;
+    std::atomic<bool> ran{false};
+    g_reader = nullptr;
+    gort::go([&ran] {
+      park(&publish_reader, nullptr, WaitReason::kTest);
+      ran = true;
+    });
+    ASSERT_TRUE(gort::test::eventually([] {
+      G* g = g_reader.load();
+      return g != nullptr && g->status.load() == GStatus::kWaiting;
+    }));
+    {
+      std::optional<gort::NoPreempt> np;
+      if (preempt) np.emplace();
+      auto give_up = std::chrono::steady_clock::now() + 5s;
+      // The other P idle, and its M asleep rather than looking for work.
+      int settled = 0;
+      while (settled < 1000 && std::chrono::steady_clock::now() < give_up) {
+        settled = sched.npidle.load() == 1 && sched.nmspinning.load() == 0 ? settled + 1 : 0;
+      }
+      ASSERT_EQ(settled, 1000) << "the other P never settled idle";
+      G* g = g_reader.load();
+      set_status(g, GStatus::kWaiting, GStatus::kRunnable);
+      ready_after_write(g);
+      ASSERT_EQ(sched.readied_after_write.load(), 1) << "not queued on this P";
+      auto t0 = std::chrono::steady_clock::now();
+      while (!ran.load() && std::chrono::steady_clock::now() < t0 + 5s) {
+      }
+      auto waited = std::chrono::steady_clock::now() - t0;
+      EXPECT_TRUE(ran.load()) << "the goroutine queued behind this one did not run in 5 s";
+      RecordProperty("waited_us", static_cast<int>(std::chrono::duration_cast<std::chrono::microseconds>(waited).count()));
+    }
+  });
 }
 
 // ---- the whole process's cost: a spinner, an idle program ----
