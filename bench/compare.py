@@ -78,7 +78,9 @@ TARGETS = {
     ("tcp_echo/procs:2", "msgs/s"): 1.2,
     ("tls_echo/procs:1", "msgs/s"): 1.0,
     ("tls_echo/procs:2", "msgs/s"): 1.0,
-    ("idle_conns/procs:1", "bytes/conn"): 1.5,
+    # Round 2 (issue 16) lowered it from 1.5: below the floor of one stack
+    # page per parked connection (docs/server-cpu.md), so it reads MISSED.
+    ("idle_conns/procs:1", "bytes/conn"): 1.0,
     ("http_hello/procs:1", "requests/s"): 1.2,
     # Server CPU per request or message (bench/http_compare, bench/echo_compare).
     ("http_hello/procs:1", "server_cpu_us/request"): 0.75,
