@@ -172,8 +172,10 @@ TEST_P(Run, ShutdownWithParkedAndUnstartedGoroutines) {
   // end (and destroys its closure) before that M sees the runtime stop; with
   // it, a preemption could leave it started and unfinished, and a started
   // goroutine still around at the end is abandoned with its closure, as in
-  // Go (seen under ASan on a loaded host). Keeping the other Ps busy instead
-  // does not hold: a goroutine that yields wakes no idle M (nor does Go's).
+  // Go (seen under ASan on a loaded host). Keeping the other Ps busy with
+  // goroutines that cannot be preempted does not do it either: main's own P
+  // may run one of them, and the M that sysmon then wakes to steal from
+  // that P's queue takes these too.
   cfg.preempt = false;
   auto gate = std::make_unique<Gate>();  // never opened
   std::atomic<int> parked{0};
