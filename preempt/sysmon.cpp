@@ -62,6 +62,9 @@ namespace {
 struct SysmonTick {
   uint32_t schedtick = 0;
   int64_t schedwhen = 0;
+  // The schedule tick at which a look found goroutines queued behind a run
+  // that outlived its slice; 0: none found.
+  uint32_t queued_tick = 0;
   uint32_t syscalltick = 0;
   int64_t syscallwhen = 0;
   BlockedWatch blocked;
@@ -205,8 +208,17 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
         // preemption off), while a P idles and no M looks for work: a
         // goroutine requeued by a yield or a preemption wakes nobody (nor
         // does Go's, whose goroutines can always be preempted). An M woken
-        // here steals it.
-        if (!p->runq.empty()) wakep();
+        // here steals it. Only when a goroutine runs (not g0 between two)
+        // and two looks in a row found the queue full with no schedule in
+        // between: a goroutine that yields puts itself on the queue for a
+        // moment on its way back, and that is no work for another M (the
+        // woken M would find nothing, and a new thread might be made).
+        if (g != nullptr && !p->runq.empty()) {
+          if (pd.queued_tick == t + 1) wakep();
+          pd.queued_tick = t + 1;
+        } else {
+          pd.queued_tick = 0;
+        }
       }
       if (!timed) *next_deadline = std::min(*next_deadline, pd.schedwhen + slice);
     } else if (st == PStatus::kBlocking) {

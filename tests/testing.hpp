@@ -128,6 +128,20 @@ inline int settled_thread_count() {
   return n;
 }
 
+// A baseline of open descriptors that a descriptor on its way out does not
+// inflate: the same count twice, 2 ms apart. (Under the race detector its
+// own background thread opens files now and then.)
+inline int settled_fd_count() {
+  int n = count_fds();
+  for (int i = 0; i < 50; i++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    int again = count_fds();
+    if (again == n) return n;
+    n = again;
+  }
+  return n;
+}
+
 struct ResourceSnapshot {
   int fds = count_fds();
   int threads = settled_thread_count();
