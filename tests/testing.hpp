@@ -114,33 +114,27 @@ bool eventually(Pred pred, std::chrono::milliseconds limit = std::chrono::second
   }
 }
 
-// The baseline for expect_no_leaks. Threads the test joined just before
-// can still be listed (see below): wait briefly for the count to settle, so
-// that the baseline is not inflated by a thread that is already gone.
-inline int settled_thread_count() {
-  int n = count_threads();
+// count() once it reads the same twice, `gap` apart (at most 50 tries): a
+// baseline that something already on its way out does not inflate.
+inline int settled(int (*count)(), std::chrono::microseconds gap) {
+  int n = count();
   for (int i = 0; i < 50; i++) {
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-    int again = count_threads();
+    std::this_thread::sleep_for(gap);
+    int again = count();
     if (again == n) return n;
     n = again;
   }
   return n;
 }
 
-// A baseline of open descriptors that a descriptor on its way out does not
-// inflate: the same count twice, 2 ms apart. (Under the race detector its
-// own background thread opens files now and then.)
-inline int settled_fd_count() {
-  int n = count_fds();
-  for (int i = 0; i < 50; i++) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    int again = count_fds();
-    if (again == n) return n;
-    n = again;
-  }
-  return n;
-}
+// The baseline for expect_no_leaks. Threads the test joined just before
+// can still be listed (see below).
+inline int settled_thread_count() { return settled(&count_threads, std::chrono::microseconds(200)); }
+
+// Open descriptors: one closed a moment ago may still be held by another
+// thread (under the race detector, its own background thread opens files
+// now and then).
+inline int settled_fd_count() { return settled(&count_fds, std::chrono::milliseconds(2)); }
 
 struct ResourceSnapshot {
   int fds = count_fds();
