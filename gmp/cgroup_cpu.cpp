@@ -1,5 +1,6 @@
 // gmp/cgroup_cpu.cpp — see cgroup_cpu.hpp.
 #include "gmp/cgroup_cpu.hpp"
+#include "gmp/sys.hpp"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -119,7 +120,7 @@ bool read_fd(int fd, std::string* out) {
   char buf[128];
   ssize_t n;
   do {
-    n = pread(fd, buf, sizeof buf - 1, 0);
+    n = sys::pread(fd, buf, sizeof buf - 1, 0);
   } while (n < 0 && errno == EINTR);
   if (n < 0) return false;
   out->assign(buf, static_cast<size_t>(n));
@@ -129,7 +130,7 @@ bool read_fd(int fd, std::string* out) {
 int open_ro(const std::string& path) {
   int fd;
   do {
-    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    fd = sys::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   } while (fd < 0 && errno == EINTR);
   return fd;
 }
@@ -160,12 +161,12 @@ std::string read_file(const std::string& path) {
   if (fd < 0) return out;
   char buf[4096];
   for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
+    ssize_t n = sys::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     out.append(buf, static_cast<size_t>(n));
   }
-  close(fd);
+  sys::close(fd);
   return out;
 }
 
@@ -191,8 +192,8 @@ std::vector<std::string> cgroup_cpu_dirs(std::string_view proc_cgroup, std::stri
 
 void cgroup_cpu_close(CgroupCpu* c) {
   for (CgroupCpu::Level& l : c->levels) {
-    if (l.quota_fd >= 0) close(l.quota_fd);
-    if (l.period_fd >= 0) close(l.period_fd);
+    if (l.quota_fd >= 0) sys::close(l.quota_fd);
+    if (l.period_fd >= 0) sys::close(l.period_fd);
   }
   c->levels.clear();
   c->dirs.clear();
@@ -213,7 +214,7 @@ void cgroup_cpu_open(CgroupCpu* c, const std::string& proc_self, const std::stri
       l.quota_fd = open_ro(dir + "/cpu.cfs_quota_us");
       l.period_fd = open_ro(dir + "/cpu.cfs_period_us");
       if (l.period_fd < 0 && l.quota_fd >= 0) {
-        close(l.quota_fd);
+        sys::close(l.quota_fd);
         l.quota_fd = -1;
       }
     }

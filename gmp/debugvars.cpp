@@ -18,6 +18,7 @@ struct DebugVar {
 // Go's dbgvars: one entry per key.
 constexpr DebugVar kDebugVars[] = {
     {"containermaxprocs", &DebugVars::containermaxprocs},
+    {"hooklibc", &DebugVars::hooklibc},
     {"scheddetail", &DebugVars::scheddetail},
     {"schedtrace", &DebugVars::schedtrace},
     {"stallreport", &DebugVars::stallreport},

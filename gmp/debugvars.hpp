@@ -29,6 +29,9 @@ struct DebugVars {
   // 0: sysmon does not follow changes of the default number of Ps (Go's
   // updatemaxprocs).
   int32_t updatemaxprocs = 1;
+  // 0: libc's blocking calls are left alone (Config::hook_libc;
+  // netpoll/hook/, docs/blocking-libraries.md).
+  int32_t hooklibc = 1;
 };
 
 // Written by run() before any other runtime thread exists; read-only while

@@ -30,13 +30,14 @@
 #include "gmp/tls.hpp"
 #include "gmp/traceback.hpp"
 #include "gort/detail/race.hpp"
+#include "gmp/sys.hpp"
 
 namespace gort::internal {
 
 void write_stderr(const char* s) {
   size_t n = strlen(s);
   while (n > 0) {
-    ssize_t w = ::write(2, s, n);
+    ssize_t w = sys::write(2, s, n);
     if (w <= 0) return;
     s += w;
     n -= static_cast<size_t>(w);
@@ -113,7 +114,7 @@ void print_tracebacks(void* arg) {
   bool locked = false;
   for (int i = 0; i < 5000 && !(locked = mu.try_lock()); i++) {
     timespec ts{0, 1000 * 1000};
-    nanosleep(&ts, nullptr);
+    sys::nanosleep(&ts, nullptr);
   }
   if (all) freeze_world(500 * 1000 * 1000, d->sched_locked);
   TraceWriter w(2);
@@ -140,7 +141,7 @@ void print_tracebacks(void* arg) {
     if (!d->sched_locked) {
       for (int i = 0; i < 100 && !lock.try_lock(); i++) {
         timespec ts{0, 1000 * 1000};
-        nanosleep(&ts, nullptr);
+        sys::nanosleep(&ts, nullptr);
       }
     }
     print_all(w, d->g, level, Frozen::kYes);

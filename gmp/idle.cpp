@@ -141,6 +141,15 @@ void newm(P* p, bool spinning) {
   }
   sched.allm.push_back(m);
   sched.mcount++;
+  // Go's checkmcount: goroutines blocked in system calls hold their
+  // threads, and past the limit the program is told so.
+  if (sched.mcount > sched.cfg.max_threads) {
+    lock.unlock();
+    write_stderr("runtime: program exceeds ");
+    write_stderr_int(sched.cfg.max_threads);
+    write_stderr("-thread limit\n");
+    fatal("thread exhaustion");
+  }
   if (p == nullptr && !spinning) {
     m->started_idle = true;
     mput(m);

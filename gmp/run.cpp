@@ -94,6 +94,19 @@ int resolve_procs(int requested) {
   return default_procs();
 }
 
+// Go's default thread limit (debug.SetMaxThreads).
+constexpr int kDefaultMaxThreads = 10000;
+
+int resolve_max_threads(int requested) {
+  if (requested > 0) return requested;
+  if (const char* env = std::getenv("GORT_MAXTHREADS")) {
+    char* end = nullptr;
+    long v = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && v > 0) return static_cast<int>(std::min<long>(v, INT32_MAX));
+  }
+  return kDefaultMaxThreads;
+}
+
 // No other runtime thread exists yet: nothing to lock against.
 void reset_sched(const Config& cfg) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   sched.midle = nullptr;
@@ -256,6 +269,8 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
   procs_default_init();
   cfg.procs = resolve_procs(cfg.procs);
   if (cfg.time_slice <= absl::ZeroDuration()) cfg.time_slice = absl::Milliseconds(10);
+  cfg.max_threads = resolve_max_threads(cfg.max_threads);
+  cfg.hook_libc = cfg.hook_libc && debug.hooklibc != 0;
   reset_sched(cfg);
   pthread_sigmask(SIG_SETMASK, nullptr, &sched.m_sigmask);
   sched.stacks.init(cfg.stack_size);

@@ -5,6 +5,7 @@
 
 #include "gmp/fatal.hpp"
 #include "gmp/cpu.hpp"
+#include "gmp/sys.hpp"
 
 namespace gort::internal {
 
@@ -92,7 +93,8 @@ G* Runq::steal_into(Runq* dst, bool steal_next, bool victim_running) {
       if (victim_running) {
         // Sleep rather than spin (as Go does): a spinning thief would burn
         // the CPU the victim needs and bounce its queue's cache lines.
-        usleep(3);
+        timespec ts{0, 3000};
+        sys::nanosleep(&ts, nullptr);
         if (runnext_.load(std::memory_order_acquire) != next) continue;
       }
       if (!runnext_.compare_exchange_strong(next, nullptr, std::memory_order_acq_rel)) continue;

@@ -321,6 +321,11 @@ void startm(P* p, Spinning spinning);
 // caller's attributes as any M has (one started by sysmon inherited its
 // 1 µs timer slack and its name, and spawn_join ran 10-15 % slower).
 void mprestart();
+// Go's entersyscallblock: entersyscall for a call known to block for long
+// (name resolution, fsync, waiting for a child): the P is handed to another
+// M at once instead of after sysmon's look. exitsyscall ends it. If the M
+// holds an OS lock, exitsyscall keeps the goroutine on its thread.
+void entersyscallblock();
 // Go's handoffp: p (taken from an M stuck in blocking()) gets an M if it
 // has work, else goes idle. p must have no M and be in neither list.
 void handoffp(P* p);

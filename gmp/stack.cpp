@@ -16,6 +16,7 @@
 #include "gmp/futex.hpp"
 #include "gmp/race.hpp"
 #include "gmp/sanitizer.hpp"
+#include "gmp/sys.hpp"
 
 #ifndef MADV_GUARD_INSTALL
 #define MADV_GUARD_INSTALL 102
@@ -436,7 +437,7 @@ void StackPool::free_batch(char* const* entries, size_t n) {
 }
 
 StackPool::~StackPool() {
-  if (pidfd_ >= 0) close(pidfd_);
+  if (pidfd_ >= 0) sys::close(pidfd_);
   for (SlabRange* list : {ranges_.exchange(nullptr), spare_ranges_}) {
     while (list != nullptr) {
       SlabRange* next = list->next.load(std::memory_order_relaxed);
@@ -470,7 +471,7 @@ size_t StackPool::slabs() const {
 
 void StackPool::destroy(bool keep_mapped) {
   stop_preparer();  // before the slabs it prepares go
-  if (pidfd_ >= 0) close(pidfd_);
+  if (pidfd_ >= 0) sys::close(pidfd_);
   pidfd_ = -1;
   MutexLock lock(mu_);
   // Unpublish the ranges before unmapping; a fault handler still walking

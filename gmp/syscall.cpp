@@ -13,6 +13,7 @@
 #include <atomic>
 #include <mutex>
 
+#include "gmp/fatal.hpp"
 #include "gmp/proc.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/switch.hpp"
@@ -80,6 +81,17 @@ void entersyscall() {
   releasem(m);
 }
 
+void entersyscallblock() {
+  entersyscall();
+  M* m = getm();
+  if (m == nullptr || !m->in_blocking.load(std::memory_order_relaxed)) return;
+  // Go's entersyscallblock: the call is known to block for long, so the P
+  // goes to another M now instead of after sysmon's look (as retake does).
+  P* p = m->blocking_p;
+  PStatus expected = PStatus::kBlocking;
+  if (p->status.compare_exchange_strong(expected, PStatus::kIdle, std::memory_order_acq_rel)) handoffp(p);
+}
+
 void exitsyscall() {
   M* m = getm();
   if (m == nullptr || !m->in_blocking.load(std::memory_order_relaxed)) return;
@@ -111,6 +123,23 @@ void exitsyscall() {
   // No P free: queue ourselves and let this M go idle.
   acquirem(m);  // carried to g0 (see gschedule)
   set_status(g, GStatus::kRunning, GStatus::kRunnable);
+  if (m->oslocks.load(std::memory_order_relaxed) > 0) {
+    // The thread holds an OS lock (a library's mutex held across a hooked
+    // call, netpoll/hook/): the goroutine must not leave it. It waits for a
+    // P on this M, as an asynchronously preempted goroutine does
+    // (lockedm.cpp): queued, locked to this M, which sleeps until whoever
+    // takes it from the queue hands over its P.
+    relaxed_store(g->lockedm, m);
+    relaxed_store(m->lockedg, g);
+    m->after = AfterSwitch::kNone;
+    relaxed_store<G*>(m->curg, nullptr);
+    switch_to(g, &m->g0);
+    if (getm() != m) fatal("exitsyscall: a goroutine holding an OS lock resumed on another M");
+    relaxed_store<G*>(m->lockedg, nullptr);
+    relaxed_store<M*>(g->lockedm, nullptr);
+    releasem(m);
+    return;
+  }
   m->after = AfterSwitch::kGlobal;
   relaxed_store<G*>(m->curg, nullptr);
   switch_to(g, &m->g0);

@@ -9,6 +9,7 @@
 #include "gmp/lock.hpp"
 #include "gmp/sanitizer.hpp"
 #include "gmp/sched.hpp"
+#include "gmp/sys.hpp"
 #include "gmp/tls.hpp"
 
 namespace gort::internal {
@@ -430,6 +431,31 @@ int64_t timers_next() {
     if (w != 0 && (best < 0 || w < best)) best = w;
   }
   return best;
+}
+
+void timer_sleep(int64_t when, WaitReason reason) {
+  G* g = getg();
+  if (g == nullptr) {
+    for (int64_t now = nanotime(); now < when; now = nanotime()) {
+      timespec ts{static_cast<time_t>((when - now) / 1000000000), static_cast<long>((when - now) % 1000000000)};
+      sys::nanosleep(&ts, nullptr);
+    }
+    return;
+  }
+  if (when <= nanotime()) return;
+  Timer t;
+  t.f = [](Timer* t, int64_t, uint32_t) { ready(static_cast<G*>(t->arg)); };
+  t.arg = g;
+  t.when = when;
+  // Armed only once we are parked, so that it cannot fire first. The timer
+  // lives on this stack: the runner never touches it after f (the header).
+  park(
+      [](G*, void* arg) {
+        auto* t = static_cast<Timer*>(arg);
+        timer_add_unshared(t, t->when);
+        return true;
+      },
+      &t, reason);
 }
 
 }  // namespace gort::internal

@@ -71,6 +71,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "gmp/g.hpp"
 #include "gmp/lock.hpp"
 
 namespace gort::internal {
@@ -114,6 +115,10 @@ void timer_add(Timer* t, int64_t when, int64_t period);
 // t->mu, so nothing touches t once it is in the heap, where it may fire and
 // be freed at once.
 void timer_add_unshared(Timer* t, int64_t when);
+// Parks the calling goroutine until nanotime `when` (Go's timeSleep), with
+// `reason` in dumps; a `when` already past returns at once. From a plain
+// thread (no goroutine), sleeps the thread.
+void timer_sleep(int64_t when, WaitReason reason);
 // Removes t from its heap. Returns true if it was queued (so f will not run
 // for this arming), false if it was idle or has already expired (its f may
 // be running now).

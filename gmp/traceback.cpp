@@ -18,6 +18,7 @@
 #include "gmp/switch.hpp"
 #include "gmp/symbolize.hpp"
 #include "gmp/tls.hpp"
+#include "gmp/sys.hpp"
 
 namespace gort::internal {
 
@@ -121,7 +122,7 @@ void TraceWriter::put_hex(uint64_t v) {
 void TraceWriter::flush() {
   const char* p = buf_;
   while (n_ > 0) {
-    ssize_t w = ::write(fd_, p, n_);
+    ssize_t w = sys::write(fd_, p, n_);
     if (w <= 0) {
       if (w < 0 && errno == EINTR) continue;
       break;
@@ -437,7 +438,7 @@ void freeze_world(int64_t timeout_ns, bool sched_locked) ABSL_NO_THREAD_SAFETY_A
   std::unique_lock<RuntimeMutex> lock(sched.lock, std::defer_lock);
   for (int i = 0; !sched_locked && i < 100 && !lock.try_lock(); i++) {
     timespec ts{0, 1000 * 1000};
-    nanosleep(&ts, nullptr);
+    sys::nanosleep(&ts, nullptr);
   }
   std::vector<M*> ms(sched.allm.begin(), sched.allm.end());
   if (lock.owns_lock()) lock.unlock();
@@ -449,7 +450,7 @@ void freeze_world(int64_t timeout_ns, bool sched_locked) ABSL_NO_THREAD_SAFETY_A
   for (M* m : asked) {
     while (!freeze_answered(m) && nanotime() < deadline) {
       timespec ts{0, 100 * 1000};
-      nanosleep(&ts, nullptr);
+      sys::nanosleep(&ts, nullptr);
     }
   }
 }

@@ -14,6 +14,7 @@
 #include "gmp/sched.hpp"
 #include "gmp/symbolize.hpp"
 #include "gmp/tls.hpp"
+#include "gmp/sys.hpp"
 
 namespace gort::internal {
 namespace {
@@ -182,7 +183,7 @@ __attribute__((no_sanitize("address", "thread"))) void copy_words(char* dst, uin
 
 void sleep_briefly() {
   timespec ts{0, 50 * 1000};
-  nanosleep(&ts, nullptr);
+  sys::nanosleep(&ts, nullptr);
 }
 
 bool signal_m(M* m) {

@@ -21,8 +21,11 @@
 // function moves kWait -> G*; if readiness (or close, or a deadline) came
 // in between, that CAS fails and the goroutine resumes at once. A notifier
 // swaps in kReady (I/O) or 0 (close, deadline) and readies the G it took.
-// Only one goroutine may wait per mode at a time: the net layer serialises
-// readers and writers (Go's fdMutex).
+// The slot holds one goroutine per mode: the net layer serialises readers
+// and writers (Go's fdMutex). A goroutine that finds the slot taken (two
+// goroutines reading one pipe through the libc hooks), and every wait with
+// a timeout of its own or on several descriptors, waits on the
+// descriptor's list instead (poll_list.cpp), which every event wakes.
 //
 // Deadlines are runtime timers; a descriptor's `closing` flag and expired
 // deadlines are checked before parking and after waking.
@@ -31,6 +34,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "gmp/g.hpp"
 #include "gmp/timer.hpp"
 
 namespace gort::internal {
@@ -92,6 +96,21 @@ uint64_t poll_tag(PollDesc* pd);
 // it). Nothing for a stale tag. A hint, safe whether or not data is there:
 // a reader that finds none waits again, for the event the data brings.
 G* poll_wake_reader(uint64_t tag);
+
+// As poll_wait, on pd's list, and also until nanotime `deadline` (0:
+// none), which ends the wait with kPollErrTimeout: for a second waiter in
+// a mode, and for waits with a timeout of their own.
+int poll_wait_list(PollDesc* pd, int mode, int64_t deadline);
+// Parks the calling goroutine until an event of modes[i] ('r', 'w' or
+// 'r' + 'w') on any pds[i], one of them closes, or nanotime `deadline` (0:
+// none) passes, with `reason` in dumps. Once it waits on every list it
+// calls level(arg), the caller's look at the descriptors' level (poll(2)
+// with a zero timeout), and returns kPollOk at once if that finds one
+// ready, so that no event is missed. Returns kPollOk (woken: the caller
+// looks again), kPollErrTimeout or kPollErrClosing. The caller holds a
+// reference to each descriptor (pd_ref) for the call.
+int poll_wait_any(PollDesc* const* pds, const int* modes, int n, int64_t deadline, bool (*level)(void*),
+                  void* arg, WaitReason reason);
 
 // Goroutines parked in the poller (for the scheduler and checkdead).
 int64_t netpoll_waiters();

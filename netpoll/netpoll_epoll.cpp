@@ -10,6 +10,7 @@
 #include "gmp/fatal.hpp"
 #include "gort/detail/race.hpp"
 #include "netpoll/netpoll_platform.hpp"
+#include "gmp/sys.hpp"
 
 namespace gort::internal {
 namespace {
@@ -37,7 +38,7 @@ int event_mode(uint32_t events) {
 void netpoll_init() {
   g_epfd = epoll_create1(EPOLL_CLOEXEC);
   if (g_epfd < 0) fatal("netpoll: epoll_create1 failed");
-  g_breakfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  g_breakfd = sys::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (g_breakfd < 0) fatal("netpoll: eventfd failed");
   epoll_event ev{};
   ev.events = EPOLLIN;
@@ -47,8 +48,8 @@ void netpoll_init() {
 }
 
 void netpoll_shutdown() {
-  if (g_epfd >= 0) close(g_epfd);
-  if (g_breakfd >= 0) close(g_breakfd);
+  if (g_epfd >= 0) sys::close(g_epfd);
+  if (g_breakfd >= 0) sys::close(g_breakfd);
   g_epfd = g_breakfd = -1;
 }
 
@@ -79,7 +80,7 @@ void netpoll_break() {
   uint64_t one = 1;
   int saved = errno;
   for (;;) {
-    ssize_t n = write(g_breakfd, &one, sizeof one);
+    ssize_t n = sys::write(g_breakfd, &one, sizeof one);
     if (n == sizeof one || errno == EAGAIN) break;
     if (errno != EINTR) fatal("netpoll: eventfd write failed");
   }
@@ -105,7 +106,7 @@ bool netpoll(int64_t timeout_ns, GQueue* out) {
         ts.tv_nsec = static_cast<long>(timeout_ns % 1000000000);
         tp = &ts;
       }
-      n = epoll_pwait2(g_epfd, events, 128, tp, nullptr);
+      n = sys::epoll_pwait2(g_epfd, events, 128, tp);
       if (n < 0 && errno == ENOSYS) {
         g_have_pwait2.store(false);
         continue;
@@ -123,7 +124,7 @@ bool netpoll(int64_t timeout_ns, GQueue* out) {
       } else {
         ms = 1000000000;
       }
-      n = epoll_wait(g_epfd, events, 128, ms);
+      n = sys::epoll_wait(g_epfd, events, 128, ms);
     }
     if (n >= 0) break;
     if (errno != EINTR) fatal("netpoll: epoll_wait failed");
@@ -154,7 +155,7 @@ bool netpoll(int64_t timeout_ns, GQueue* out) {
     epoll_event& ev = events[i];
     if (ev.data.u64 == kBreakTag) {
       uint64_t buf;
-      while (read(g_breakfd, &buf, sizeof buf) > 0) {
+      while (sys::read(g_breakfd, &buf, sizeof buf) > 0) {
       }
       g_break_pending.store(0);
       continue;

@@ -1,11 +1,14 @@
 // netpoll/poll_desc.cpp — poll descriptors: waiter slots and deadlines.
 // See the state table in netpoll.hpp.
 //
-// Descriptors are never freed, only recycled (as Go's pollCache): an epoll
-// event that refers to a recycled descriptor is recognised by a sequence
-// number (fdseq) and dropped, and so is a deadline timer's firing that a
-// later stop or reset overtook (the timer's own seq, gmp/timer.hpp: close
-// stops both timers, every deadline change stops or resets one).
+// Descriptors are never freed, only recycled (as Go's pollCache) when their
+// last holder lets go (poll_desc.hpp): an epoll event that refers to a
+// recycled descriptor is recognised by a sequence number (fdseq) and
+// dropped, and so is a deadline timer's firing that a later stop or reset
+// overtook (the timer's own seq, gmp/timer.hpp: close stops both timers,
+// every deadline change stops or resets one). Each is also in the fd table
+// (fd_table.hpp) under its number while it is open, so that the libc hooks
+// and gort's own files share it.
 //
 // The end of a run (poll_abandon_all): a descriptor still open then belongs
 // to a socket whose owner was abandoned with its goroutine (a Conn in a
@@ -16,6 +19,8 @@
 // closes the fd number again (another file may have it by then) nor frees
 // the descriptor twice. The waiter count starts from zero in the next run,
 // whose deadlock detector would otherwise wait for the old waiters forever.
+// A descriptor the program owns (one the libc hooks met, not a NetFD's) is
+// left open instead, its O_NONBLOCK flag as the program set it.
 //
 // Memory orders. Close and an expiring deadline race a parking waiter in
 // a store-buffering (Dekker) pattern: the notifier stores its flag
@@ -40,41 +45,22 @@
 #include "gmp/fatal.hpp"
 #include "gmp/lock.hpp"
 #include "gmp/sched.hpp"
+#include "gmp/sys.hpp"
 #include "gmp/tls.hpp"
+#include "netpoll/fd_table.hpp"
 #include "netpoll/netpoll.hpp"
 #include "netpoll/netpoll_platform.hpp"
+#include "netpoll/poll_desc.hpp"
 
 namespace gort::internal {
+
+std::atomic<int64_t> g_netpoll_waiters{0};
 
 namespace {
 constexpr uintptr_t kReady = 1;
 constexpr uintptr_t kWait = 2;
 constexpr int kTagShift = 48;
 }  // namespace
-
-struct PollDesc {
-  PollDesc* link = nullptr;  // free list
-  int fd = -1;
-  WordLock lock;
-  std::atomic<uintptr_t> rg{0};
-  std::atomic<uintptr_t> wg{0};
-  std::atomic<bool> closing{false};
-  // Its run ended while it was open (see the top of the file).
-  std::atomic<bool> abandoned{false};
-  // Sticky: an event said hang-up, peer shutdown, error or urgent data
-  // (see poll_exceptional_seen).
-  std::atomic<bool> exceptional{false};
-  std::atomic<uint32_t> fdseq{0};
-  // Deadlines (nanotime): 0 none, -1 expired. Set under lock, except that
-  // a pending deadline may be pushed back without it (push_back); read
-  // without it by poll_check. While one is > 0, its timer is armed no later
-  // (see "Deadlines" above poll_set_deadline).
-  std::atomic<int64_t> rd{0};
-  std::atomic<int64_t> wd{0};
-  // Deadline timers. Stopped and reset under lock only.
-  Timer rt;
-  Timer wt;
-};
 
 namespace {
 
@@ -83,7 +69,6 @@ constexpr int kBlock = 64;
 RuntimeMutex g_cache_mu;
 PollDesc* g_free ABSL_GUARDED_BY(g_cache_mu) = nullptr;
 std::vector<PollDesc*> g_blocks ABSL_GUARDED_BY(g_cache_mu);  // keeps every block reachable
-std::atomic<int64_t> g_waiters{0};
 
 std::atomic<uintptr_t>* slot(PollDesc* pd, int mode) { return mode == 'r' ? &pd->rg : &pd->wg; }
 
@@ -138,7 +123,7 @@ G* unblock(PollDesc* pd, int mode, Unblock why) {
       if (old > kWait) {
         // seq_cst: a deadlock check that sees this decrement then sees
         // whoever carries g to a run queue (gmp/fatal.cpp, check_dead_locked).
-        g_waiters.fetch_sub(1, std::memory_order_seq_cst);
+        g_netpoll_waiters.fetch_sub(1, std::memory_order_seq_cst);
         return reinterpret_cast<G*>(old);
       }
       return nullptr;  // nobody, or a waiter that has not committed yet
@@ -151,7 +136,7 @@ bool commit_wait(G* g, void* arg) {
   uintptr_t expected = kWait;
   if (gpp->compare_exchange_strong(expected, reinterpret_cast<uintptr_t>(g),
                                    std::memory_order_acq_rel)) {
-    g_waiters.fetch_add(1, std::memory_order_relaxed);
+    g_netpoll_waiters.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
   return false;  // readiness, close or a deadline came first: resume now
@@ -190,6 +175,7 @@ void deadline_fired(Timer* t, int64_t now, uint32_t seq) {
   }
   pd->lock.unlock();
   if (G* g = unblock(pd, mode, Unblock::kCloseOrDeadline)) ready(g);
+  if (pd->nwl.load(std::memory_order_seq_cst) != 0) pd_wake_list(pd, mode, nullptr);
 }
 
 // Moves a pending deadline later without the descriptor's lock or the
@@ -206,7 +192,7 @@ void wait_on_thread(PollDesc* pd, int mode) {
   // A plain thread cannot park: wait with poll(2), a slice at a time so
   // that close and deadlines are noticed.
   struct pollfd p{pd->fd, static_cast<short>(mode == 'r' ? POLLIN : POLLOUT), 0};
-  ::poll(&p, 1, 10);
+  sys::poll(&p, 1, 10);
 }
 
 }  // namespace
@@ -242,6 +228,11 @@ void netpoll_ready(uint64_t tag, int mode, bool exceptional, GQueue* out) {
       out->push_back(g);
     }
   }
+  // Dekker with a goroutine joining the list (poll_list.cpp): it counts
+  // itself in nwl, then looks at the descriptor's level with a system call;
+  // this load comes after the kernel reported the event, so either it sees
+  // the joiner or the joiner's look sees the readiness.
+  if (pd->nwl.load(std::memory_order_seq_cst) != 0) pd_wake_list(pd, mode, out);
 }
 
 uint64_t poll_tag(PollDesc* pd) { return tag_of(pd); }
@@ -252,26 +243,95 @@ G* poll_wake_reader(uint64_t tag) {
   return one.pop();
 }
 
-PollDesc* poll_open(int fd) {
+PollDesc* pd_alloc(int fd) {
   PollDesc* pd = alloc_pd();
   pd->fd = fd;
   pd->rg.store(0);
   pd->wg.store(0);
   pd->closing.store(false);
   pd->exceptional.store(false);
+  pd->registered.store(false);
+  pd->netfd.store(false);
   pd->rd.store(0);
   pd->wd.store(0);
   // A deadline timer of the descriptor's last use may still be firing: it
   // was stopped when that use closed, so its firing is stale.
   pd->rt.f = pd->wt.f = &deadline_fired;
   pd->rt.arg = pd->wt.arg = pd;
-  int err = netpoll_open(fd, pd, tag_of(pd));
+  pd->origin.store(FdOrigin::kRuntime);
+  pd->type = FdType::kOther;
+  pd->user_nonblock.store(false);
+  pd->cloexec.store(false);
+  pd->nowait.store(0);
+  pd->rcvtimeo.store(0);
+  pd->sndtimeo.store(0);
+  pd->refs.store(1, std::memory_order_release);
+  return pd;
+}
+
+int pd_register(PollDesc* pd) {
+  if (pd->registered.load(std::memory_order_acquire)) return 0;
+  MutexLock lock(pd->lock);
+  if (pd->registered.load(std::memory_order_relaxed)) return 0;
+  if (pd->closing.load(std::memory_order_relaxed)) return EBADF;
+  int err = netpoll_open(pd->fd, pd, tag_of(pd));
+  if (err == 0) pd->registered.store(true, std::memory_order_release);
+  return err;
+}
+
+void pd_ref(PollDesc* pd) { pd->refs.fetch_add(1, std::memory_order_relaxed); }
+
+bool pd_try_ref(PollDesc* pd) {
+  uint32_t r = pd->refs.load(std::memory_order_relaxed);
+  while (r != 0) {
+    if (pd->refs.compare_exchange_weak(r, r + 1, std::memory_order_acq_rel)) return true;
+  }
+  return false;
+}
+
+void pd_unref(PollDesc* pd) {
+  if (pd->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  // An abandoned descriptor is never recycled (see the top of the file).
+  if (pd->abandoned.load(std::memory_order_acquire)) return;
+  pd->fdseq.fetch_add(1, std::memory_order_acq_rel);
+  pd->fd = -1;
+  free_pd(pd);
+}
+
+PollDesc* poll_open(int fd) {
+  uintptr_t v = fd_slot_load(fd);
+  if (slot_is_pd(v)) {
+    // A descriptor the libc hooks met first (os::new_file on a pipe that a
+    // hooked pipe() made): the NetFD shares its PollDesc. Anything else in
+    // the slot is stale (a descriptor closed behind the runtime, whose
+    // number the new one has): fd_slot_store below replaces it.
+    PollDesc* pd = slot_pd(v);
+    if (pd->origin.load() != FdOrigin::kRuntime && !pd->netfd.load() && pd_try_ref(pd)) {
+      if (fd_slot_load(fd) == v && !pd->closing.load(std::memory_order_seq_cst) && pd->fd == fd) {
+        int err = pd_register(pd);
+        if (err != 0) {
+          pd_unref(pd);
+          errno = err;
+          return nullptr;
+        }
+        pd->netfd.store(true);
+        return pd;
+      }
+      pd_unref(pd);
+    }
+  }
+  PollDesc* pd = pd_alloc(fd);
+  pd->netfd.store(true);
+  int err = pd_register(pd);
   if (err != 0) {
     pd->fd = -1;  // the caller closes fd; poll_abandon_all must not
-    free_pd(pd);
+    pd_unref(pd);
     errno = err;
     return nullptr;
   }
+  // The table's reference: the hooks see the descriptor as gort's.
+  pd_ref(pd);
+  if (!fd_slot_store(fd, reinterpret_cast<uintptr_t>(pd))) pd_unref(pd);
   return pd;
 }
 
@@ -281,13 +341,24 @@ void poll_evict(PollDesc* pd) {
     pd->lock.unlock();
     return;
   }
-  // Dekker with poll_wait: this store, then unblock's slot load below.
+  // Dekker with poll_wait: this store, then unblock's slot load below (and
+  // with the list's joiners, which look at `closing` under the list lock
+  // that pd_wake_list_closing takes after it).
   pd->closing.store(true, std::memory_order_seq_cst);
   timer_stop(&pd->rt);
   timer_stop(&pd->wt);
   pd->lock.unlock();
   if (G* g = unblock(pd, 'r', Unblock::kCloseOrDeadline)) ready(g);
   if (G* g = unblock(pd, 'w', Unblock::kCloseOrDeadline)) ready(g);
+  pd_wake_list_closing(pd);
+}
+
+void poll_deregister(PollDesc* pd) {
+  // While fd still names this descriptor's file: by number, epoll would
+  // remove whatever file has the number later. And before the file's last
+  // close only: a copy of it elsewhere (a dup, a child's) keeps an epoll
+  // registration alive after the number is closed.
+  if (pd->registered.exchange(false, std::memory_order_acq_rel)) netpoll_close(pd->fd);
 }
 
 bool poll_close(PollDesc* pd) {
@@ -295,15 +366,41 @@ bool poll_close(PollDesc* pd) {
   if (!pd->closing.load()) poll_evict(pd);
   uintptr_t r = pd->rg.load(), w = pd->wg.load();
   if (r > kWait || w > kWait) fatal("poll_close: a goroutine still waits on the descriptor");
-  netpoll_close(pd->fd);
-  pd->fdseq.fetch_add(1, std::memory_order_acq_rel);
-  pd->fd = -1;
-  free_pd(pd);
+  poll_deregister(pd);
+  fd_slot_release(pd->fd, pd);
+  pd->netfd.store(false);
+  // Goroutines of the hooks woken by the eviction may hold it a moment
+  // longer; the last of them recycles it.
+  pd_unref(pd);
   return true;
 }
 
+namespace {
+
+// A descriptor the program owns, which the hooks met (not a NetFD's), at
+// the end of the run: it stays open, with the O_NONBLOCK flag the program
+// set; only what the runtime knew of it goes.
+void release_program_fd(int fd, PollDesc* pd, void*) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (pd->netfd.load() || pd->closing.load() || pd->fd != fd) return;
+  if (pd->origin.load() == FdOrigin::kOwned && !pd->user_nonblock.load()) {
+    int fl = sys::fcntl(fd, F_GETFL);
+    if (fl >= 0 && (fl & O_NONBLOCK) != 0) sys::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  }
+  pd->closing.store(true);
+  pd->rg.store(0);
+  pd->wg.store(0);
+  pd->wl_head = nullptr;
+  pd->nwl.store(0);
+  pd->fd = -1;
+  pd->abandoned.store(true, std::memory_order_release);
+}
+
+}  // namespace
+
 // The run is over (no M runs, no timer fires): pd->lock guards nothing.
 void poll_abandon_all() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  fd_table_each(&release_program_fd, nullptr);
+  fd_table_clear();
   MutexLock lock(g_cache_mu);
   for (PollDesc* block : g_blocks) {
     for (int i = 0; i < kBlock; i++) {
@@ -312,12 +409,18 @@ void poll_abandon_all() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       pd->closing.store(true);
       pd->rg.store(0);
       pd->wg.store(0);
-      ::close(pd->fd);  // the epoll instance is closed next: no EPOLL_CTL_DEL
+      pd->wl_head = nullptr;
+      pd->nwl.store(0);
+      // A NetFD's: its owner was abandoned or kept it past the run. (A
+      // program's descriptor whose number was closed behind the hooks has
+      // no file of ours left to close.) The epoll instance is closed next:
+      // no EPOLL_CTL_DEL.
+      if (pd->netfd.load()) sys::close(pd->fd);
       pd->fd = -1;
       pd->abandoned.store(true, std::memory_order_release);
     }
   }
-  g_waiters.store(0);
+  g_netpoll_waiters.store(0);
 }
 
 int poll_check(PollDesc* pd, int mode) {
@@ -350,7 +453,9 @@ int poll_wait(PollDesc* pd, int mode) {
         gpp->store(0, std::memory_order_release);
         return kPollOk;
       }
-      if (old != 0) fatal("poll_wait: two goroutines wait on one descriptor in the same mode");
+      // Another goroutine waits in this mode (the libc hooks let several
+      // read one pipe): this one waits on the list instead.
+      if (old != 0) return poll_wait_list(pd, mode, 0);
       // Dekker with poll_evict and the deadlines: this store of kWait,
       // then poll_check's flag loads below.
       if (gpp->compare_exchange_weak(old, kWait, std::memory_order_seq_cst)) break;
@@ -426,18 +531,20 @@ void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now) {
   pd->lock.unlock();
   if (expire_r) {
     if (G* g = unblock(pd, 'r', Unblock::kCloseOrDeadline)) ready(g);
+    if (pd->nwl.load(std::memory_order_seq_cst) != 0) pd_wake_list(pd, 'r', nullptr);
   }
   if (expire_w) {
     if (G* g = unblock(pd, 'w', Unblock::kCloseOrDeadline)) ready(g);
+    if (pd->nwl.load(std::memory_order_seq_cst) != 0) pd_wake_list(pd, 'w', nullptr);
   }
 }
 
-int64_t netpoll_waiters() { return g_waiters.load(std::memory_order_seq_cst); }
+int64_t netpoll_waiters() { return g_netpoll_waiters.load(std::memory_order_seq_cst); }
 
 namespace {
 
 void hook_init() {
-  g_waiters.store(0);
+  g_netpoll_waiters.store(0);
   netpoll_init();
 }
 

@@ -44,12 +44,13 @@
 
 #include "gort/detail/race.hpp"
 #include "preempt/preempt.hpp"
+#include "gmp/sys.hpp"
 
 namespace gort::internal {
 namespace {
 
 [[noreturn]] void die(const char* msg) {
-  (void)!write(2, msg, __builtin_strlen(msg));
+  (void)!gort::internal::sys::write(2, msg, __builtin_strlen(msg));
   _exit(2);
 }
 

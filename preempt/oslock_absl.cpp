@@ -21,6 +21,7 @@
 #include <absl/synchronization/mutex.h>
 
 #include "preempt/preempt.hpp"
+#include "gmp/sys.hpp"
 
 namespace gort::internal {
 namespace {
@@ -43,7 +44,7 @@ void* absl_next(const char* method) {
   void* f = dlsym(RTLD_NEXT, name);
   if (f == nullptr) {
     static const char kMsg[] = "fatal error: gort: cannot find absl::Mutex's own lock functions\n";
-    (void)!write(2, kMsg, sizeof kMsg - 1);
+    (void)!gort::internal::sys::write(2, kMsg, sizeof kMsg - 1);
     _exit(2);
   }
   return f;

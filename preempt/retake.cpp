@@ -40,6 +40,7 @@
 #include "gmp/sched.hpp"
 #include "gmp/timer.hpp"
 #include "preempt/preempt.hpp"
+#include "gmp/sys.hpp"
 
 namespace gort::internal {
 namespace {
@@ -72,11 +73,11 @@ int64_t thread_cpu_ns(clockid_t c) {
 bool thread_sleeps(int tid) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = sys::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   char buf[512];
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
+  ssize_t n = sys::read(fd, buf, sizeof buf - 1);
+  sys::close(fd);
   if (n <= 0) return false;
   buf[n] = '\0';
   // "tid (comm) S ...": comm may hold spaces and parentheses.

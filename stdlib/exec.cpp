@@ -32,6 +32,7 @@
 #include "gort/runtime.hpp"
 #include "gort/sync.hpp"
 #include "stdlib/net_error.hpp"
+#include "gmp/sys.hpp"
 
 extern char** environ;
 
@@ -75,7 +76,7 @@ struct Cmd::State {
       int fd = child_fd[i];
       child_fd[i] = -1;
       // combined_output gives one descriptor for 1 and 2: close it once.
-      if (fd >= 0 && fd != closed[0] && fd != closed[1]) ::close(fd);
+      if (fd >= 0 && fd != closed[0] && fd != closed[1]) internal::sys::close(fd);
       closed[i] = fd;
     }
   }
@@ -209,13 +210,13 @@ absl::StatusOr<os::File> Cmd::make_pipe(int which) {
   int p[2];
   // Blocking ends (the child expects ordinary stdio); the parent's end is
   // made non-blocking and polled.
-  if (::pipe2(p, O_CLOEXEC) != 0) return absl::Status(errno_code(errno), cat("pipe2: ", errno_text(errno)));
+  if (internal::sys::pipe2(p, O_CLOEXEC) != 0) return absl::Status(errno_code(errno), cat("pipe2: ", errno_text(errno)));
   int parent = which == 0 ? p[1] : p[0];
   int child = which == 0 ? p[0] : p[1];
-  ::fcntl(parent, F_SETFL, ::fcntl(parent, F_GETFL) | O_NONBLOCK);
+  internal::sys::fcntl(parent, F_SETFL, internal::sys::fcntl(parent, F_GETFL) | O_NONBLOCK);
   absl::StatusOr<os::File> f = os::new_file(parent, which == 0 ? "|1" : "|0");
   if (!f.ok()) {
-    ::close(child);
+    internal::sys::close(child);
     return f.status();
   }
   st_->child_fd[which] = child;
@@ -266,7 +267,7 @@ absl::Status Cmd::start() {
   for (int i = 0; i < 3; i++) {
     int src = st.child_fd[i];
     if (src < 0 && modes[i] == Stdio::kNull) {
-      if (devnull < 0) devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+      if (devnull < 0) devnull = internal::sys::open("/dev/null", O_RDWR | O_CLOEXEC);
       src = devnull;
     }
     if (src >= 0) posix_spawn_file_actions_adddup2(&fa, src, i);
@@ -292,7 +293,7 @@ absl::Status Cmd::start() {
   int err = posix_spawn(&pid, exe->c_str(), &fa, &attr, argv.data(), env.has_value() ? envp.data() : environ);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
-  if (devnull >= 0) ::close(devnull);
+  if (devnull >= 0) internal::sys::close(devnull);
   st.close_child_ends();
   if (err != 0) {
     // chdir failed or exec did: Go reports both as fork/exec.

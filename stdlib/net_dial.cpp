@@ -24,6 +24,7 @@
 #include "stdlib/net_fd.hpp"
 #include "stdlib/net_resolve.hpp"
 #include "stdlib/net_sock.hpp"
+#include "gmp/sys.hpp"
 
 namespace gort::net {
 
@@ -86,12 +87,12 @@ absl::StatusOr<Conn> dial_one(const Context& ctx, const Network& n, const SockAd
   std::optional<internal::PeerDial> dialing;
   if (n.proto == internal::Proto::kTcp) dialing.emplace(ra);
   bool in_progress = false;
-  if (::connect(s, ra.sa(), ra.len) != 0) {
+  if (internal::sys::connect(s, ra.sa(), ra.len) != 0) {
     int e = errno;
     if (e == EINPROGRESS || e == EALREADY || e == EINTR) {
       in_progress = true;
     } else if (e != EISCONN) {
-      ::close(s);
+      internal::sys::close(s);
       return internal::io_error(e, prefix, "connect");
     }
   }

@@ -26,6 +26,7 @@
 #include "gort/runtime.hpp"
 #include "gort/time.hpp"
 #include "netpoll/netpoll.hpp"
+#include "gmp/sys.hpp"
 
 namespace gort::internal {
 
@@ -47,14 +48,11 @@ int from_poll(int r) {
   }
 }
 
-// The socket calls, issued through syscall(2) rather than their libc
-// wrappers: read, send and friends are thread-cancellation points, and in a
-// multi-threaded process glibc brackets each with two atomic updates of the
-// thread's cancellation state (some 2 % of a loopback echo's CPU). Goroutine
-// code is never cancelled with pthread_cancel, so they buy nothing here.
-// Each returns what the call does and sets errno as the wrapper would.
-ssize_t sys_read(int fd, void* p, size_t len) { return ::syscall(SYS_read, fd, p, len); }
-ssize_t sys_write(int fd, const void* p, size_t len) { return ::syscall(SYS_write, fd, p, len); }
+// The socket calls go through gmp/sys.hpp (syscall(2)), not libc's
+// wrappers: those are the interposed entry points (netpoll/hook/), and
+// thread-cancellation points, which in a multi-threaded process cost two
+// atomic updates of the thread's cancellation state per call (some 2 % of a
+// loopback echo's CPU).
 
 // write(2) to a pipe whose reader is gone raises SIGPIPE, which kills the
 // process by default; a socket has MSG_NOSIGNAL, a pipe has no such flag.
@@ -68,7 +66,7 @@ ssize_t write_nosigpipe(int fd, const void* p, size_t len) {
   sigemptyset(&pipe_set);
   sigaddset(&pipe_set, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-  ssize_t n = sys_write(fd, p, len);
+  ssize_t n = sys::write(fd, p, len);
   if (n < 0 && errno == EPIPE && !sigismember(&old, SIGPIPE)) {
     sigset_t pending;
     sigpending(&pending);
@@ -84,16 +82,6 @@ ssize_t write_nosigpipe(int fd, const void* p, size_t len) {
   errno = saved;
   return n;
 }
-ssize_t sys_recvmsg(int fd, msghdr* m, int flags) { return ::syscall(SYS_recvmsg, fd, m, flags); }
-ssize_t sys_send(int fd, const void* p, size_t len, int flags) {
-  return ::syscall(SYS_sendto, fd, p, len, flags, nullptr, 0);
-}
-ssize_t sys_recvfrom(int fd, void* p, size_t len, int flags, sockaddr* from, socklen_t* fromlen) {
-  return ::syscall(SYS_recvfrom, fd, p, len, flags, from, fromlen);
-}
-ssize_t sys_sendto(int fd, const void* p, size_t len, int flags, const sockaddr* to, socklen_t tolen) {
-  return ::syscall(SYS_sendto, fd, p, len, flags, to, tolen);
-}
 
 // A TCP read that also learns how many bytes the socket still holds: the
 // TCP_CM_INQ control message TCP_INQ asks for (Linux 4.18). *inq is -1 when
@@ -107,7 +95,7 @@ ssize_t read_inq(int fd, char* p, size_t len, int* inq) {
   m.msg_iovlen = 1;
   m.msg_control = control;
   m.msg_controllen = sizeof control;
-  ssize_t n = sys_recvmsg(fd, &m, 0);
+  ssize_t n = sys::recvmsg(fd, &m, 0);
   *inq = -1;
   if (n >= 0) {
     for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
@@ -129,7 +117,7 @@ ssize_t read_noctl(int fd, char* p, size_t len, bool* ctrunc) {
   msghdr m{};
   m.msg_iov = &iov;
   m.msg_iovlen = 1;
-  ssize_t n = sys_recvmsg(fd, &m, 0);
+  ssize_t n = sys::recvmsg(fd, &m, 0);
   *ctrunc = n >= 0 && (m.msg_flags & MSG_CTRUNC) != 0;
   return n;
 }
@@ -176,7 +164,7 @@ NetFD* NetFD::open(int sysfd, int family, int sotype, std::string net, int* err)
   internal::PollDesc* pd = internal::poll_open(sysfd);
   if (pd == nullptr) {
     *err = errno;
-    ::close(sysfd);
+    sys::close(sysfd);
     return nullptr;
   }
   *err = 0;
@@ -202,7 +190,7 @@ void NetFD::destroy() {
   // Linux: the descriptor is gone even on EINTR; never retry. Not ours to
   // close when the run that opened it has closed it (poll_abandon_all).
   bool ours = pd_ == nullptr || internal::poll_close(pd_);
-  if (ours && !borrowed_) ::close(sysfd_);
+  if (ours && !borrowed_) sys::close(sysfd_);
   destroyed_.store(true, std::memory_order_release);
   // Nothing of *this may be touched from here on: release() may free it.
 }
@@ -329,7 +317,7 @@ IoResult NetFD::read(char* p, size_t len) {
   ssize_t n = io_loop('r', &r.err, [&] {
     if (is_stream()) internal::poll_reset_ready(pd_, 'r');
     if (ask_inq) return read_inq(sysfd_, p, len, &inq);
-    return unix_stream_ ? read_noctl(sysfd_, p, len, &ctrunc) : sys_read(sysfd_, p, len);
+    return unix_stream_ ? read_noctl(sysfd_, p, len, &ctrunc) : sys::read(sysfd_, p, len);
   });
   if (n < 0) return r;
   r.n = static_cast<size_t>(n);
@@ -363,7 +351,7 @@ int NetFD::wait_readable() {
       // poll, not recv(MSG_PEEK): a peek would consume a pending error
       // (the kernel clears it once reported), which belongs to the read.
       pollfd pfd{sysfd_, POLLIN | POLLRDHUP, 0};
-      int n = ::poll(&pfd, 1, 0);
+      int n = sys::poll(&pfd, 1, 0);
       if (n < 0 && errno == EINTR) continue;
       if (n != 0) break;  // data, end of stream or an error (poll's own failure: let read report)
     }
@@ -402,13 +390,13 @@ IoResult NetFD::write(const char* p, size_t len) {
       switch (kind_) {
         case FdKind::kSocket:
           // send, not write: MSG_NOSIGNAL turns SIGPIPE into EPIPE.
-          return sys_send(sysfd_, p + r.n, chunk, MSG_NOSIGNAL);
+          return sys::send(sysfd_, p + r.n, chunk, MSG_NOSIGNAL);
         case FdKind::kPipe:
           return write_nosigpipe(sysfd_, p + r.n, chunk);
         case FdKind::kFile:
           break;
       }
-      return sys_write(sysfd_, p + r.n, chunk);
+      return sys::write(sysfd_, p + r.n, chunk);
     });
     if (n < 0) break;
     r.n += static_cast<size_t>(n);
@@ -431,7 +419,7 @@ IoResult NetFD::recvfrom(char* p, size_t len, SockAddr* from) {
   if ((r.err = io.err()) != 0 || (r.err = prepare('r')) != 0) return r;
   ssize_t n = io_loop('r', &r.err, [&] {
     from->len = sizeof from->ss;
-    return sys_recvfrom(sysfd_, p, len, 0, from->sa(), &from->len);
+    return sys::recvfrom(sysfd_, p, len, 0, from->sa(), &from->len);
   });
   if (n >= 0) {
     r.n = static_cast<size_t>(n);
@@ -445,7 +433,7 @@ IoResult NetFD::sendto(const char* p, size_t len, const SockAddr& to) {
   IoResult r;
   if ((r.err = io.err()) != 0 || (r.err = prepare('w')) != 0) return r;
   race_io_write(p, len);
-  ssize_t n = io_loop('w', &r.err, [&] { return sys_sendto(sysfd_, p, len, MSG_NOSIGNAL, to.sa(), to.len); });
+  ssize_t n = io_loop('w', &r.err, [&] { return sys::sendto(sysfd_, p, len, MSG_NOSIGNAL, to.sa(), to.len); });
   if (n >= 0) r.n = static_cast<size_t>(n);
   return r;
 }
@@ -468,7 +456,7 @@ int NetFD::accept(int* s, SockAddr* sa, const char** syscall) {
   absl::Duration backoff = absl::ZeroDuration();
   for (;;) {
     sa->len = sizeof sa->ss;
-    int fd = ::accept4(sysfd_, sa->sa(), &sa->len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd = sys::accept4(sysfd_, sa->sa(), &sa->len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
       *s = fd;
       return 0;
@@ -504,7 +492,7 @@ int NetFD::wait_connect() {
     if ((err = wait('w')) != 0) return err;
     int soerr = 0;
     socklen_t l = sizeof soerr;
-    if (::getsockopt(sysfd_, SOL_SOCKET, SO_ERROR, &soerr, &l) != 0) return errno;
+    if (sys::getsockopt(sysfd_, SOL_SOCKET, SO_ERROR, &soerr, &l) != 0) return errno;
     if (soerr == EINPROGRESS || soerr == EALREADY || soerr == EINTR) continue;
     if (soerr == EISCONN) return 0;
     if (soerr == 0) {
@@ -579,7 +567,7 @@ int NetFD::setsockopt(int level, int name, const void* val, socklen_t len) {
   Ref ref(this);
   if (ref.err() != 0) return ref.err();
   if (internal::poll_check(pd_, 0) == internal::kPollErrClosing) return kErrClosing;  // as shutdown
-  return ::setsockopt(sysfd_, level, name, val, len) == 0 ? 0 : errno;
+  return sys::setsockopt(sysfd_, level, name, val, len) == 0 ? 0 : errno;
 }
 
 }  // namespace gort::internal

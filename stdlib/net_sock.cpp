@@ -13,22 +13,23 @@
 #include "gmp/sched.hpp"
 #include "gort/context.hpp"
 #include "stdlib/net_resolve.hpp"
+#include "gmp/sys.hpp"
 
 namespace gort::internal {
 
 int sys_socket(int family, int sotype, bool ipv6only, int* err) {
-  int s = ::socket(family, sotype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int s = sys::socket(family, sotype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (s < 0) {
     *err = errno;
     return -1;
   }
   if (family == AF_INET6) {
     int v = ipv6only ? 1 : 0;
-    ::setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &v, sizeof v);
+    sys::setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &v, sizeof v);
   }
   if (sotype == SOCK_DGRAM && family != AF_UNIX) {
     int one = 1;
-    ::setsockopt(s, SOL_SOCKET, SO_BROADCAST, &one, sizeof one);
+    sys::setsockopt(s, SOL_SOCKET, SO_BROADCAST, &one, sizeof one);
   }
   *err = 0;
   return s;
@@ -38,12 +39,12 @@ void set_conn_defaults(NetFD* fd, const Network& n) {
   if (n.proto != Proto::kTcp) return;
   int s = fd->sysfd();
   int one = 1;
-  ::setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  sys::setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   // Go's defaultTCPKeepAlive: 15 s idle, 15 s between probes.
   int secs = 15;
-  ::setsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-  ::setsockopt(s, IPPROTO_TCP, TCP_KEEPIDLE, &secs, sizeof secs);
-  ::setsockopt(s, IPPROTO_TCP, TCP_KEEPINTVL, &secs, sizeof secs);
+  sys::setsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  sys::setsockopt(s, IPPROTO_TCP, TCP_KEEPIDLE, &secs, sizeof secs);
+  sys::setsockopt(s, IPPROTO_TCP, TCP_KEEPINTVL, &secs, sizeof secs);
   fd->enable_inq();
 }
 
@@ -69,15 +70,15 @@ bool supports_ipv4map() {
   int c = cached.load(std::memory_order_acquire);
   if (c != 0) return c == 2;
   bool ok = false;
-  int s = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int s = sys::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s >= 0) {
     int zero = 0;
     SockAddr a;
     parse_ip("::ffff:127.0.0.1", &a);  // parses as AF_INET
     SockAddr m = to_inet6(a);
-    ok = ::setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero) == 0 &&
+    ok = sys::setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero) == 0 &&
          ::bind(s, m.sa(), m.len) == 0;
-    ::close(s);
+    sys::close(s);
   }
   cached.store(ok ? 2 : 1, std::memory_order_release);
   return ok;
@@ -127,16 +128,16 @@ absl::StatusOr<NetFD*> listen_fd(const Network& n, std::string_view address) {
   if (s < 0) return io_error(err, prefix, "socket");
   if (n.proto == Proto::kTcp) {
     int one = 1;
-    ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sys::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   }
   if (::bind(s, la.sa(), la.len) != 0) {
     err = errno;
-    ::close(s);
+    sys::close(s);
     return io_error(err, prefix, "bind");
   }
   if (n.sotype == SOCK_STREAM && ::listen(s, SOMAXCONN) != 0) {
     err = errno;
-    ::close(s);
+    sys::close(s);
     return io_error(err, prefix, "listen");
   }
   NetFD* fd = NetFD::open(s, la.family(), n.sotype, n.name, &err);

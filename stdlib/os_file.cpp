@@ -14,6 +14,7 @@
 #include "gort/runtime.hpp"
 #include "stdlib/net_error.hpp"
 #include "stdlib/net_fd.hpp"
+#include "gmp/sys.hpp"
 
 namespace gort {
 
@@ -47,7 +48,7 @@ absl::StatusOr<File> make_file(int sysfd, std::string name, FdKind kind, bool po
   int err;
   NetFD* fd = NetFD::open_file(sysfd, kind, pollable, &err);
   if (fd == nullptr) {
-    if (own == Own::kClose) ::close(sysfd);
+    if (own == Own::kClose) internal::sys::close(sysfd);
     return path_error(err, op, name);
   }
   if (own == Own::kBorrow) fd->set_borrowed();
@@ -119,7 +120,7 @@ bool File::pollable() const { return fd_ != nullptr && fd_->pollable(); }
 
 absl::StatusOr<File> new_file(int fd, std::string name, Own own) {
   if (fd < 0) return absl::InvalidArgumentError(cat("newfile ", name, ": bad file descriptor"));
-  int fl = ::fcntl(fd, F_GETFL);
+  int fl = internal::sys::fcntl(fd, F_GETFL);
   struct stat st;
   if (fl < 0 || ::fstat(fd, &st) != 0) {
     int e = errno;
@@ -135,7 +136,7 @@ absl::StatusOr<File> open(const std::string& path, int flags, mode_t perm) {
   int sysfd = gort::blocking([&] {
     int r;
     do {
-      r = ::open(path.c_str(), flags | O_CLOEXEC, perm);
+      r = internal::sys::open(path.c_str(), flags | O_CLOEXEC, perm);
     } while (r < 0 && errno == EINTR);
     e = errno;
     return r;
@@ -144,13 +145,13 @@ absl::StatusOr<File> open(const std::string& path, int flags, mode_t perm) {
   struct stat st;
   if (::fstat(sysfd, &st) != 0) {
     e = errno;
-    ::close(sysfd);
+    internal::sys::close(sysfd);
     return path_error(e, "open", path);
   }
   FdKind kind = kind_of(st);
   // Go's kindOpenFile: what could block on readiness goes to the poller.
   bool poll = S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISSOCK(st.st_mode);
-  if (poll && (flags & O_NONBLOCK) == 0 && ::fcntl(sysfd, F_SETFL, ::fcntl(sysfd, F_GETFL) | O_NONBLOCK) != 0) {
+  if (poll && (flags & O_NONBLOCK) == 0 && internal::sys::fcntl(sysfd, F_SETFL, internal::sys::fcntl(sysfd, F_GETFL) | O_NONBLOCK) != 0) {
     poll = false;
   }
   return make_file(sysfd, path, kind, poll, Own::kClose, "open");
@@ -160,13 +161,13 @@ absl::StatusOr<File> create(const std::string& path) { return open(path, O_RDWR 
 
 absl::StatusOr<std::pair<File, File>> pipe() {
   int p[2];
-  if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
+  if (internal::sys::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
     int e = errno;
     return absl::Status(internal::errno_code(e), cat("pipe2: ", internal::errno_text(e)));
   }
   absl::StatusOr<File> r = make_file(p[0], "|0", FdKind::kPipe, true, Own::kClose, "pipe");
   if (!r.ok()) {
-    ::close(p[1]);
+    internal::sys::close(p[1]);
     return r.status();
   }
   absl::StatusOr<File> w = make_file(p[1], "|1", FdKind::kPipe, true, Own::kClose, "pipe");

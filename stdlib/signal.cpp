@@ -28,6 +28,7 @@
 #include "gort/runtime.hpp"
 #include "netpoll/netpoll.hpp"
 #include "preempt/preempt.hpp"
+#include "gmp/sys.hpp"
 
 namespace gort::signal {
 namespace {
@@ -95,7 +96,7 @@ void on_signal(int sig, siginfo_t*, void*) {
   int fd = g_efd.load(std::memory_order_seq_cst);
   if (fd >= 0) {
     uint64_t one = 1;
-    ssize_t n = write(fd, &one, sizeof one);
+    ssize_t n = internal::sys::write(fd, &one, sizeof one);
     (void)n;  // EAGAIN: the counter is full, the reader is awake anyway
   }
   g_inflight.fetch_sub(1, std::memory_order_seq_cst);
@@ -127,7 +128,7 @@ void wake_relay() {
   int fd = g_efd.load(std::memory_order_acquire);
   if (fd >= 0) {
     uint64_t one = 1;
-    ssize_t n = write(fd, &one, sizeof one);
+    ssize_t n = internal::sys::write(fd, &one, sizeof one);
     (void)n;
   }
 }
@@ -146,7 +147,7 @@ void deliver_locked(uint64_t pending) {
 void relay(int fd, PollDesc* pd) {
   for (;;) {
     uint64_t v;
-    while (read(fd, &v, sizeof v) == static_cast<ssize_t>(sizeof v)) {
+    while (internal::sys::read(fd, &v, sizeof v) == static_cast<ssize_t>(sizeof v)) {
     }
     uint64_t pending = g_pending.exchange(0, std::memory_order_seq_cst);
     {
@@ -188,12 +189,12 @@ void on_run_end() {
 // may yield, and no goroutine may switch while it holds an OS lock).
 bool ensure_relay_locked() {
   if (g_pd == nullptr) {
-    int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    int fd = internal::sys::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (fd < 0) throw panic_error("gort::signal::notify: eventfd: " + std::string(strerrorname_np(errno)));
     PollDesc* pd = internal::poll_open(fd);
     if (pd == nullptr) {
       int err = errno;
-      close(fd);
+      internal::sys::close(fd);
       throw panic_error("gort::signal::notify: poller: " + std::string(strerrorname_np(err)));
     }
     g_pd = pd;

@@ -150,23 +150,11 @@ struct Timer::State {
 void sleep(absl::Duration d) {
   internal::preempt_check();
   if (d <= absl::ZeroDuration()) return;
-  internal::G* g = internal::getg();
-  if (g == nullptr) {
+  if (internal::getg() == nullptr) {
     absl::SleepFor(d);
     return;
   }
-  internal::Timer t;
-  t.f = [](internal::Timer* t, int64_t, uint32_t) { internal::ready(static_cast<internal::G*>(t->arg)); };
-  t.arg = g;
-  t.when = when_after(d);
-  // Arm the timer only once we are parked, so it cannot fire first.
-  internal::park(
-      [](internal::G*, void* arg) {
-        auto* t = static_cast<internal::Timer*>(arg);
-        internal::timer_add_unshared(t, t->when);
-        return true;
-      },
-      &t, internal::WaitReason::kSleep);
+  internal::timer_sleep(when_after(d), internal::WaitReason::kSleep);
 }
 
 Chan<absl::Time> Timer::chan() const { return s_ ? s_->c : Chan<absl::Time>(); }

@@ -27,6 +27,7 @@
 #include "gort/sync.hpp"
 #include "stdlib/net_error.hpp"
 #include "stdlib/net_fd.hpp"
+#include "gmp/sys.hpp"
 
 namespace gort::tls {
 
@@ -305,14 +306,14 @@ absl::Status verify_error(const Conn::State& st, long code, const std::string& n
 // BIO's number, non-blocking, EAGAIN a retry.
 int bio_write(BIO* b, const char* p, int n) {
   BIO_clear_retry_flags(b);
-  ssize_t r = ::send(BIO_get_fd(b, nullptr), p, static_cast<size_t>(n), MSG_NOSIGNAL);
+  ssize_t r = internal::sys::send(BIO_get_fd(b, nullptr), p, static_cast<size_t>(n), MSG_NOSIGNAL);
   if (r < 0 && (errno == EAGAIN || errno == EINTR)) BIO_set_retry_write(b);
   return static_cast<int>(r);
 }
 
 int bio_read(BIO* b, char* p, int n) {
   BIO_clear_retry_flags(b);
-  ssize_t r = ::recv(BIO_get_fd(b, nullptr), p, static_cast<size_t>(n), 0);
+  ssize_t r = internal::sys::recv(BIO_get_fd(b, nullptr), p, static_cast<size_t>(n), 0);
   if (r < 0 && (errno == EAGAIN || errno == EINTR)) BIO_set_retry_read(b);
   return static_cast<int>(r);
 }

@@ -75,6 +75,18 @@ struct Config {
   absl::Duration time_slice = absl::Milliseconds(10);
   // Asynchronous preemption by the monitor thread (sysmon).
   bool preempt = true;
+  // The most OS threads that run goroutines (Ms) the run may have (Go's
+  // debug.SetMaxThreads). 0: the environment variable GORT_MAXTHREADS if
+  // set, else 10,000, Go's default. A run that needs more (goroutines
+  // blocked in system calls keep their threads) ends with
+  // `fatal error: thread exhaustion`.
+  int max_threads = 0;
+  // libc's blocking calls made on goroutines (socket and pipe I/O, poll,
+  // select, epoll_wait, sleeps, connect and accept) park the goroutine
+  // instead of blocking its thread, and the other blocking calls hand the
+  // P to another thread (docs/blocking-libraries.md). false, or
+  // GORT_DEBUG=hooklibc=0, leaves every such call to libc as it is.
+  bool hook_libc = true;
 };
 
 // Bytes of callable plus arguments that `go` stores inside the goroutine
