@@ -118,6 +118,9 @@ struct alignas(64) G {
   std::atomic<bool> preempt{false};
   // NoPreempt depth: no asynchronous preemption while > 0.
   int32_t nopreempt = 0;
+  // gort::RawLibc depth: libc's blocking calls are libc's own while > 0
+  // (netpoll/hook/).
+  int32_t rawlibc = 0;
   // Asynchronous preemptions taken (for tests and dumps).
   uint32_t async_preempts = 0;
   int64_t id = 0;  // relaxed_store

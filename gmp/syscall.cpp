@@ -147,3 +147,18 @@ void exitsyscall() {
 }
 
 }  // namespace gort::internal
+
+namespace gort {
+
+// The goroutine is kept, not looked up again: the scope may end on
+// another M (a preemption in between moves it), and the count is the
+// goroutine's.
+RawLibc::RawLibc() noexcept : g_(internal::getg()) {
+  if (g_ != nullptr) g_->rawlibc++;
+}
+
+RawLibc::~RawLibc() {
+  if (g_ != nullptr) g_->rawlibc--;
+}
+
+}  // namespace gort

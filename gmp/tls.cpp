@@ -3,6 +3,7 @@
 
 extern "C" {
 __thread gort::internal::M* gort_current_m __attribute__((tls_model("initial-exec"))) = nullptr;
+__thread uint32_t gort_own_signals __attribute__((tls_model("initial-exec"))) = 0;
 }
 
 namespace gort::internal {

@@ -9,12 +9,18 @@
 // Never hold the result across a park or yield.
 #pragma once
 
+#include <cstdint>
+
 #include "gmp/m.hpp"
 
 extern "C" {
 // Initial-exec TLS: a fixed offset from the thread pointer, no
 // __tls_get_addr call.
 extern __thread gort::internal::M* gort_current_m __attribute__((tls_model("initial-exec")));
+// Signals of the runtime's own (preemption, profiling) this thread has
+// taken: their handlers count them, so that a call that failed with EINTR
+// can tell the runtime's signal from the program's (netpoll/hook/).
+extern __thread uint32_t gort_own_signals __attribute__((tls_model("initial-exec")));
 }
 
 namespace gort::internal {

@@ -10,6 +10,7 @@ namespace gort::internal {
 
 std::atomic<FdChunk*> g_fd_chunks[kFdChunks];
 std::atomic<bool> g_fd_owned_any{false};
+std::atomic<bool> g_libc_hooks_on{false};
 
 std::atomic<uintptr_t>* fd_slot_make(int fd) {
   if (fd < 0) return nullptr;

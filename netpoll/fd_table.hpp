@@ -79,6 +79,10 @@ bool fd_slot_release(int fd, PollDesc* pd);
 void fd_table_each(void (*f)(int fd, PollDesc* pd, void* arg), void* arg);
 void fd_table_clear();
 
+// The libc hooks act for this run's goroutines (Config::hook_libc and
+// GORT_DEBUG=hooklibc; set by the poller's init, cleared by its fini).
+extern std::atomic<bool> g_libc_hooks_on;
+
 // Set once the run has a descriptor with O_NONBLOCK set underneath
 // (FdOrigin::kOwned), cleared at its end: until then a plain thread's
 // hooked call does not look at the table at all.

@@ -546,10 +546,12 @@ namespace {
 void hook_init() {
   g_netpoll_waiters.store(0);
   netpoll_init();
+  g_libc_hooks_on.store(sched.cfg.hook_libc, std::memory_order_release);
 }
 
 // After teardown: every goroutine is gone, every M joined.
 void hook_fini() {
+  g_libc_hooks_on.store(false, std::memory_order_release);
   poll_abandon_all();
   netpoll_shutdown();
 }

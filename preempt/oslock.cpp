@@ -33,7 +33,6 @@
 //
 // Cost: one TLS load, two plain stores and an indirect call per operation
 // (os_mutex in bench/gmp_bench.cpp measures it against the unwrapped call).
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <time.h>
@@ -43,48 +42,9 @@
 #include <atomic>
 
 #include "gort/detail/race.hpp"
+#include "gmp/interpose.hpp"
 #include "preempt/preempt.hpp"
-#include "gmp/sys.hpp"
 
-namespace gort::internal {
-namespace {
-
-[[noreturn]] void die(const char* msg) {
-  (void)!gort::internal::sys::write(2, msg, __builtin_strlen(msg));
-  _exit(2);
-}
-
-// The next definition of a function, looked up on first use (all of them
-// are looked up by resolve_all before main). A lock taken by dlsym itself
-// while it looks one up (only an interposed malloc would) cannot be served.
-template <typename Fn>
-[[gnu::noinline]] Fn next_fn_slow(std::atomic<Fn>* slot, const char* name) {
-  Fn f = slot->load(std::memory_order_acquire);
-  if (f != nullptr) return f;
-  thread_local bool resolving = false;
-  if (resolving) die("fatal error: gort: a lock function was called while looking up the next definition\n");
-  resolving = true;
-  f = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
-  resolving = false;
-  if (f == nullptr) die("fatal error: gort: cannot find the next definition of a lock function\n");
-  slot->store(f, std::memory_order_release);
-  return f;
-}
-
-// Inlined into every entry point: one load, not a call (the call was a
-// third of what each counted lock or unlock added to libc's).
-template <typename Fn>
-[[gnu::always_inline]] inline Fn next_fn(std::atomic<Fn>* slot, const char* name) {
-  Fn f = slot->load(std::memory_order_acquire);
-  if (f != nullptr) [[likely]] return f;
-  return next_fn_slow(slot, name);
-}
-
-}  // namespace
-}  // namespace gort::internal
-
-// The next definition of `name` (its type is its slot's, below).
-#define GORT_NEXT(name) (::gort::internal::next_fn(&next_##name, #name))
 
 using MutexFn = int (*)(pthread_mutex_t*);
 using MutexTimedFn = int (*)(pthread_mutex_t*, const struct timespec*);
@@ -101,7 +61,7 @@ using FileTryFn = int (*)(FILE*);
 
 // The next definitions, filled by resolve_all (or on first use).
 namespace {
-#define GORT_SLOT(Fn, name) std::atomic<Fn> next_##name{nullptr};
+#define GORT_SLOT(Fn, name) GORT_NEXT_SLOT(Fn, name)
 GORT_SLOT(MutexFn, pthread_mutex_lock)
 GORT_SLOT(MutexFn, pthread_mutex_trylock)
 GORT_SLOT(MutexTimedFn, pthread_mutex_timedlock)

@@ -97,6 +97,9 @@ void on_signal(int sig, siginfo_t* info, void* ucv) {
     errno = saved_errno;
     return;
   }
+  // A system call this interrupted returns EINTR for the runtime's
+  // signal, not the program's: the libc hooks retry it (netpoll/hook/).
+  gort_own_signals++;
   M* m = getm();
   // Delivering one signal consumes every pending one (they are not queued),
   // a timer's included: each of them answers a pending traceback request,

@@ -10,6 +10,7 @@
 // names them (tests/static checks it).
 #include "gmp/sched.hpp"
 #include "gort/runtime.hpp"
+#include "netpoll/hook/hook.hpp"
 #include "netpoll/netpoll.hpp"
 #include "preempt/preempt.hpp"
 
@@ -17,6 +18,7 @@ namespace gort::internal {
 
 int run_main(void (*body)(void* arg, int* result), void* arg, const Config& cfg) {
   SchedHooks hooks;
+  hook::link_all();
   install_netpoll_hooks(&hooks);
   install_sysmon_hooks(&hooks);
   install_slice_timer_hooks(&hooks);

@@ -253,6 +253,28 @@ decltype(auto) blocking(F&& f) {
   return std::forward<F>(f)();
 }
 
+// Inside its scope, the calling goroutine's calls to libc's blocking
+// functions are libc's own: a read that would block blocks the thread
+// (and sysmon hands its P to another thread after a while), a sleep sleeps
+// the thread, as on a plain thread (docs/blocking-libraries.md). For code
+// that must not leave its thread in the middle of a call, or to measure
+// libc itself. Nests; a descriptor the runtime made non-blocking
+// underneath still behaves as the blocking one the program asked for.
+//
+//   { gort::RawLibc raw; n = ::read(fd, buf, sizeof buf); }
+//
+// Outside a goroutine it does nothing.
+class RawLibc {
+ public:
+  RawLibc() noexcept;
+  ~RawLibc();
+  RawLibc(const RawLibc&) = delete;
+  RawLibc& operator=(const RawLibc&) = delete;
+
+ private:
+  internal::G* g_;
+};
+
 // Go's runtime.Gosched: lets other goroutines run; the caller stays runnable
 // and resumes later. Called outside a goroutine it yields the OS thread.
 void yield();
