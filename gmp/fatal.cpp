@@ -186,7 +186,7 @@ void die(Death* d) {
       exit_now(2);
     }
     // Another thread is dying and prints for both: wait for its exit.
-    for (;;) pause();
+    for (;;) sys::pause();
   }
   // Nothing may interrupt the dying thread now (a preemption or traceback
   // request); faults and the watchdog still reach it.

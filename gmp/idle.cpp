@@ -20,6 +20,7 @@
 #include "gmp/switch.hpp"
 #include "gmp/timer.hpp"
 #include "gmp/tls.hpp"
+#include "gmp/sys.hpp"
 
 namespace gort::internal {
 
@@ -87,7 +88,7 @@ void* mstart(void* arg) {
   // started it (sysmon blocks the preemption signal for itself).
   pthread_sigmask(SIG_SETMASK, &sched.m_sigmask, nullptr);
   // A dying process stopped the runtime to print it: no new M joins in.
-  while (sched.frozen.load(std::memory_order_acquire)) pause();
+  while (sched.frozen.load(std::memory_order_acquire)) sys::pause();
   minit(m);
   if (m->started_idle) {
     // On the idle list since before it ran (mprestart): sleep until startm

@@ -380,12 +380,35 @@ bool thread_start(const std::string& fn) {
   return false;
 }
 
+// Inside gort's code: the runtime's internals, as opposed to its public
+// entry points (gort::sleep, gort::Chan<T>::send, the interposed libc
+// functions: names outside gort::internal and the runtime's file-local
+// helpers). An unknown name counts as internal.
+bool internal_function(const std::string& fn) {
+  return fn.empty() || starts_with(fn, "gort::internal::") || fn.find("(anonymous namespace)") != std::string::npos ||
+         starts_with(fn, "boost::") || starts_with(fn, "gort_") || starts_with(fn, "std::") ||
+         starts_with(fn, "make_fcontext") || starts_with(fn, "jump_fcontext") || starts_with(fn, "ontop_fcontext");
+}
+
+// Where a goroutine starts (the first frames of every goroutine's stack).
+bool goroutine_start(const std::string& fn) {
+  return starts_with(fn, "gort::internal::goroutine_main") ||
+         starts_with(fn, "gort::internal::(anonymous namespace)::entry(");
+}
+
 void classify(SymPC* s) {
   bool rt_module = runtime_module(s->module);
   bool std_module = stdlib_module(s->module);
   for (SymFrame& f : s->frames) {
-    f.runtime = rt_module || thread_start(f.function) || (!f.file.empty() && is_runtime_source(f.file));
-    f.stdlib = std_module || f.file.find("/include/c++/") != std::string::npos;
+    bool gort_code = rt_module || (!f.file.empty() && is_runtime_source(f.file));
+    f.start = thread_start(f.function) || (gort_code && goroutine_start(f.function));
+    if (gort_code) {
+      f.runtime = f.start || internal_function(f.function);
+      f.stdlib = !f.runtime;
+    } else {
+      f.runtime = f.start;
+      f.stdlib = std_module || f.file.find("/include/c++/") != std::string::npos;
+    }
   }
 }
 

@@ -34,8 +34,17 @@ struct SymFrame {
   std::string file;      // normalised absolute path; empty if unknown
   int line = 0;
   bool inlined = false;  // an inlined call: no physical frame of its own
-  bool runtime = false;  // gort's own code, Boost.Context, the thread start
-  bool stdlib = false;   // the C++ standard library (headers or libstdc++)
+  // gort's internals (gort::internal::..., the runtime's own helpers),
+  // Boost.Context, the thread start: shown only with GORT_TRACEBACK=system.
+  bool runtime = false;
+  // A library's frame, shown where the frame that called it is (Go's
+  // showframe for the standard library): the C++ standard library (headers
+  // or libstdc++), and gort's public entry points (gort::sleep, Chan::send,
+  // the interposed libc calls such as read), as Go shows time.Sleep.
+  bool stdlib = false;
+  // Where a thread or a goroutine starts (goroutine_main, start_thread):
+  // hidden as the runtime's, without hiding the library frame it called.
+  bool start = false;
 };
 
 // What one looked-up address stands for.

@@ -82,6 +82,9 @@ inline int poll(pollfd* fds, nfds_t n, int timeout_ms) {
 inline int nanosleep(const timespec* req, timespec* rem) {
   return static_cast<int>(::syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, req, rem));
 }
+// Sleeps until a signal handler runs (pause(2), which not every
+// architecture has as a system call).
+inline void pause() { ::syscall(SYS_ppoll, nullptr, 0, nullptr, nullptr, 0); }
 inline int epoll_wait(int epfd, epoll_event* ev, int n, int timeout_ms) {
   return static_cast<int>(::syscall(SYS_epoll_pwait, epfd, ev, n, timeout_ms, nullptr, 0));
 }

@@ -177,8 +177,9 @@ void expand(const GoroutineFrames& fr, std::vector<Logical>* out, int64_t* gap) 
 }
 
 // Go's showframe: the runtime's frames only at level 2; a library's
-// (libstdc++, libc) where its caller is shown; every frame if that leaves
-// none.
+// (libstdc++, libc, gort's public entry points) where its caller is shown,
+// or where a goroutine starts in it (`go time.Sleep(d)`); every frame if
+// that leaves none.
 void choose(std::vector<Logical>* frames, int level) {
   bool any = false;
   bool outer_hidden = false;
@@ -186,7 +187,7 @@ void choose(std::vector<Logical>* frames, int level) {
     Logical& l = (*frames)[i];
     bool hidden = level < 2 && (l.f->runtime || (l.f->stdlib && outer_hidden));
     l.shown = !hidden;
-    outer_hidden = hidden;
+    if (!l.f->start) outer_hidden = hidden;
     any |= l.shown;
   }
   if (!any) {

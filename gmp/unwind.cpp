@@ -417,7 +417,7 @@ void traceback_signal_handler(M* m, const ucontext_t* uc) {
   r.state.store(kTbDone, std::memory_order_release);
   if (!freeze) return;
   // A dying process: hold still until it exits.
-  for (;;) pause();
+  for (;;) sys::pause();
 }
 
 }  // namespace gort::internal

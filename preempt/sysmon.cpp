@@ -55,6 +55,7 @@
 #include "gmp/schedtrace.hpp"
 #include "gmp/timer.hpp"
 #include "preempt/preempt.hpp"
+#include "gmp/sys.hpp"
 
 namespace gort::internal {
 namespace {
@@ -276,7 +277,7 @@ void sysmon_loop(Sysmon* s) {
     int64_t now = nanotime();
     sched.coarse_now.store(now, std::memory_order_relaxed);
     // A dying process stopped the Ms to print them: hands off.
-    while (sched.frozen.load(std::memory_order_acquire)) pause();
+    while (sched.frozen.load(std::memory_order_acquire)) sys::pause();
     int64_t deadline;
     int acted = retake(s, now, &deadline);
     bool stall_pending = stall_check_blocked(now);

@@ -155,6 +155,9 @@ void sleep(absl::Duration d) {
     return;
   }
   internal::timer_sleep(when_after(d), internal::WaitReason::kSleep);
+  // Not a tail call: a sleeping goroutine's traceback and gdb backtrace
+  // show gort::sleep, as Go's show time.Sleep.
+  asm volatile("");
 }
 
 Chan<absl::Time> Timer::chan() const { return s_ ? s_->c : Chan<absl::Time>(); }

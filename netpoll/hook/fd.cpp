@@ -25,6 +25,9 @@
 #include "gmp/interpose.hpp"
 #include "netpoll/hook/hook.hpp"
 
+using gort::internal::hook::get_errno;
+using gort::internal::hook::set_errno;
+
 #ifndef SO_RCVTIMEO_NEW
 #define SO_RCVTIMEO_NEW 66
 #define SO_SNDTIMEO_NEW 67
@@ -138,10 +141,10 @@ void closing(int fd) {
   if (!s->compare_exchange_strong(v, gi::kSlotEmpty, std::memory_order_acq_rel)) return;
   if (!gi::slot_is_pd(v)) return;
   PollDesc* pd = gi::slot_pd(v);
-  int saved = errno;
+  int saved = get_errno();
   gi::poll_evict(pd);
   gi::poll_deregister(pd);
-  errno = saved;
+  set_errno(saved);
   gi::pd_unref(pd);
 }
 
@@ -393,9 +396,9 @@ int setsockopt(int fd, int level, int name, const void* val, socklen_t len) noex
   int r = GORT_NEXT(setsockopt)(fd, level, name, val, len);
   if (r == 0 && level == SOL_SOCKET &&
       (name == SO_RCVTIMEO_OLD || name == SO_SNDTIMEO_OLD || name == SO_RCVTIMEO_NEW || name == SO_SNDTIMEO_NEW)) {
-    int saved = errno;
+    int saved = get_errno();
     set_timeout(fd, name, val, len);
-    errno = saved;
+    set_errno(saved);
   }
   return r;
 }

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -25,21 +26,21 @@ int64_t sock_timeout(int fd, int name) {
 
 // A descriptor the hooks meet for the first time.
 uintptr_t classify(int fd) {
-  int saved = errno;
+  int saved = get_errno();
   struct stat st;
   if (sys::fstat(fd, &st) != 0) {
-    errno = saved;
+    set_errno(saved);
     return kSlotEmpty;  // not open: the call itself says so
   }
   FdType type;
   switch (st.st_mode & S_IFMT) {
     case S_IFREG:
     case S_IFBLK:
-      errno = saved;
+      set_errno(saved);
       return fd_slot_store(fd, kSlotFile) ? kSlotFile : kSlotEmpty;
     case S_IFDIR:
     case S_IFLNK:
-      errno = saved;
+      set_errno(saved);
       return fd_slot_store(fd, kSlotPlain) ? kSlotPlain : kSlotEmpty;
     case S_IFSOCK:
       type = FdType::kSocket;
@@ -53,7 +54,7 @@ uintptr_t classify(int fd) {
   }
   int fl = sys::fcntl(fd, F_GETFL);
   int fdfl = sys::fcntl(fd, F_GETFD);
-  errno = saved;
+  set_errno(saved);
   if (fl < 0 || fdfl < 0) return kSlotEmpty;
   std::atomic<uintptr_t>* s = fd_slot_make(fd);
   if (s == nullptr) return kSlotEmpty;
@@ -65,7 +66,7 @@ uintptr_t classify(int fd) {
   if (type == FdType::kSocket) {
     pd->rcvtimeo.store(sock_timeout(fd, SO_RCVTIMEO), std::memory_order_relaxed);
     pd->sndtimeo.store(sock_timeout(fd, SO_SNDTIMEO), std::memory_order_relaxed);
-    errno = saved;
+    set_errno(saved);
   }
   uintptr_t expected = kSlotEmpty;
   if (!s->compare_exchange_strong(expected, reinterpret_cast<uintptr_t>(pd), std::memory_order_acq_rel)) {
@@ -101,6 +102,9 @@ void prepare_child_fd(int fd, PollDesc* pd, void* arg) {
 
 }  // namespace
 
+__attribute__((noipa)) int get_errno() { return errno; }
+__attribute__((noipa)) void set_errno(int e) { errno = e; }
+
 uintptr_t lookup(int fd) {
   uintptr_t v = fd_slot_load(fd);
   if (v != kSlotEmpty) return v;
@@ -116,9 +120,9 @@ void register_owned(int fd, FdType type, bool user_nonblock, bool cloexec) {
   g_fd_owned_any.store(true, std::memory_order_relaxed);
   if (!fd_slot_store(fd, reinterpret_cast<uintptr_t>(pd))) {
     // Beyond the table: the descriptor is the program's as it asked.
-    int saved = errno;
+    int saved = get_errno();
     if (!user_nonblock) sys::fcntl(fd, F_SETFL, sys::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    errno = saved;
+    set_errno(saved);
     pd_unref(pd);
   }
 }
@@ -130,9 +134,9 @@ int wait_fd(int fd, uintptr_t v, int mode, int64_t deadline) {
     pd_unref(pd);
     return kRetry;
   }
-  int saved = errno;
+  int saved = get_errno();
   int err = pd_register(pd);
-  errno = saved;
+  set_errno(saved);
   if (err == EPERM) {
     // epoll refuses it (a device without poll support): the system-call
     // protocol from now on.
@@ -148,7 +152,7 @@ int wait_fd(int fd, uintptr_t v, int mode, int64_t deadline) {
   }
   int r = deadline == 0 ? poll_wait(pd, mode) : poll_wait_list(pd, mode, deadline);
   pd_unref(pd);
-  errno = saved;
+  set_errno(saved);
   switch (r) {
     case kPollOk:
       return 0;
@@ -160,11 +164,24 @@ int wait_fd(int fd, uintptr_t v, int mode, int64_t deadline) {
 }
 
 bool level_ready(int fd, int mode) {
-  int saved = errno;
+  int saved = get_errno();
   pollfd p{fd, static_cast<short>(mode == 'r' ? POLLIN | POLLPRI | POLLRDHUP : POLLOUT), 0};
   bool ready = sys::poll(&p, 1, 0) != 0;
-  errno = saved;
+  set_errno(saved);
   return ready;
+}
+
+bool may_park() {
+  M* m = getm();
+  if (m == nullptr) return false;
+  int saved = get_errno();
+  sigset_t cur;
+  bool same = pthread_sigmask(SIG_BLOCK, nullptr, &cur) == 0;
+  set_errno(saved);
+  uint64_t word = 0;
+  static_assert(sizeof(cur) >= sizeof(word));
+  __builtin_memcpy(&word, &cur, sizeof word);
+  return same && word == m->sigmask;
 }
 
 int64_t call_deadline(PollDesc* pd, int mode) {
@@ -185,7 +202,7 @@ bool owned_blocking(int fd, PollDesc** pd) {
 }
 
 int thread_wait(int fd, PollDesc*, int mode, int64_t deadline) {
-  int saved = errno;
+  int saved = get_errno();
   for (;;) {
     int ms = -1;
     if (deadline != 0) {
@@ -197,12 +214,12 @@ int thread_wait(int fd, PollDesc*, int mode, int64_t deadline) {
     uint32_t before = gort_own_signals;
     int r = sys::poll(&p, 1, ms);
     if (r > 0) {
-      errno = saved;
+      set_errno(saved);
       return 0;  // ready, or POLLNVAL: the call says EBADF
     }
     if (r == 0) continue;
-    if (errno == EINTR && gort_own_signals != before) continue;
-    return errno;
+    if (get_errno() == EINTR && gort_own_signals != before) continue;
+    return get_errno();
   }
 }
 
@@ -210,9 +227,9 @@ void sleep_until(int64_t when) { timer_sleep(when, WaitReason::kSleep); }
 
 void before_child(int also) {
   if (!g_fd_owned_any.load(std::memory_order_acquire)) return;
-  int saved = errno;
+  int saved = get_errno();
   fd_table_each(&prepare_child_fd, &also);
-  errno = saved;
+  set_errno(saved);
 }
 
 void link_all() {

@@ -44,6 +44,13 @@
 
 namespace gort::internal::hook {
 
+// errno, through calls the compiler cannot see into. A goroutine that
+// parked may resume on another thread, whose errno is another variable,
+// and GCC keeps errno's address (__errno_location is `const`) across the
+// calls of a function: every errno access of the hooks goes through these.
+int get_errno();
+void set_errno(int e);
+
 enum class Mode : uint8_t { kThread, kLocked, kPark };
 
 inline Mode mode() {
@@ -80,6 +87,12 @@ int wait_fd(int fd, uintptr_t v, int mode, int64_t deadline);
 // Whether fd is ready for mode now (poll(2) with a zero timeout).
 bool level_ready(int fd, int mode);
 
+// Whether the calling goroutine may park now: not if its thread runs a
+// signal handler (the handler's write to a full pipe must not switch
+// goroutines under the interrupted code). Asked only before a park: it
+// costs a system call (the thread's signal mask against the M's).
+bool may_park();
+
 // The deadline of a call starting now on pd in `mode`, from SO_RCVTIMEO /
 // SO_SNDTIMEO (0: none).
 int64_t call_deadline(PollDesc* pd, int mode);
@@ -89,9 +102,9 @@ template <class F>
 auto in_syscall(F&& f) {
   entersyscall();
   auto r = f();
-  int e = errno;
+  int e = get_errno();
   exitsyscall();
-  errno = e;
+  set_errno(e);
   return r;
 }
 // The same, handing the P off at once (entersyscallblock).
@@ -99,9 +112,9 @@ template <class F>
 auto in_syscall_block(F&& f) {
   entersyscallblock();
   auto r = f();
-  int e = errno;
+  int e = get_errno();
   exitsyscall();
-  errno = e;
+  set_errno(e);
   return r;
 }
 
@@ -112,7 +125,7 @@ auto retry_own_eintr(F&& f) {
   for (;;) {
     uint32_t before = gort_own_signals;
     auto r = f();
-    if (!(r < 0 && errno == EINTR && gort_own_signals != before)) return r;
+    if (!(r < 0 && get_errno() == EINTR && gort_own_signals != before)) return r;
   }
 }
 
@@ -129,10 +142,10 @@ ssize_t thread_io(int fd, int mode, Call&& call) {
   int64_t deadline = call_deadline(pd, mode);
   for (;;) {
     ssize_t r = call();
-    if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return r;
+    if (r >= 0 || (get_errno() != EAGAIN && get_errno() != EWOULDBLOCK)) return r;
     int w = thread_wait(fd, pd, mode, deadline);
     if (w != 0) {
-      errno = w == ETIMEDOUT ? EAGAIN : w;
+      set_errno(w == ETIMEDOUT ? EAGAIN : w);
       return -1;
     }
   }
@@ -177,7 +190,7 @@ IoOutcome park_io(int fd, int mode, Call&& call, const Nowait& nw, int64_t* dead
       r = nw.dontwait(nw.ctx);
     } else if (nw.rwf != nullptr && pd->nowait.load(std::memory_order_relaxed) != 2) {
       r = nw.rwf(nw.ctx);
-      if (r < 0 && errno == EOPNOTSUPP) {
+      if (r < 0 && get_errno() == EOPNOTSUPP) {
         pd->nowait.store(2, std::memory_order_relaxed);
         continue;
       }
@@ -187,15 +200,15 @@ IoOutcome park_io(int fd, int mode, Call&& call, const Nowait& nw, int64_t* dead
       return {in_syscall([&] { return retry_own_eintr(call); }), true};
     } else {
       r = -1;
-      errno = EAGAIN;
+      set_errno(EAGAIN);
     }
-    if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
-      if (r < 0 && errno == EINTR) continue;  // non-blocking calls: only a signal of ours
+    if (r >= 0 || (get_errno() != EAGAIN && get_errno() != EWOULDBLOCK)) {
+      if (r < 0 && get_errno() == EINTR) continue;  // non-blocking calls: only a signal of ours
       return {r, true};
     }
-    int w = wait_fd(fd, v, mode, *deadline);
+    int w = may_park() ? wait_fd(fd, v, mode, *deadline) : thread_wait(fd, pd, mode, *deadline);
     if (w == kRetry || w == 0) continue;
-    errno = w == ETIMEDOUT ? EAGAIN : w;
+    set_errno(w == ETIMEDOUT ? EAGAIN : w);
     return {-1, true};
   }
 }
@@ -217,7 +230,7 @@ ssize_t io(int fd, int mode, Call&& call, const Nowait& nw = {}) {
         return in_syscall_block([&] { return retry_own_eintr(call); });
       }
       ssize_t r = call();
-      if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return r;
+      if (r >= 0 || (get_errno() != EAGAIN && get_errno() != EWOULDBLOCK)) return r;
       return in_syscall_block([&] { return thread_io(fd, mode, call); });
     }
     case Mode::kPark:

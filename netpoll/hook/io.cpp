@@ -16,6 +16,9 @@
 #include "gmp/interpose.hpp"
 #include "netpoll/hook/hook.hpp"
 
+using gort::internal::hook::get_errno;
+using gort::internal::hook::set_errno;
+
 using ReadFn = ssize_t (*)(int, void*, size_t);
 using WriteFn = ssize_t (*)(int, const void*, size_t);
 using ReadvFn = ssize_t (*)(int, const iovec*, int);
@@ -160,7 +163,7 @@ int connect_result(int fd) {
   socklen_t l = sizeof err;
   if (gort::internal::sys::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) != 0) return -1;
   if (err != 0) {
-    errno = err;
+    set_errno(err);
     return -1;
   }
   return 0;
@@ -540,7 +543,7 @@ int connect(int fd, const sockaddr* sa, socklen_t len) {
   for (;;) {
     int r = GORT_NEXT(connect)(fd, sa, len);
     if (r == 0) return 0;
-    int err = errno;
+    int err = get_errno();
     if (err == EINTR) continue;
     if (err != EINPROGRESS && err != EAGAIN) return -1;
     int w;
@@ -553,11 +556,11 @@ int connect(int fd, const sockaddr* sa, socklen_t len) {
       w = hook::thread_wait(fd, pd, 'w', deadline);
     }
     if (w == ETIMEDOUT) {
-      errno = EINPROGRESS;
+      set_errno(EINPROGRESS);
       return -1;
     }
     if (w != 0) {
-      errno = w;
+      set_errno(w);
       return -1;
     }
     if (err == EINPROGRESS) return connect_result(fd);

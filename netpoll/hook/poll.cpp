@@ -20,6 +20,9 @@
 #include "gmp/interpose.hpp"
 #include "netpoll/hook/hook.hpp"
 
+using gort::internal::hook::get_errno;
+using gort::internal::hook::set_errno;
+
 using PollFn = int (*)(pollfd*, nfds_t, int);
 using PpollFn = int (*)(pollfd*, nfds_t, const timespec*, const sigset_t*);
 using SelectFn = int (*)(int, fd_set*, fd_set*, fd_set*, timeval*);
@@ -73,7 +76,7 @@ struct Look {
 bool look(void* arg) {
   auto* l = static_cast<Look*>(arg);
   l->r = l->call(l);
-  l->err = errno;
+  l->err = get_errno();
   return l->r != 0;
 }
 
@@ -113,10 +116,22 @@ struct Descs {
 // errno.
 int park_until_ready(Look* l, const Descs& d, int64_t deadline) {
   if (look(l)) {
-    errno = l->err;
+    set_errno(l->err);
     return l->r;
   }
   if (deadline != kNoDeadline && deadline <= gort::internal::nanotime()) return 0;
+  if (!hook::may_park()) {
+    // A signal handler's wait: its thread waits, looking every millisecond.
+    for (;;) {
+      timespec ms{0, 1000000};
+      gort::internal::sys::nanosleep(&ms, nullptr);
+      if (look(l)) {
+        set_errno(l->err);
+        return l->r;
+      }
+      if (deadline != kNoDeadline && deadline <= gort::internal::nanotime()) return 0;
+    }
+  }
   if (d.n == 0) {
     // Nothing the poller can wait on (no descriptors: a sleep).
     if (deadline == kNoDeadline) {
@@ -138,7 +153,7 @@ int park_until_ready(Look* l, const Descs& d, int64_t deadline) {
     int w = gort::internal::poll_wait_any(d.data(), modes, d.n, deadline == kNoDeadline ? 0 : deadline, &look, l,
                                           gort::internal::WaitReason::kIOWait);
     if (look(l)) {
-      errno = l->err;
+      set_errno(l->err);
       return l->r;
     }
     if (w == gort::internal::kPollErrTimeout ||
@@ -166,7 +181,7 @@ int park_poll(pollfd* fds, nfds_t n, int64_t deadline) {
   l.call = &poll_look;
   l.args = &a;
   if (look(&l) || deadline == 0) {
-    errno = l.err;
+    set_errno(l.err);
     return l.r;
   }
   Descs d;
@@ -231,7 +246,7 @@ int park_select(int nfds, fd_set* r, fd_set* w, fd_set* e, int64_t deadline) {
       if (a.in[k] != nullptr) *a.in[k] = a.out[k];
     }
   }
-  errno = l.err;
+  set_errno(l.err);
   return res;
 }
 
@@ -254,7 +269,7 @@ int park_epoll(int epfd, epoll_event* ev, int max, int64_t deadline) {
   l.call = &epoll_look;
   l.args = &a;
   if (look(&l) || deadline == 0) {
-    errno = l.err;
+    set_errno(l.err);
     return l.r;
   }
   Descs d;
@@ -314,7 +329,7 @@ int select(int nfds, fd_set* r, fd_set* w, fd_set* e, timeval* tv) {
   if (m == hook::Mode::kThread) return GORT_NEXT(select)(nfds, r, w, e, tv);
   if (m == hook::Mode::kLocked) return hook::in_syscall_block([&] { return GORT_NEXT(select)(nfds, r, w, e, tv); });
   if (nfds < 0 || (tv != nullptr && (tv->tv_sec < 0 || tv->tv_usec < 0))) {
-    errno = EINVAL;
+    set_errno(EINVAL);
     return -1;
   }
   int64_t deadline = kNoDeadline;
@@ -340,7 +355,7 @@ int pselect(int nfds, fd_set* r, fd_set* w, fd_set* e, const timespec* ts, const
     return hook::in_syscall_block([&] { return GORT_NEXT(pselect)(nfds, r, w, e, ts, mask); });
   }
   if (nfds < 0 || (ts != nullptr && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))) {
-    errno = EINVAL;
+    set_errno(EINVAL);
     return -1;
   }
   bool now = ts != nullptr && ts->tv_sec == 0 && ts->tv_nsec == 0;

@@ -35,6 +35,9 @@
 #include "gmp/interpose.hpp"
 #include "netpoll/hook/hook.hpp"
 
+using gort::internal::hook::get_errno;
+using gort::internal::hook::set_errno;
+
 using ForkFn = pid_t (*)();
 using SpawnFn = int (*)(pid_t*, const char*, const posix_spawn_file_actions_t*, const posix_spawnattr_t*,
                         char* const*, char* const*);

@@ -19,6 +19,9 @@
 #include "gmp/interpose.hpp"
 #include "netpoll/hook/hook.hpp"
 
+using gort::internal::hook::get_errno;
+using gort::internal::hook::set_errno;
+
 using SleepFn = unsigned (*)(unsigned);
 using UsleepFn = int (*)(useconds_t);
 using NanosleepFn = int (*)(const timespec*, timespec*);
@@ -71,6 +74,7 @@ bool park_for(int64_t ns) {
     case hook::Mode::kPark:
       break;
   }
+  if (!hook::may_park()) return false;  // a signal handler sleeps its thread
   if (ns > 0) hook::sleep_until(add_sat(gort::internal::nanotime(), ns));
   return true;
 }
@@ -90,8 +94,9 @@ int usleep(useconds_t us) {
 }
 
 int nanosleep(const timespec* req, timespec* rem) {
-  if (hook::mode() == hook::Mode::kThread || req == nullptr || !valid(req)) return GORT_NEXT(nanosleep)(req, rem);
-  park_for(ts_ns(*req));
+  if (hook::mode() == hook::Mode::kThread || req == nullptr || !valid(req) || !park_for(ts_ns(*req))) {
+    return GORT_NEXT(nanosleep)(req, rem);
+  }
   return 0;
 }
 
@@ -113,10 +118,10 @@ int clock_nanosleep(clockid_t clock, int flags, const timespec* req, timespec* r
   int64_t ns = ts_ns(*req);
   if ((flags & TIMER_ABSTIME) != 0) {
     timespec now;
-    if (clock_gettime(clock, &now) != 0) return errno;
+    if (clock_gettime(clock, &now) != 0) return get_errno();
     ns -= ts_ns(now);
   }
-  park_for(ns);
+  if (!park_for(ns)) return GORT_NEXT(clock_nanosleep)(clock, flags, req, rem);
   return 0;
 }
 

@@ -432,11 +432,19 @@ TEST(BlockedMPark, WakeBeforeParkWithoutAPIsNotLost) {
             }
             wg.add(1);
             gort::go([&] {
-              usleep(50 * 1000);  // no gort::blocking: sysmon hands the P on
-              gort::go([] {});    // a runtime entry: no P is free
+              // libc's own sleep, which the runtime does not see (not the
+              // hooked one, which would park): sysmon hands the P on.
+              {
+                gort::RawLibc raw;
+                usleep(50 * 1000);
+              }
+              gort::go([] {});  // a runtime entry: no P is free
               lost_p = internal::getm()->p == nullptr;
               stop_busy = true;
-              usleep(50 * 1000);  // the other Ms go to sleep
+              {
+                gort::RawLibc raw;
+                usleep(50 * 1000);  // the other Ms go to sleep
+              }
               internal::park([](internal::G*, void*) { return false; }, nullptr, internal::WaitReason::kTest);
               resumed = true;
               wg.done();

@@ -99,10 +99,12 @@ TEST(StallReport, ZeroTurnsItOff) {
 
 // A read the kernel blocks, not wrapped in gort::blocking: sysmon hands
 // its P to another M, and the goroutine stays blocked past the threshold.
-constexpr int kReadLine = __LINE__ + 4;
+// libc's own read, which blocks the thread (the hooked one would park).
+constexpr int kReadLine = __LINE__ + 5;
 __attribute__((noinline)) void blocked_in_read(int fd) {
   char c;
   asm volatile("");
+  gort::RawLibc raw;
   ssize_t r = ::read(fd, &c, 1);
   asm volatile("" : : "r"(r));
 }

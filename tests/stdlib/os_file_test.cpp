@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <string>
@@ -21,6 +22,7 @@
 #include "gort/os.hpp"
 #include "gort/sync.hpp"
 #include "gort/time.hpp"
+#include "netpoll/fd_table.hpp"
 #include "tests/stdlib/net_helpers.hpp"
 
 namespace {
@@ -277,7 +279,12 @@ TEST_P(OsFile, NewFilePollsNonBlockingDescriptorsOnly) {
     EXPECT_EQ(got, 5u);
 
     int p[2];
-    ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);  // blocking
+    {
+      // A blocking pipe as libc makes it (the hooked pipe2 of a goroutine
+      // would set O_NONBLOCK underneath: the next test).
+      gort::RawLibc raw;
+      ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+    }
     auto br = must(gort::os::new_file(p[0], "blocking-r"));
     auto bw = must(gort::os::new_file(p[1], "blocking-w"));
     EXPECT_FALSE(br.pollable()) << "a blocking descriptor must stay blocking";
@@ -286,6 +293,50 @@ TEST_P(OsFile, NewFilePollsNonBlockingDescriptorsOnly) {
     auto n = br.read(absl::MakeSpan(buf));
     ASSERT_TRUE(n.ok());
     EXPECT_EQ(std::string(buf, *n), "abc");
+  });
+}
+
+// A pipe a goroutine made through the libc hooks reads as blocking to the
+// program, but has O_NONBLOCK set underneath: new_file polls it, sharing the
+// hooks' poll descriptor, and a raw read of the same descriptor by another
+// goroutine waits on that descriptor too.
+TEST_P(OsFile, NewFileOnAHookedPipeSharesItsPollDescriptor) {
+  run_test([] {
+    int p[2];
+    ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+    EXPECT_EQ(::fcntl(p[0], F_GETFL) & O_NONBLOCK, 0) << "the program asked for a blocking pipe";
+    uintptr_t before = gort::internal::fd_slot_load(p[0]);
+    ASSERT_TRUE(gort::internal::slot_is_pd(before)) << "a hooked pipe2 leaves a poll descriptor in the fd table";
+    auto r = must(gort::os::new_file(p[0], "hooked-r"));
+    EXPECT_TRUE(r.pollable());
+    EXPECT_EQ(gort::internal::fd_slot_load(p[0]), before) << "the File shares the table's poll descriptor";
+    // Each reader sends what it read; each byte is written once the
+    // previous one has been read, so that both readers get one.
+    auto got = gort::make_chan<char>(2);
+    Parked reader;
+    gort::go([&, got] {
+      reader.mark();
+      char c;
+      auto n = r.read(absl::MakeSpan(&c, 1));
+      got.send(n.ok() && *n == 1 ? c : '?');
+    });
+    ASSERT_TRUE(reader.wait(WaitReason::kIOWait));
+    Parked raw;
+    gort::go([&, got] {
+      raw.mark();
+      char c;
+      ssize_t n = ::read(p[0], &c, 1);  // the hooked read: a second waiter on the descriptor
+      got.send(n == 1 ? c : '?');
+    });
+    ASSERT_TRUE(raw.wait(WaitReason::kIOWait));
+    std::string both;
+    EXPECT_EQ(::write(p[1], "a", 1), 1);
+    both.push_back(got.recv().value());
+    EXPECT_EQ(::write(p[1], "b", 1), 1);
+    both.push_back(got.recv().value());
+    std::sort(both.begin(), both.end());
+    EXPECT_EQ(both, "ab");
+    EXPECT_EQ(::close(p[1]), 0);
   });
 }
 
