@@ -521,6 +521,8 @@ RuntimeStats runtime_stats() {
   st.stack_guard = sched.stacks.guard_kind();
   st.stacks_prepared_ahead = sched.stacks.prepared_ahead();
   st.readied_after_write = sched.readied_after_write.load(std::memory_order_relaxed);
+  st.syscall_threads = sched.nblocking.load(std::memory_order_relaxed);
+  st.stall_reports = sched.stall_reports.load(std::memory_order_relaxed);
   return st;
 }
 

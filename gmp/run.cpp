@@ -147,6 +147,7 @@ void reset_sched(const Config& cfg) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   sched.external_ops.store(0);
   sched.external_go.store(0);
   sched.nblocking.store(0);
+  sched.stall_reports.store(0);
   sched.coarse_now.store(nanotime());
   sched.frozen.store(false);
   sched.cfg = cfg;

@@ -194,8 +194,11 @@ struct Sched {
   std::atomic<int32_t> external_go{0};
   // Runtime threads that are not Ms (sysmon).
   std::atomic<int32_t> nsystem_threads{0};
-  // Ms inside gort::blocking().
+  // Ms inside gort::blocking() (and the system-call protocol of the libc
+  // hooks).
   std::atomic<int32_t> nblocking{0};
+  // Stall reports sysmon made in this run (preempt/stall.cpp).
+  std::atomic<int64_t> stall_reports{0};
   // A clock for stamps that need no precision (G::waitsince): sysmon
   // stores nanotime() every round, and whoever wakes it from its deep sleep
   // stores it first, so it is never more than a sysmon round behind while

@@ -139,7 +139,8 @@ void schedtrace_format(int64_t start, int64_t now, bool detailed, std::string* o
                   " idleprocs=", sched.npidle.load(kRelaxed),
                   " threads=", sched.mcount + sched.nsystem_threads.load(kRelaxed),
                   " spinningthreads=", sched.nmspinning.load(kRelaxed),
-                  " idlethreads=", sched.nmidle, " runqueue=", sched.runqsize.load(kRelaxed));
+                  " idlethreads=", sched.nmidle, " syscallthreads=", sched.nblocking.load(kRelaxed),
+                  " runqueue=", sched.runqsize.load(kRelaxed));
   if (detailed) {
     absl::StrAppend(out, " gcwaiting=", sched.gcwaiting.load(kRelaxed) ? 1 : 0,
                     " nmidlelocked=", sched.nmidlelocked, " stopwait=", sched.stopwait,

@@ -13,6 +13,11 @@
 //
 // Printing takes sysmon's time (the first report loads the debug info): a
 // stalled program is already off its schedule, and it happens once per stall.
+// A program that stalls many goroutines at once (each blocked in a call
+// the runtime cannot see) gets kFullPerWindow full reports per window of
+// ten thresholds (10 s by default), and one summary line for the rest of
+// the window's stalls.
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,8 +36,23 @@ namespace gort::internal {
 namespace {
 
 constexpr int64_t kDefaultStallMs = 1000;
+constexpr int kFullPerWindow = 3;
+constexpr int64_t kWindowThresholds = 10;
+// Goroutine ids a summary names, at most.
+constexpr size_t kSummaryIds = 8;
 
 int64_t g_threshold_ns = kDefaultStallMs * 1000 * 1000;
+
+// The rate limit's window (sysmon's own state): when it began, the full
+// reports printed in it, and the stalls folded into its summary.
+struct Window {
+  int64_t start = 0;
+  int full = 0;
+  int64_t folded = 0;
+  int64_t ids[kSummaryIds] = {};
+  size_t nids = 0;
+};
+Window g_window;
 
 // Ms whose P was taken while the kernel blocked them (sysmon's own).
 struct Blocked {
@@ -67,6 +87,45 @@ void put_duration(TraceWriter& w, int64_t ns) {
   w.put("s");
 }
 
+// Prints the summary of the stalls folded into the window, if any, once the
+// window is over.
+void flush_summary(int64_t now) {
+  const int64_t window = kWindowThresholds * g_threshold_ns;
+  if (now - g_window.start < window) return;
+  if (g_window.folded > 0 && !process_dying()) {
+    TraceWriter w(2);
+    w.put("gort: stall: ");
+    w.put_int(g_window.folded);
+    w.put(" more stall");
+    w.put(g_window.folded == 1 ? "" : "s");
+    w.put(" in the last ");
+    put_duration(w, window);
+    w.put(" not shown in full (goroutines");
+    for (size_t i = 0; i < g_window.nids; i++) {
+      w.put(" ");
+      w.put_int(g_window.ids[i]);
+    }
+    if (g_window.folded > static_cast<int64_t>(g_window.nids)) w.put(" ...");
+    w.put("); GORT_DEBUG=stallreport=MS sets the threshold\n\n");
+  }
+  g_window = Window{};
+  g_window.start = now;
+}
+
+// Whether this stall gets a full report (else it is folded into the
+// window's summary).
+bool admit(G* g, int64_t now) {
+  flush_summary(now);
+  sched.stall_reports.fetch_add(1, std::memory_order_relaxed);
+  if (g_window.full < kFullPerWindow) {
+    g_window.full++;
+    return true;
+  }
+  if (g_window.nids < kSummaryIds) g_window.ids[g_window.nids++] = g->id;
+  g_window.folded++;
+  return false;
+}
+
 // False if a traceback is being printed (gort::stack): sysmon must not
 // wait for it; the report comes at a later round. Never once the process
 // is dying: the fatal report says where every goroutine is.
@@ -74,6 +133,7 @@ bool report(M* m, G* g, int64_t ns, const char* what, const char* why) {
   if (process_dying()) return false;
   std::unique_lock<std::mutex> lock(symbolizer_mutex(), std::try_to_lock);
   if (!lock.owns_lock()) return false;
+  if (!admit(g, nanotime())) return true;
   GoroutineFrames f;
   std::vector<char>& buf = copy_buffer();
   RunningRegs rr;
@@ -117,6 +177,8 @@ void stall_init() {
   g_threshold_ns = ms > 0 ? ms * 1000 * 1000 : 0;
   if (g_blocked == nullptr) g_blocked = new std::vector<Blocked>;
   g_blocked->clear();
+  g_window = Window{};
+  g_window.start = nanotime();
 }
 
 void stall_check_running(P* p, StallWatch* w, int64_t now) {
@@ -142,6 +204,7 @@ void stall_watch_blocked(M* m, G* g, int64_t since) {
 }
 
 bool stall_check_blocked(int64_t now) {
+  if (g_threshold_ns != 0) flush_summary(now);
   bool pending = false;
   for (size_t i = 0; i < g_blocked->size();) {
     Blocked& b = (*g_blocked)[i];

@@ -232,13 +232,14 @@ void before_child(int also) {
   set_errno(saved);
 }
 
+void* volatile g_link_sink;
+
 void link_all() {
-  static void* volatile sink;
-  sink = reinterpret_cast<void*>(&::read);       // io.cpp
-  sink = reinterpret_cast<void*>(&::poll);       // poll.cpp
-  sink = reinterpret_cast<void*>(&::nanosleep);  // sleep.cpp
-  sink = reinterpret_cast<void*>(&::socket);     // fd.cpp
-  sink = reinterpret_cast<void*>(&::fork);       // proc.cpp
+  g_link_sink = reinterpret_cast<void*>(&::read);       // io.cpp
+  g_link_sink = reinterpret_cast<void*>(&::poll);       // poll.cpp
+  g_link_sink = reinterpret_cast<void*>(&::nanosleep);  // sleep.cpp
+  g_link_sink = reinterpret_cast<void*>(&::socket);     // fd.cpp
+  g_link_sink = reinterpret_cast<void*>(&::fork);       // proc.cpp
 }
 
 }  // namespace gort::internal::hook

@@ -51,7 +51,7 @@ bool plausible_summary(const std::string& out, int procs, int spinners) {
   std::string per_p = "\\[\\d+";
   for (int i = 1; i < procs; i++) per_p += " \\d+";
   const std::regex re("SCHED (\\d+)ms: gomaxprocs=(\\d+) idleprocs=(\\d+) threads=(\\d+) "
-                      "spinningthreads=(\\d+) idlethreads=(\\d+) runqueue=(\\d+) (" + per_p + "\\])");
+                      "spinningthreads=(\\d+) idlethreads=(\\d+) syscallthreads=\\d+ runqueue=(\\d+) (" + per_p + "\\])");
   const std::regex num("\\d+");
   int traces = 0, busy_all = 0, idle_all = 0;
   int64_t last_ms = -1;
@@ -134,7 +134,7 @@ GORT_INSTANTIATE_PROCS(SchedTraceSummary);
 bool plausible_detail(const std::string& out, int procs) {
   const std::regex header(
       "SCHED \\d+ms: gomaxprocs=" + std::to_string(procs) +
-      " idleprocs=\\d+ threads=\\d+ spinningthreads=\\d+ idlethreads=\\d+ runqueue=\\d+ "
+      " idleprocs=\\d+ threads=\\d+ spinningthreads=\\d+ idlethreads=\\d+ syscallthreads=\\d+ runqueue=\\d+ "
       "gcwaiting=[01] nmidlelocked=\\d+ stopwait=\\d+ sysmonwait=[01]");
   const std::regex pline(
       "  P(\\d+): status=[01234] schedtick=\\d+ syscalltick=\\d+ m=(-1|\\d+) runqsize=\\d+ "
@@ -272,7 +272,7 @@ TEST_P(SchedTraceFormat, NamesTheRunningAndTheParkedGoroutine) {
       for (int i = 1; i < procs(); i++) per_p += " \\d+";
       EXPECT_TRUE(
           std::regex_match(summary, std::regex("SCHED 0ms: gomaxprocs=\\d+ idleprocs=\\d+ threads=\\d+ "
-                                               "spinningthreads=\\d+ idlethreads=\\d+ runqueue=\\d+ " +
+                                               "spinningthreads=\\d+ idlethreads=\\d+ syscallthreads=\\d+ runqueue=\\d+ " +
                                                per_p + "\\]\n")))
           << summary;
     }

@@ -219,7 +219,7 @@ class PostgresServer {
                         "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c",
                         "full_page_writes=off", "-c", "max_connections=300", "-c", "shared_buffers=16MB"},
                        -1, uid, gid) ||
-        !wait_for_port(port_, server_)) {
+        !wait_for_port(port_, server_) || !wait_ready(data + "/postmaster.pid")) {
       error_ = "postgres did not start";
     }
   }
@@ -238,6 +238,23 @@ class PostgresServer {
   const std::string& error() const { return error_; }
 
  private:
+  // The port opens before the server accepts sessions ("the database
+  // system is starting up"); its pid file's status line then says
+  // "ready".
+  bool wait_ready(const std::string& pidfile) {
+    for (int i = 0; i < 3000 && server_.alive(); i++) {
+      if (FILE* f = std::fopen(pidfile.c_str(), "r")) {
+        char line[256];
+        bool ready = false;
+        while (std::fgets(line, sizeof line, f) != nullptr) ready |= std::strncmp(line, "ready", 5) == 0;
+        std::fclose(f);
+        if (ready) return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
   Child server_;
   std::string dir_;
   int port_ = 0;

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "gort/time.hpp"
 #include "tests/preempt/helpers.hpp"
 
 namespace gort::test {
@@ -175,6 +176,49 @@ TEST(StallReport, PreemptedWorkIsNotReported) {
       ::testing::ExitedWithCode(0),
       output_that([](const std::string& out) { return out.find("gort: stall") == std::string::npos; },
                   "no report"));
+}
+
+// Many goroutines stalled at once (each blocked in libc's own read, which
+// the runtime cannot see): three full reports in a window of ten
+// thresholds, then one summary line for the others, and the count in
+// runtime_stats.
+TEST(StallReport, ManyStallsAreRateLimitedAndSummarised) {
+  GORT_SKIP_IN_RACE_BUILD("TSan holds back the signal that fetches the blocked stack");
+  EXPECT_EXIT(
+      {
+        setenv("GORT_DEBUG", "stallreport=100", 1);
+        ::alarm(60);
+        constexpr int kStalled = 12;
+        int fds[2];
+        if (::pipe(fds) != 0) ::_exit(3);
+        int64_t reports = 0;
+        gort::run(
+            [&] {
+              Countdown done(kStalled);
+              for (int i = 0; i < kStalled; i++) {
+                gort::go([&] {
+                  blocked_in_read(fds[0]);
+                  done.done();
+                });
+              }
+              // Past one window (1 s): the summary is out.
+              gort::sleep(absl::Milliseconds(1500));
+              reports = gort::runtime_stats().stall_reports;
+              if (::write(fds[1], std::string(kStalled, 'x').data(), kStalled) != kStalled) ::_exit(4);
+              done.wait();
+            },
+            preempt_cfg(2));
+        std::fprintf(stderr, "reports=%lld\n", static_cast<long long>(reports));
+        ::_exit(0);
+      },
+      ::testing::ExitedWithCode(0),
+      output_that(
+          [](const std::string& out) {
+            return count(out, "has been blocked in the kernel outside gort::blocking") == 3 &&
+                   count(out, "more stalls in the last 1.000s not shown in full (goroutines") == 1 &&
+                   out.find("reports=12\n") != std::string::npos;
+          },
+          "three full reports, one summary of the other nine, twelve counted"));
 }
 
 }  // namespace

@@ -329,6 +329,13 @@ struct RuntimeStats {
   // other end is in this process, in this run (docs/net.md, "Connections
   // within one process").
   int64_t readied_after_write = 0;
+  // OS threads inside a system call now (gort::blocking, and the libc
+  // calls the runtime hands to the system-call protocol: file I/O, name
+  // lookups, waiting for a child; docs/blocking-libraries.md).
+  int syscall_threads = 0;
+  // Stall reports sysmon printed in this run (docs/debugging.md, "Stall
+  // reports"), including those folded into a summary line.
+  int64_t stall_reports = 0;
 };
 RuntimeStats runtime_stats();
 
