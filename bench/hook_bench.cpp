@@ -13,13 +13,20 @@
 //                         last read.
 //   eventfd_read/procs:1  read(2) of 8 bytes from a ready eventfd
 //                         (EFD_SEMAPHORE with a large count: always
-//                         ready), 2,000,000 times on one goroutine.
-//                         ns/read with the hooks on; ns/read_hooks_off the
-//                         same run with Config::hook_libc = false;
-//                         overhead_ns the difference (Go: syscall.Read).
+//                         ready), 1,000,000 times on one goroutine: the
+//                         mean of the middle half of the calls, each timed
+//                         with the time-stamp counter. ns/read with
+//                         the hooks on; ns/read_hooks_off with
+//                         Config::hook_libc = false, in seven interleaved
+//                         rounds of each; overhead_ns the median difference
+//                         of neighbouring rounds (Go: syscall.Read, its
+//                         mean).
 //   hiredis_incr/procs:2  500 goroutines, each with a hiredis blocking
 //                         context, 200 INCRs each against a redis-server
-//                         the program starts. INCR/s.
+//                         the program starts. INCR/s; then
+//                         redis-benchmark's with as many clients against
+//                         the same server (redis_benchmark_INCR/s), and
+//                         vs_redis_benchmark, the ratio of the two.
 //   libpq_exec/procs:2    64 goroutines, each with a libpq connection
 //                         (opened first: connect_ms), 30 queries each that
 //                         wait 20 ms in a PostgreSQL the program starts
@@ -29,7 +36,7 @@
 //   beast_sync/procs:2    200 goroutines, Boost.Beast's synchronous client,
 //                         10 GETs each on one connection, same endpoint. ms.
 //
-// Every case also reports threads (the most OS threads the process had,
+// Every case also reports os_threads (the most OS threads the process had,
 // sampled every millisecond) and stall_reports (sysmon's, 0 is the target).
 // The servers are child processes (tests/netpoll/servers.hpp); a case whose
 // server cannot start reports an error.
@@ -39,6 +46,7 @@
 #include <hiredis/hiredis.h>
 #include <libpq-fe.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 // Boost 1.74's asio/awaitable.hpp uses std::exchange without <utility>.
@@ -102,7 +110,7 @@ class ThreadPeak {
 };
 
 void report_common(benchmark::State& state, ThreadPeak& peak, int64_t stalls) {
-  state.counters["threads"] = peak.stop();
+  state.counters["os_threads"] = peak.stop();
   state.counters["stall_reports"] = static_cast<double>(stalls);
 }
 
@@ -175,8 +183,14 @@ void pipe_readers(benchmark::State& state, int procs) {
   report_common(state, peak, stalls);
 }
 
-double eventfd_round(int procs, bool hooks, int64_t n) {
-  double ns = 0;
+// A round of n reads of a ready eventfd on one goroutine: the time of one
+// call, in ns, from the CPU's time-stamp counter around each call, as the
+// mean of the middle half of the calls (what one call costs when nothing
+// interrupts it; on a paravirtualised host a system call's mean is
+// dominated by its rare long ones, whose noise would swamp what the hook
+// adds).
+double eventfd_round(int procs, bool hooks, int64_t n, double ns_per_tick) {
+  double median_ns = 0;
   gort::Config cfg{.procs = procs};
   cfg.hook_libc = hooks;
   gort::run(
@@ -186,29 +200,71 @@ double eventfd_round(int procs, bool hooks, int64_t n) {
         if (::write(fd, &big, sizeof big) != sizeof big) return;
         uint64_t v;
         for (int i = 0; i < 10000; i++) benchmark::DoNotOptimize(::read(fd, &v, sizeof v));
-        Stopwatch sw;
-        for (int64_t i = 0; i < n; i++) benchmark::DoNotOptimize(::read(fd, &v, sizeof v));
-        ns = sw.seconds() * 1e9 / static_cast<double>(n);
+        std::vector<uint32_t> ticks(static_cast<size_t>(n));
+        gort::NoPreempt stay;
+        for (int64_t i = 0; i < n; i++) {
+          uint64_t t0 = __builtin_ia32_rdtsc();
+          benchmark::DoNotOptimize(::read(fd, &v, sizeof v));
+          ticks[static_cast<size_t>(i)] = static_cast<uint32_t>(__builtin_ia32_rdtsc() - t0);
+        }
+        // The mean of the middle half: finer than one tick (some hosts
+        // count the time-stamp counter in steps of several ticks).
+        std::sort(ticks.begin(), ticks.end());
+        double sum = 0;
+        for (int64_t i = n / 4; i < 3 * n / 4; i++) sum += ticks[static_cast<size_t>(i)];
+        median_ns = sum / static_cast<double>(3 * n / 4 - n / 4) * ns_per_tick;
         ::close(fd);
       },
       cfg);
-  return ns;
+  return median_ns;
+}
+
+// Nanoseconds per time-stamp counter tick, against the steady clock.
+double ns_per_tick() {
+  auto t0 = std::chrono::steady_clock::now();
+  uint64_t c0 = __builtin_ia32_rdtsc();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  uint64_t c1 = __builtin_ia32_rdtsc();
+  auto t1 = std::chrono::steady_clock::now();
+  return std::chrono::duration<double, std::nano>(t1 - t0).count() / static_cast<double>(c1 - c0);
 }
 
 void eventfd_bench(benchmark::State& state, int procs) {
-  const int64_t n = gortbench::scaled(2'000'000);
-  // Interleaved, the medians of three rounds of each.
-  std::vector<double> on, off;
-  for (int r = 0; r < 3; r++) {
-    on.push_back(eventfd_round(procs, true, n));
-    off.push_back(eventfd_round(procs, false, n));
+  const int64_t n = gortbench::scaled(1'000'000);
+  const double tick = ns_per_tick();
+  // Interleaved rounds; the medians of each side, and the median of the
+  // differences of neighbouring rounds.
+  constexpr int kRounds = 7;
+  std::vector<double> on, off, diff;
+  for (int r = 0; r < kRounds; r++) {
+    on.push_back(eventfd_round(procs, true, n, tick));
+    off.push_back(eventfd_round(procs, false, n, tick));
+    diff.push_back(on.back() - off.back());
   }
-  std::sort(on.begin(), on.end());
-  std::sort(off.begin(), off.end());
-  state.SetIterationTime(on[1] * static_cast<double>(n) / 1e9);
-  state.counters["ns/read"] = on[1];
-  state.counters["ns/read_hooks_off"] = off[1];
-  state.counters["overhead_ns"] = on[1] - off[1];
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  state.SetIterationTime(median(on) * static_cast<double>(n) / 1e9);
+  state.counters["ns/read"] = median(on);
+  state.counters["ns/read_hooks_off"] = median(off);
+  state.counters["overhead_ns"] = median(diff);
+}
+
+// redis-benchmark's INCR/s with `clients` clients and n requests, or -1.
+double redis_benchmark_incr(int port, int64_t clients, int64_t n) {
+  std::string cmd = "redis-benchmark -h 127.0.0.1 -p " + std::to_string(port) + " -c " + std::to_string(clients) +
+                    " -n " + std::to_string(n) + " -t incr --csv 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return -1;
+  char line[512];
+  double rps = -1;
+  while (std::fgets(line, sizeof line, p) != nullptr) {
+    // "INCR","43233.89",...
+    if (std::strncmp(line, "\"INCR\",\"", 8) == 0) rps = std::strtod(line + 8, nullptr);
+  }
+  ::pclose(p);
+  return rps;
 }
 
 void hiredis_incr(benchmark::State& state, int procs) {
@@ -246,8 +302,16 @@ void hiredis_incr(benchmark::State& state, int procs) {
       gort::Config{.procs = procs});
   if (ok.load() != clients * each) state.SkipWithError("commands failed");
   state.SetIterationTime(seconds);
-  state.counters["INCR/s"] = static_cast<double>(ok.load()) / seconds;
+  double ours = static_cast<double>(ok.load()) / seconds;
+  state.counters["INCR/s"] = ours;
   report_common(state, peak, stalls);
+  // redis-benchmark (C, one thread, an event loop) with the same clients
+  // against the same server, right after: what this machine gives.
+  double theirs = redis_benchmark_incr(redis.port(), clients, clients * each);
+  if (theirs > 0) {
+    state.counters["redis_benchmark_INCR/s"] = theirs;
+    state.counters["vs_redis_benchmark"] = ours / theirs;
+  }
 }
 
 void libpq_exec(benchmark::State& state, int procs) {

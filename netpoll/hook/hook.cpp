@@ -24,7 +24,8 @@ int64_t sock_timeout(int fd, int name) {
   return int64_t{tv.tv_sec} * 1000000000 + int64_t{tv.tv_usec} * 1000;
 }
 
-// A descriptor the hooks meet for the first time.
+}  // namespace
+
 uintptr_t classify(int fd) {
   int saved = get_errno();
   struct stat st;
@@ -76,6 +77,8 @@ uintptr_t classify(int fd) {
   return reinterpret_cast<uintptr_t>(pd);
 }
 
+namespace {
+
 // The atfork handler of a child process: it has one thread, and nothing of
 // the runtime runs in it. That thread is a plain thread from now on.
 void after_fork_child() {
@@ -104,12 +107,6 @@ void prepare_child_fd(int fd, PollDesc* pd, void* arg) {
 
 __attribute__((noipa)) int get_errno() { return errno; }
 __attribute__((noipa)) void set_errno(int e) { errno = e; }
-
-uintptr_t lookup(int fd) {
-  uintptr_t v = fd_slot_load(fd);
-  if (v != kSlotEmpty) return v;
-  return classify(fd);
-}
 
 void register_owned(int fd, FdType type, bool user_nonblock, bool cloexec) {
   PollDesc* pd = pd_alloc(fd);
@@ -182,11 +179,6 @@ bool may_park() {
   static_assert(sizeof(cur) >= sizeof(word));
   __builtin_memcpy(&word, &cur, sizeof word);
   return same && word == m->sigmask;
-}
-
-int64_t call_deadline(PollDesc* pd, int mode) {
-  int64_t t = (mode == 'r' ? pd->rcvtimeo : pd->sndtimeo).load(std::memory_order_relaxed);
-  return t > 0 ? nanotime() + t : 0;
 }
 
 bool owned_blocking(int fd, PollDesc** pd) {

@@ -36,6 +36,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "gmp/clock_rand.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
 #include "netpoll/fd_table.hpp"
@@ -65,9 +66,16 @@ inline Mode mode() {
   return Mode::kPark;
 }
 
+// A descriptor the hooks meet for the first time: fstat and its flags,
+// noted in its slot (a PollDesc for one that can be polled).
+uintptr_t classify(int fd);
 // What a hooked call on fd is about to meet: its slot, after a look at an
-// unknown descriptor (classify: fstat and the flags, once per descriptor).
-uintptr_t lookup(int fd);
+// unknown descriptor (classify, once per descriptor).
+inline uintptr_t lookup(int fd) {
+  uintptr_t v = fd_slot_load(fd);
+  if (v != kSlotEmpty) [[likely]] return v;
+  return classify(fd);
+}
 // A descriptor just made by a hooked call on a goroutine (socket, accept,
 // pipe, eventfd, dup): O_NONBLOCK is already set underneath; `user_nonblock`
 // is what the program asked for.
@@ -95,7 +103,10 @@ bool may_park();
 
 // The deadline of a call starting now on pd in `mode`, from SO_RCVTIMEO /
 // SO_SNDTIMEO (0: none).
-int64_t call_deadline(PollDesc* pd, int mode);
+inline int64_t call_deadline(PollDesc* pd, int mode) {
+  int64_t t = (mode == 'r' ? pd->rcvtimeo : pd->sndtimeo).load(std::memory_order_relaxed);
+  return t > 0 ? nanotime() + t : 0;
+}
 
 // Go's entersyscall / exitsyscall around f.
 template <class F>
