@@ -65,6 +65,12 @@ struct SchedHooks {
   void (*netpoll_break)() = nullptr;
   // Goroutines parked in the poller (for the deadlock check).
   int64_t (*netpoll_waiters)() = nullptr;
+  // sysmon's round: the poller looks for goroutines waiting on a
+  // descriptor number closed behind its back and since reused
+  // (netpoll/poll_desc.cpp, poll_sweep_stale). Returns when it wants to
+  // look again (a nanotime; -1: only when something waits), which bounds
+  // sysmon's sleep while every P is idle.
+  int64_t (*netpoll_sweep)(int64_t now) = nullptr;
   // Create / destroy the poller (once per run).
   void (*netpoll_init)() = nullptr;
   void (*netpoll_fini)() = nullptr;

@@ -66,6 +66,15 @@ int netpoll_open(int fd, PollDesc*, uint64_t tag) {
   return 0;
 }
 
+int netpoll_modify(int fd, uint64_t tag) {
+  RaceIgnoreSync race;
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET;
+  ev.data.u64 = tag;
+  if (epoll_ctl(g_epfd, EPOLL_CTL_MOD, fd, &ev) != 0) return errno;
+  return 0;
+}
+
 int netpoll_close(int fd) {
   RaceIgnoreSync race;
   epoll_event ev{};

@@ -15,6 +15,9 @@ void netpoll_shutdown();
 // Returns 0 or an errno value.
 int netpoll_open(int fd, PollDesc* pd, uint64_t tag);
 int netpoll_close(int fd);
+// Re-registers fd with the same events and tag: 0, or ENOENT (or EBADF)
+// when the number no longer names the file registered under it.
+int netpoll_modify(int fd, uint64_t tag);
 bool netpoll(int64_t timeout_ns, GQueue* out);
 void netpoll_break();
 

@@ -558,7 +558,73 @@ void hook_fini() {
 
 }  // namespace
 
+namespace {
+
+constexpr int64_t kSweepEveryNs = int64_t{1000} * 1000 * 1000;
+constexpr int64_t kStaleAfterNs = int64_t{1000} * 1000 * 1000;
+constexpr int64_t kStaleAgainNs = int64_t{10} * 1000 * 1000 * 1000;
+
+int64_t g_next_sweep = 0;
+
+struct Sweep {
+  int64_t now;
+  bool waiting;  // some hooked descriptor has waiters
+};
+
+void sweep_one(int fd, PollDesc* pd, void* arg) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  auto* sw = static_cast<Sweep*>(arg);
+  const int64_t now = sw->now;
+  if (pd->netfd.load(std::memory_order_relaxed) || pd->origin.load(std::memory_order_relaxed) == FdOrigin::kRuntime ||
+      !pd->registered.load(std::memory_order_relaxed)) {
+    return;
+  }
+  bool waiting = pd->rg.load(std::memory_order_relaxed) > kWait || pd->wg.load(std::memory_order_relaxed) > kWait ||
+                 pd->nwl.load(std::memory_order_relaxed) > 0;
+  if (!waiting) {
+    pd->stale_since = 0;
+    return;
+  }
+  sw->waiting = true;
+  if (pd->stale_since == 0) {
+    pd->stale_since = now;
+    return;
+  }
+  if (now - pd->stale_since < kStaleAfterNs || now < pd->stale_next) return;
+  pd->stale_next = now + kStaleAgainNs;
+  if (!pd_try_ref(pd)) return;
+  if (pd->fd == fd && fd_slot_load(fd) == reinterpret_cast<uintptr_t>(pd)) {
+    int err = netpoll_modify(fd, tag_of(pd));
+    if (err == ENOENT || err == EBADF) {
+      // The number names another file now (or none): its waiters would
+      // never hear of it again. They fail with EBADF, as a close would
+      // have made them.
+      pd->registered.store(false, std::memory_order_relaxed);
+      fd_slot_reset(fd);
+    }
+  }
+  pd_unref(pd);
+}
+
+}  // namespace
+
+// Goroutines that have waited on a hooked descriptor for a second or more
+// are checked, once every ten seconds each: does the number still name the
+// file the poller has under it? A number closed behind the hooks (glibc's
+// own close, in fclose) and reused by a descriptor they did not see made
+// (fopen) leaves such waiters with nobody to wake them. One epoll_ctl per
+// long waiter per ten seconds; gort's own descriptors (NetFD) are closed
+// only through gort and are not looked at.
+int64_t poll_sweep_stale(int64_t now) {
+  if (now < g_next_sweep) return g_next_sweep;
+  if (!g_libc_hooks_on.load(std::memory_order_relaxed)) return -1;
+  Sweep sw{now, false};
+  fd_table_each(&sweep_one, &sw);
+  g_next_sweep = now + kSweepEveryNs;
+  return sw.waiting ? g_next_sweep : -1;
+}
+
 void install_netpoll_hooks(SchedHooks* hooks) {
+  hooks->netpoll_sweep = &poll_sweep_stale;
   hooks->netpoll = &netpoll;
   hooks->netpoll_break = &netpoll_break;
   hooks->netpoll_waiters = &netpoll_waiters;

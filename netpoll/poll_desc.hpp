@@ -108,6 +108,11 @@ struct PollDesc {
   // with EAGAIN after that long, as the kernel's would.
   std::atomic<int64_t> rcvtimeo{0};
   std::atomic<int64_t> sndtimeo{0};
+  // sysmon's look for a number closed behind the hooks (poll_sweep_stale):
+  // since when it has had waiters (0: none seen), and when to look again.
+  // Only sysmon's thread touches them.
+  int64_t stale_since = 0;
+  int64_t stale_next = 0;
 };
 
 // A holder more / one less (see the top). The last unref recycles pd.

@@ -289,6 +289,7 @@ void sysmon_loop(Sysmon* s) {
     }
     // Follow the default number of Ps (CPUs, cgroup limit) once a second.
     if (!sched.stopping.load(std::memory_order_relaxed)) procs_update_check(now);
+    int64_t next_sweep = sched.hooks.netpoll_sweep != nullptr ? sched.hooks.netpoll_sweep(now) : -1;
     // Dead goroutines' stacks the program stopped needing (a round that
     // released some counts as busy, so the rest follow quickly).
     if (gfree_scavenge(now, Scavenge::kUnneeded) > 0) acted++;
@@ -348,6 +349,9 @@ void sysmon_loop(Sysmon* s) {
       // sysmon does the same). A timer already overdue and still unserved
       // is that check's to retry at the paced rate.
       sleep = next_timer < 0 ? 0 : std::max(next_timer - now, delay);
+      // Goroutines wait on descriptors the libc hooks know: the poller's
+      // look for numbers reused behind them comes round even when idle.
+      if (next_sweep >= 0) sleep = sleep == 0 ? std::max(next_sweep - now, delay) : std::min(sleep, std::max(next_sweep - now, delay));
     }
     sleep_ns(s, sleep, deep);
     if (s->stop.load(std::memory_order_acquire)) return;

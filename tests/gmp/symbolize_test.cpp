@@ -96,10 +96,16 @@ TEST_F(Symbolize, InlinedCallsAreLogicalFrames) {
   EXPECT_EQ(s.frames[1].line, kOuterLine);
 }
 
+// gort's internals are the runtime's; its public entry points (gort::yield,
+// as Go's time.Sleep) are a library's, shown where their caller is.
 TEST_F(Symbolize, RuntimeAndLibraryFramesAreMarked) {
   std::lock_guard<std::mutex> lock(symbolizer_mutex());
+  const SymPC& p = symbolize(reinterpret_cast<uintptr_t>(&internal::park));
+  EXPECT_TRUE(p.frames.back().runtime) << p.frames.back().function;
+  EXPECT_FALSE(p.frames.back().stdlib);
   const SymPC& y = symbolize(reinterpret_cast<uintptr_t>(&gort::yield));
-  EXPECT_TRUE(y.frames.back().runtime);
+  EXPECT_FALSE(y.frames.back().runtime);
+  EXPECT_TRUE(y.frames.back().stdlib);
   EXPECT_EQ(y.frames.back().function, "gort::yield()");
   EXPECT_TRUE(internal::is_runtime_source(y.frames.back().file)) << y.frames.back().file;
   EXPECT_TRUE(internal::is_runtime_source("/usr/local/include/gort/chan.hpp"));

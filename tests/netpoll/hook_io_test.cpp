@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -464,6 +465,39 @@ TEST_P(HookIo, ANumberClosedBehindTheHooksAndReusedIsTheNewDescriptors) {
     wg.wait();
     close_pipe(fresh);
   });
+}
+
+// A goroutine parked on a number that is then closed behind the hooks and
+// reused by a descriptor they did not see made (glibc's fclose and fopen
+// do both): sysmon finds that the number names another file and the wait
+// fails with EBADF, within a few seconds, instead of lasting for ever.
+TEST(HookIoStale, AWaitOnANumberReusedBehindTheHooksEnds) {
+  auto child = [] {
+    gort::run(
+        [] {
+          Pipe p = hooked_pipe();
+          Parked reader;
+          gort::WaitGroup wg;
+          wg.add(1);
+          int err = 0;
+          gort::go([&] {
+            reader.mark();
+            char c;
+            if (::read(p.r, &c, 1) < 0) err = gort::test::read_errno();
+            wg.done();
+          });
+          ASSERT_TRUE(reader.wait(WaitReason::kIOWait));
+          ::syscall(SYS_close, p.r);
+          Pipe other = raw_pipe();
+          ASSERT_EQ(other.r, p.r) << "the kernel reuses the lowest free number";
+          wg.wait();
+          EXPECT_EQ(err, EBADF);
+          close_pipe(other);
+          ::close(p.w);
+        },
+        gort::test::hook_cfg(2));
+  };
+  GORT_EXPECT_SUBPROCESS_OK(60, child);
 }
 
 // A plain thread, and a goroutine inside gort::blocking, read a pipe a
