@@ -15,15 +15,22 @@
 //   netpoll     a TCP echo over loopback on 1 P (the reader parks in the
 //               poller);
 //   oslock      parking while holding a std::mutex is a fatal error (the
-//               interposed pthread entry points count the lock), in a child.
+//               interposed pthread entry points count the lock), in a child;
+//   hooks       libc's blocking calls park goroutines: libstdc++'s
+//               nanosleep (std::this_thread::sleep_for) and a pipe read;
+//   exports     every interposed entry point of gmp/interpose.list is the
+//               executable's own and exported to the shared libraries.
 //
 // Exit status 0 and "PASS" on success; a FAIL line and status 1 otherwise.
 #include <gort/gort.hpp>
+#include <dlfcn.h>
 #include <link.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +38,8 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <vector>
 
 namespace {
 
@@ -167,6 +176,81 @@ void check_oslock() {
   }
 }
 
+// The libc hooks: a goroutine's sleep in libstdc++ (std::this_thread::
+// sleep_for, whose nanosleep libstdc++.so calls through the dynamic
+// linker) and its read of a pipe park it: on one P, a hundred of each at
+// once make no thread.
+void check_hooks() {
+  begin("hooks");
+  gort::Config cfg;
+  cfg.procs = 1;
+  int threads = 0;
+  gort::run(
+      [&threads] {
+        constexpr int kEach = 100;
+        std::vector<std::array<int, 2>> pipes(kEach);
+        for (auto& p : pipes) {
+          if (::pipe(p.data()) != 0) fail("pipe");
+        }
+        gort::WaitGroup wg;
+        for (int i = 0; i < kEach; i++) {
+          wg.add(2);
+          gort::go([&wg] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            wg.done();
+          });
+          gort::go([&wg, fd = pipes[i][0]] {
+            char c;
+            if (::read(fd, &c, 1) != 1) fail("read");
+            wg.done();
+          });
+        }
+        gort::sleep(absl::Milliseconds(20));
+        for (auto& p : pipes) {
+          if (::write(p[1], "x", 1) != 1) fail("write");
+        }
+        wg.wait();
+        threads = gort::runtime_stats().threads;
+        for (auto& p : pipes) {
+          ::close(p[0]);
+          ::close(p[1]);
+        }
+      },
+      cfg);
+  if (threads > 3) fail(std::to_string(threads) + " threads for goroutines that sleep and read: not parked?");
+}
+
+// Every interposed entry point (gmp/interpose.list) is the executable's
+// own and exported: the dynamic linker gives it to every shared library.
+void check_exports() {
+  begin("exports");
+  std::FILE* f = std::fopen(GORT_INTERPOSE_LIST, "r");
+  if (f == nullptr) fail("cannot open " + std::string(GORT_INTERPOSE_LIST));
+  char line[256];
+  int n = 0;
+  bool in_comment = false;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    std::string l(line);
+    if (l.find("/*") != std::string::npos) in_comment = true;
+    if (in_comment) {
+      if (l.find("*/") != std::string::npos) in_comment = false;
+      continue;
+    }
+    size_t b = l.find_first_not_of(" \t");
+    size_t e = l.find(';');
+    if (b == std::string::npos || e == std::string::npos || l[b] == '"' || l[b] == '}') continue;
+    std::string name = l.substr(b, e - b);
+    void* sym = dlsym(RTLD_DEFAULT, name.c_str());
+    Dl_info info{};
+    if (sym == nullptr || dladdr(sym, &info) == 0 || info.dli_fname == nullptr) fail(name + " is not found");
+    void* main_exe = dlopen(nullptr, RTLD_NOW);
+    if (dlsym(main_exe, name.c_str()) != sym) fail(name + " is not the executable's own");
+    n++;
+  }
+  std::fclose(f);
+  if (n < 100) fail("the list names only " + std::to_string(n) + " functions");
+}
+
 }  // namespace
 
 int main() {
@@ -175,6 +259,8 @@ int main() {
   check_sysmon();
   check_netpoll();
   check_oslock();
+  check_hooks();
+  check_exports();
   alarm(0);
   std::printf("PASS (async preemption %s)\n", gort::async_preemption_available() ? "on" : "off");
   return 0;
