@@ -236,8 +236,16 @@ ssize_t io(int fd, int mode, Call&& call, const Nowait& nw = {}) {
       // the P off first.
       PollDesc* pd;
       if (!owned_blocking(fd, &pd)) {
+        // Blocking underneath: made at once if it will not wait, else
+        // with the P handed off. Gort's own descriptors and those the
+        // program made non-blocking: as they are.
         uintptr_t v = lookup(fd);
-        if (!slot_is_pd(v) || level_ready(fd, mode)) return call();
+        if (!slot_is_pd(v)) return call();
+        PollDesc* p = slot_pd(v);
+        if (p->origin.load(std::memory_order_relaxed) == FdOrigin::kRuntime ||
+            p->user_nonblock.load(std::memory_order_relaxed) || level_ready(fd, mode)) {
+          return call();
+        }
         return in_syscall_block([&] { return retry_own_eintr(call); });
       }
       ssize_t r = call();
