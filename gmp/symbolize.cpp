@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string_view>
 #include <unordered_map>
 
 #include "gort/runtime.hpp"
@@ -380,14 +381,33 @@ bool thread_start(const std::string& fn) {
   return false;
 }
 
+// The qualified name of a demangled function, without the return type a
+// template instantiation's name starts with ("void gort::internal::f<T>(...)"
+// -> "gort::internal::f<T>(...)"): the first word at template depth 0 that
+// reaches a '('.
+std::string_view qualified_name(std::string_view fn) {
+  int depth = 0;
+  size_t word = 0;
+  for (size_t i = 0; i < fn.size(); i++) {
+    char c = fn[i];
+    if (c == '<') depth++;
+    if (c == '>' && depth > 0) depth--;
+    if (depth == 0 && c == ' ') word = i + 1;
+    if (depth == 0 && c == '(') break;
+  }
+  return fn.substr(word);
+}
+
 // Inside gort's code: the runtime's internals, as opposed to its public
 // entry points (gort::sleep, gort::Chan<T>::send, the interposed libc
 // functions: names outside gort::internal and the runtime's file-local
 // helpers). An unknown name counts as internal.
-bool internal_function(const std::string& fn) {
-  return fn.empty() || starts_with(fn, "gort::internal::") || fn.find("(anonymous namespace)") != std::string::npos ||
-         starts_with(fn, "boost::") || starts_with(fn, "gort_") || starts_with(fn, "std::") ||
-         starts_with(fn, "make_fcontext") || starts_with(fn, "jump_fcontext") || starts_with(fn, "ontop_fcontext");
+bool internal_function(const std::string& full) {
+  std::string_view fn = qualified_name(full);
+  auto starts = [&](std::string_view p) { return fn.substr(0, p.size()) == p; };
+  return fn.empty() || starts("gort::internal::") || starts("(anonymous namespace)") ||
+         fn.find("::(anonymous namespace)") != std::string_view::npos || starts("boost::") || starts("gort_") ||
+         starts("std::") || starts("make_fcontext") || starts("jump_fcontext") || starts("ontop_fcontext");
 }
 
 // Where a goroutine starts (the first frames of every goroutine's stack).
