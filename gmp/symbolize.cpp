@@ -421,6 +421,7 @@ void classify(SymPC* s) {
   bool std_module = stdlib_module(s->module);
   for (SymFrame& f : s->frames) {
     bool gort_code = rt_module || (!f.file.empty() && is_runtime_source(f.file));
+    f.gort = gort_code;
     f.start = thread_start(f.function) || (gort_code && goroutine_start(f.function));
     if (gort_code) {
       f.runtime = f.start || internal_function(f.function);

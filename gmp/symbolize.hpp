@@ -45,6 +45,12 @@ struct SymFrame {
   // Where a thread or a goroutine starts (goroutine_main, start_thread):
   // hidden as the runtime's, without hiding the library frame it called.
   bool start = false;
+  // gort's code (libgort, or gort's sources and headers): of a run of such
+  // frames only the outermost, the entry point the program called, is
+  // shown (below it everything is the runtime's, whatever its name says;
+  // a build with little debug information names inlined frames without
+  // their namespaces).
+  bool gort = false;
 };
 
 // What one looked-up address stands for.

@@ -178,16 +178,21 @@ void expand(const GoroutineFrames& fr, std::vector<Logical>* out, int64_t* gap) 
 
 // Go's showframe: the runtime's frames only at level 2; a library's
 // (libstdc++, libc, gort's public entry points) where its caller is shown,
-// or where a goroutine starts in it (`go time.Sleep(d)`); every frame if
-// that leaves none.
+// or where a goroutine starts in it (`go time.Sleep(d)`); of gort's own
+// frames only the outermost of a run, the entry point the program called;
+// every frame if that leaves none.
 void choose(std::vector<Logical>* frames, int level) {
   bool any = false;
   bool outer_hidden = false;
+  bool outer_gort = false;
   for (size_t i = frames->size(); i-- > 0;) {
     Logical& l = (*frames)[i];
-    bool hidden = level < 2 && (l.f->runtime || (l.f->stdlib && outer_hidden));
+    bool hidden = level < 2 && (l.f->runtime || (l.f->stdlib && outer_hidden) || (l.f->gort && outer_gort));
     l.shown = !hidden;
-    if (!l.f->start) outer_hidden = hidden;
+    if (!l.f->start) {
+      outer_hidden = hidden;
+      outer_gort = l.f->gort;
+    }
     any |= l.shown;
   }
   if (!any) {

@@ -378,13 +378,15 @@ int serve_main() {
   std::fflush(stdout);
 
   gort::WaitGroup active;
-  gort::go([&] {
+  const int listen_fd = acceptor.native_handle();
+  gort::go([&, listen_fd] {
     sigs.recv();
-    // The blocked accept below wakes with an error: acceptor.close() closes
-    // its descriptor. Idle connections stop reading (shutdown(SHUT_RD):
-    // their parked read sees end of stream); requests in flight finish.
-    beast::error_code ec;
-    acceptor.close(ec);
+    // Asio's objects are not for two goroutines at once: the acceptor is
+    // left to the loop below, and its socket is shut down underneath, which
+    // wakes the blocked accept with an error. Idle connections stop reading
+    // the same way (their parked read sees end of stream); requests in
+    // flight finish.
+    ::shutdown(listen_fd, SHUT_RD);
     std::lock_guard lock(g_conns_mu);
     g_stopping = true;
     for (int fd : g_conns) ::shutdown(fd, SHUT_RD);
@@ -393,7 +395,7 @@ int serve_main() {
     beast::error_code ec;
     tcp::socket sock(ioc);
     acceptor.accept(sock, ec);  // parks until a client connects
-    if (ec) break;
+    if (ec) break;  // shut down (or out of descriptors: a real server would back off)
     active.add(1);
     gort::go(serve, std::move(sock), &active);
   }
