@@ -108,9 +108,16 @@ inline int64_t call_deadline(PollDesc* pd, int mode) {
   return t > 0 ? nanotime() + t : 0;
 }
 
-// Go's entersyscall / exitsyscall around f.
+// Go's entersyscall / exitsyscall around f. Not in a race build:
+// ThreadSanitizer's runtime reads files through libc (so through these
+// hooks) while it holds its thread registry's lock, which creating a thread
+// takes; a P retaken from such a call and handed to a new M would wait for
+// that M forever, and the call's goroutine for the P (found as a hang of
+// the race suite under load). There such calls keep their P, as the thread
+// mode does.
 template <class F>
 auto in_syscall(F&& f) {
+  if constexpr (kRaceEnabled) return f();
   entersyscall();
   auto r = f();
   int e = get_errno();

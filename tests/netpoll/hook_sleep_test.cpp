@@ -49,7 +49,12 @@ TEST_P(HookSleep, ThousandsOfSleepForsParkWithoutThreads) {
     wg.wait();
     EXPECT_EQ(done.load(), kSleepers);
     EXPECT_GE(Clock::now() - t0, milliseconds(299));
-    EXPECT_LE(ms_created() - ms_before, gort::procs()) << "sleepers made threads";
+    // Under the race detector a thread that waits on one of
+    // ThreadSanitizer's own locks for a millisecond looks blocked in OS code
+    // to sysmon (preempt/retake.cpp), which hands its P to a new M: a few
+    // more, never one per sleeper.
+    const int slack = gort::internal::kRaceEnabled ? 2 * gort::procs() : 0;
+    EXPECT_LE(ms_created() - ms_before, gort::procs() + slack) << "sleepers made threads";
   });
 }
 
