@@ -2,18 +2,10 @@
 // because everything uses them: timers, the poller, select, sync.Mutex.
 #include "gmp/clock_rand.hpp"
 
-#include <time.h>
-
 #include "gmp/m.hpp"
 #include "gmp/tls.hpp"
 
 namespace gort::internal {
-
-int64_t nanotime() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
 
 uint32_t fastrand() {
   M* m = getm();

@@ -1,14 +1,16 @@
-// gmp/clock_rand.hpp — the runtime's clock and cheap random numbers (Go's
-// nanotime and fastrand). A header of their own so that low-level files
-// (note.cpp) can read the clock without the whole scheduler (sched.hpp).
+// gmp/clock_rand.hpp — cheap random numbers (Go's fastrand), from the
+// calling M's state, and the runtime's clock (gmp/os/clock.hpp) beside them:
+// timers, the poller, select and sync.Mutex use both.
 #pragma once
+
+#include "gmp/room.hpp"
 
 #include <cstdint>
 
+#include "gmp/os/clock.hpp"
+
 namespace gort::internal {
 
-// Monotonic clock in nanoseconds.
-int64_t nanotime();
 // Per-M fast random numbers (not for anything that must be unpredictable).
 uint32_t fastrand();
 // A number in [0, n), without a division.

@@ -45,11 +45,13 @@
 // early wake-up.
 #pragma once
 
+#include "gmp/room.hpp"
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 
-#include "gmp/relaxed.hpp"
+#include "gmp/os/relaxed.hpp"
 #include "gort/runtime.hpp"
 
 namespace gort::internal {
@@ -102,7 +104,7 @@ struct alignas(64) G {
   char* stack_lo = nullptr;
   char* stack_hi = nullptr;
   std::atomic<GStatus> status{GStatus::kIdle};
-  // Stored with relaxed_store (gmp/relaxed.hpp): schedtrace reads it, and
+  // Stored with relaxed_store (gmp/os/relaxed.hpp): schedtrace reads it, and
   // id and m, from sysmon.
   WaitReason waitreason = WaitReason::kNone;
   bool is_g0 = false;

@@ -23,6 +23,8 @@
 // thread-safe: the owner's lock guards it (Sched::lock for both lists).
 #pragma once
 
+#include "gmp/room.hpp"
+
 #include <cstdint>
 
 #include "gmp/g.hpp"

@@ -13,14 +13,14 @@
 #include <thread>
 
 #include "gmp/clock_rand.hpp"
-#include "gmp/fatal.hpp"
+#include "gmp/os/fatal.hpp"
 #include "gmp/proc.hpp"
-#include "gmp/race.hpp"
+#include "gmp/race/race.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/switch.hpp"
 #include "gmp/timer.hpp"
 #include "gmp/tls.hpp"
-#include "gmp/sys.hpp"
+#include "gmp/os/sys.hpp"
 
 namespace gort::internal {
 

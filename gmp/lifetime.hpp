@@ -16,10 +16,12 @@
 // ASan reports the use with both stacks; elsewhere it is nothing.
 #pragma once
 
+#include "gmp/room.hpp"
+
 #include <sched.h>
 
 #include "gmp/clock_rand.hpp"
-#include "gmp/sanitizer.hpp"
+#include "gmp/race/sanitizer.hpp"
 
 namespace gort::internal {
 

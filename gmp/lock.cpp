@@ -4,9 +4,9 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include "gmp/cpu.hpp"
-#include "gmp/fatal.hpp"
-#include "gmp/futex.hpp"
+#include "gmp/os/cpu.hpp"
+#include "gmp/os/fatal.hpp"
+#include "gmp/os/futex.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
 

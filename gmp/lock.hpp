@@ -18,6 +18,8 @@
 // the very calls it wraps.
 #pragma once
 
+#include "gmp/room.hpp"
+
 #include <atomic>
 #include <cstdint>
 #include <mutex>

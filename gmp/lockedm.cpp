@@ -45,7 +45,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include "gmp/fatal.hpp"
+#include "gmp/os/fatal.hpp"
 #include "gmp/proc.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/timer.hpp"

@@ -9,6 +9,8 @@
 // pointer kept across a switch: a goroutine may resume on another M.
 #pragma once
 
+#include "gmp/room.hpp"
+
 #include <pthread.h>
 #include <time.h>
 
@@ -17,7 +19,7 @@
 #include <thread>
 
 #include "gmp/g.hpp"
-#include "gmp/note.hpp"
+#include "gmp/os/note.hpp"
 
 namespace gort::internal {
 struct P;
@@ -35,7 +37,7 @@ enum class AfterSwitch : uint8_t {
   kExit,        // the previous G is dead: recycle it
 };
 
-// A request for this M's running goroutine's registers (gmp/unwind.cpp):
+// A request for this M's running goroutine's registers (gmp/diag/unwind.cpp):
 // one asker at a time (under symbolizer_mutex) fills in the fields and
 // moves `state` kTbIdle -> kTbAsked, then sends the preemption signal; the
 // M's handler takes it (kTbAsked -> kTbBusy), records the goroutine it

@@ -32,10 +32,10 @@
 #include <iterator>
 #include <new>
 
-#include "gmp/fatal.hpp"
+#include "gmp/os/fatal.hpp"
 #include "gmp/proc.hpp"
-#include "gmp/race.hpp"
-#include "gmp/sanitizer.hpp"
+#include "gmp/race/race.hpp"
+#include "gmp/race/sanitizer.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/switch.hpp"
 #include "gmp/tls.hpp"
@@ -128,7 +128,7 @@ void gfree_release(GQueue* q) {
   char* lows[kBatch];
   size_t n = 0;
   while (G* g = q->pop()) {
-    tsan_release_fiber(g);
+    tsan_release_fiber(&g->tsan_fiber);
     // The pool hands out stacks free of ASan poison (gnew relies on it).
     asan_unpoison(g->stack_lo, static_cast<size_t>(g->stack_hi - g->stack_lo));
     lows[n++] = g->stack_lo;
@@ -291,7 +291,7 @@ const char* gstatus_string(GStatus s) {
 }
 
 // Indexed by WaitReason. A table rather than a switch so that the gdb
-// extension (gmp/gdb/libgort-gdb.py) reads the same strings from a core
+// extension (gmp/diag/gdb/libgort-gdb.py) reads the same strings from a core
 // file, where it cannot call a function.
 extern const char* const kWaitReasonStrings[] = {
     "",                         // kNone
@@ -417,7 +417,7 @@ void newproc_abort(G* g) {
 void newproc_start(G* g) {
   // Everything the spawner did, the closure's construction included, happens
   // before the goroutine starts (Go's memory model).
-  tsan_start_fiber(g);
+  tsan_start_fiber(&g->tsan_fiber, g->id, g);
   GStatus from = g->status.load(std::memory_order_relaxed);
   set_status(g, from, GStatus::kRunnable);
   M* m = getm();

@@ -12,6 +12,8 @@
 //   kDead     not in use (removed by set_procs, or shutdown).
 #pragma once
 
+#include "gmp/room.hpp"
+
 #include <atomic>
 #include <cstdint>
 

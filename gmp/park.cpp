@@ -8,10 +8,10 @@
 #include <cstdio>
 #include <mutex>
 
-#include "gmp/fatal.hpp"
+#include "gmp/os/fatal.hpp"
 #include "gmp/proc.hpp"
 #include "gmp/sched.hpp"
-#include "gmp/race.hpp"
+#include "gmp/race/race.hpp"
 #include "gmp/switch.hpp"
 #include "gmp/timer.hpp"
 #include "gmp/tls.hpp"
@@ -91,7 +91,7 @@ void after_switch(G* prev) {
       // prev's stack is no longer in use: it may be released with it. Its
       // TSan fiber goes now (Go's racegoend): the race detector's room is
       // for live goroutines.
-      tsan_release_fiber(prev);
+      tsan_release_fiber(&prev->tsan_fiber);
       if (m->p != nullptr) {
         gfput(m->p, prev);
       } else {

@@ -9,6 +9,8 @@
 // -fPIC GCC inlines no exported function into another).
 #pragma once
 
+#include "gmp/room.hpp"
+
 #include <cstdint>
 #include <mutex>
 

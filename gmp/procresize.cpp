@@ -33,11 +33,11 @@
 #include <future>
 #include <mutex>
 
-#include "gmp/cgroup_cpu.hpp"
-#include "gmp/debugvars.hpp"
-#include "gmp/fatal.hpp"
+#include "gmp/os/cgroup_cpu.hpp"
+#include "gmp/os/debugvars.hpp"
+#include "gmp/os/fatal.hpp"
 #include "gmp/proc.hpp"
-#include "gmp/race.hpp"
+#include "gmp/race/race.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/timer.hpp"
 #include "gmp/tls.hpp"

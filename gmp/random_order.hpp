@@ -8,6 +8,8 @@
 // (run start, set_procs with the world stopped), never while a walk is on.
 #pragma once
 
+#include "gmp/room.hpp"
+
 #include <cstdint>
 #include <numeric>
 

@@ -22,17 +22,15 @@
 #include <type_traits>
 #include <vector>
 
-#include "gmp/debugvars.hpp"
-#include "gmp/fatal.hpp"
-#include "gmp/race.hpp"
-#include "gmp/sanitizer.hpp"
+#include "gmp/os/debugvars.hpp"
+#include "gmp/os/fatal.hpp"
+#include "gmp/race/race.hpp"
+#include "gmp/race/sanitizer.hpp"
 #include "gmp/switch.hpp"
 #include <gort/detail/race.hpp>
 #include "gmp/sched.hpp"
-#include "gmp/symbolize.hpp"
 #include "gmp/timer.hpp"
 #include "gmp/tls.hpp"
-#include "gmp/traceback.hpp"
 
 namespace gort::internal {
 namespace {
@@ -212,7 +210,7 @@ void teardown() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       GStatus st = g->status.load();
       if (g->started && st != GStatus::kDead && st != GStatus::kIdle) abandoned = true;
       destroy_unstarted(g);
-      tsan_release_fiber(g);
+      tsan_release_fiber(&g->tsan_fiber);
     }
   } else {
     int32_t np = sched.allp.allocated();
@@ -264,6 +262,10 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
   // Before anything starts. The hooks stay installed after the run, and are
   // written only when they change (the first run): a plain thread that
   // outlived the last run may still read them.
+  // run_main wires every area; a hook left unset is a broken build.
+  if (hooks.diag_init == nullptr || hooks.diag_fini == nullptr) {
+    fatal("gort::run: the diagnostics are not wired (SchedHooks::diag_init)");
+  }
   if (std::memcmp(&sched.hooks, &hooks, sizeof hooks) != 0) sched.hooks = hooks;
   Config cfg = cfg_in;
   parse_debugvars(std::getenv("GORT_DEBUG"));
@@ -275,9 +277,7 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
   reset_sched(cfg);
   pthread_sigmask(SIG_SETMASK, nullptr, &sched.m_sigmask);
   sched.stacks.init(cfg.stack_size);
-  install_fatal_signal_handlers();
-  traceback_init();
-  panic_init();
+  sched.hooks.diag_init();
   if (sched.hooks.netpoll_init != nullptr) sched.hooks.netpoll_init();
 
   for (int i = 0; i < cfg.procs; i++) {
@@ -319,7 +319,7 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
   // thread's go(); it is queued directly below instead.
   sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
   *static_cast<MainCtx**>(storage) = &ctx;
-  tsan_start_fiber(main_g);  // what the program did before run() comes first
+  tsan_start_fiber(&main_g->tsan_fiber, main_g->id, main_g);  // what the program did before run() comes first
   set_status(main_g, GStatus::kIdle, GStatus::kRunnable);
   p0->created.store(1);
   GQueue unused;
@@ -338,10 +338,7 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
   join_ms();
   if (sched.hooks.sysmon_stop != nullptr) sched.hooks.sysmon_stop();
   teardown();
-  {
-    std::lock_guard<std::mutex> lock(symbolizer_mutex());
-    symbolizer_reset();
-  }
+  sched.hooks.diag_fini();
   run_end_callbacks();
   if (sched.hooks.netpoll_fini != nullptr) sched.hooks.netpoll_fini();
   procs_default_fini();

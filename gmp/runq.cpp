@@ -3,9 +3,9 @@
 
 #include <unistd.h>
 
-#include "gmp/fatal.hpp"
-#include "gmp/cpu.hpp"
-#include "gmp/sys.hpp"
+#include "gmp/os/fatal.hpp"
+#include "gmp/os/cpu.hpp"
+#include "gmp/os/sys.hpp"
 
 namespace gort::internal {
 

@@ -18,6 +18,8 @@
 // lock per kRunqSize/2 spawns.
 #pragma once
 
+#include "gmp/room.hpp"
+
 #include <atomic>
 #include <cstdint>
 

@@ -31,6 +31,8 @@
 // concurrently is never stranded.
 #pragma once
 
+#include "gmp/room.hpp"
+
 #include <signal.h>
 
 #include <atomic>
@@ -44,7 +46,7 @@
 #include "gmp/gdeque.hpp"
 #include "gmp/lock.hpp"
 #include "gmp/m.hpp"
-#include "gmp/note.hpp"
+#include "gmp/os/note.hpp"
 #include "gmp/p.hpp"
 #include "gmp/random_order.hpp"
 #include "gmp/stack.hpp"
@@ -87,6 +89,11 @@ struct SchedHooks {
   bool (*traceback_signal)(M* m) = nullptr;
   // Asks the goroutine running on p to yield soon (stop_the_world).
   void (*preempt_p)(P* p) = nullptr;
+  // The diagnostics (gmp/diag/), which sit above the core: installs the
+  // fault handlers and readies tracebacks and panics (once per run, before
+  // any goroutine); drops what symbolizing cached (at the run's end).
+  void (*diag_init)() = nullptr;
+  void (*diag_fini)() = nullptr;
 };
 
 // Go's _MaxGomaxprocs: the most Ps a run may have (set_procs refuses more).
@@ -335,6 +342,10 @@ void mprestart();
 // M at once instead of after sysmon's look. exitsyscall ends it. If the M
 // holds an OS lock, exitsyscall keeps the goroutine on its thread.
 void entersyscallblock();
+// Go's checkdead, called by stopm when an M goes idle (checkdead.cpp): if
+// no M is running a goroutine and nothing can ever make one runnable, prints
+// Go's deadlock report and exits with status 2.
+void check_dead_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock);
 // Go's handoffp: p (taken from an M stuck in blocking()) gets an M if it
 // has work, else goes idle. p must have no M and be in neither list.
 void handoffp(P* p);
@@ -403,8 +414,8 @@ void mstart_on_current_thread(M* m);
 // Puts g on the global run queue; Sched::lock must be held.
 void globrunqput_locked(G* g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock);
 
-// Stack overflow / fatal signal handling (fault.cpp).
-void install_fatal_signal_handlers();
+// Each M's alternate signal stack, for the fault and preemption handlers
+// (sigstack.cpp).
 void m_signal_stack_init(M* m);
 void m_signal_stack_free(M* m);
 

@@ -25,7 +25,7 @@
 #include <mutex>
 
 #include "gmp/clock_rand.hpp"
-#include "gmp/fatal.hpp"
+#include "gmp/os/fatal.hpp"
 #include "gmp/proc.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/switch.hpp"

@@ -12,11 +12,11 @@
 #include <atomic>
 #include <cerrno>
 
-#include "gmp/fatal.hpp"
-#include "gmp/futex.hpp"
-#include "gmp/race.hpp"
-#include "gmp/sanitizer.hpp"
-#include "gmp/sys.hpp"
+#include "gmp/os/fatal.hpp"
+#include "gmp/os/futex.hpp"
+#include "gmp/race/race.hpp"
+#include "gmp/race/sanitizer.hpp"
+#include "gmp/os/sys.hpp"
 
 #ifndef MADV_GUARD_INSTALL
 #define MADV_GUARD_INSTALL 102

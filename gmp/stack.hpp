@@ -72,6 +72,8 @@
 // freed memory.
 #pragma once
 
+#include "gmp/room.hpp"
+
 #include <pthread.h>
 
 #include <atomic>

@@ -1,7 +1,7 @@
 // gmp/sudog.cpp — blocking in and waking from a Sudog (gmp/sudog.hpp).
 #include "gmp/sudog.hpp"
 
-#include "gmp/fatal.hpp"
+#include "gmp/os/fatal.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
 

@@ -11,21 +11,23 @@
 // A goroutine parks. A plain thread (no goroutine) sleeps on its Sudog's
 // Note, and is counted in Sched::external_ops meanwhile: it may send, close
 // or release later, so while it waits the deadlock detector must not
-// conclude that nothing can happen (gmp/fatal.cpp, check_dead_locked).
+// conclude that nothing can happen (gmp/diag/fatal.cpp, check_dead_locked).
 //
 // Costs: sudog_block and sudog_ready are a park and a ready for a
 // goroutine; a futex wait and wake for a thread. No allocation.
 #pragma once
+
+#include "gmp/room.hpp"
 
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
-#include "gmp/fatal.hpp"
+#include "gmp/os/fatal.hpp"
 #include "gmp/lock.hpp"
 #include "gmp/g.hpp"
-#include "gmp/note.hpp"
+#include "gmp/os/note.hpp"
 #include "gmp/tls.hpp"
 #include "gort/detail/race.hpp"
 #include "gort/detail/waitq.hpp"

@@ -11,15 +11,16 @@
 #include <cerrno>
 #include <cstring>
 
-#include "gmp/fatal.hpp"
-#include "gmp/sanitizer.hpp"
-#include "gmp/race.hpp"
+#include "gmp/os/fatal.hpp"
+#include "gmp/race/sanitizer.hpp"
+#include "gmp/race/race.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
-#include "gmp/unwind.hpp"
 
 namespace gort::internal {
 namespace bctx = boost::context::detail;
+
+static_assert(kGSize <= kRaceKeepMax, "tsan_fresh_stack keeps the G across the remap");
 
 namespace {
 
@@ -176,7 +177,7 @@ void capture_fp_control(G* g) {
 constexpr size_t kCtxR12 = 0x08, kCtxRbx = 0x28, kCtxRbp = 0x30, kCtxRip = 0x38, kCtxSize = 0x40;
 
 void make_context(G* g) {
-  tsan_fresh_stack(g);
+  tsan_fresh_stack(g->stack_lo, reinterpret_cast<char*>(g) + kGSize, kGSize);
   size_t size = static_cast<size_t>(g->stack_hi - g->stack_lo);
   g->ctx = bctx::make_fcontext(g->stack_hi, size, &entry);
 #if defined(__x86_64__)

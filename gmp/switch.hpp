@@ -13,6 +13,10 @@
 // waker) only in step 3, nobody can resume it before its context is saved.
 #pragma once
 
+#include "gmp/room.hpp"
+
+#include <cstdint>
+
 #include "gmp/g.hpp"
 
 namespace gort::internal {
@@ -35,5 +39,38 @@ void make_context(G* g);
 // left. Elsewhere (g0, a plain thread, sanitizer builds) it calls fn in
 // place. The goroutine's frames stay intact meanwhile.
 void systemstack(void (*fn)(void*), void* arg);
+
+// ---- reading a saved context (for the unwinder, gmp/diag/unwind.hpp) ----
+
+// Registers in DWARF numbering for x86-64: rax rdx rcx rbx rsi rdi rbp rsp
+// r8-r15 rip; `known` has bit i set for each register whose value is known.
+struct UnwindRegs {
+  uint64_t r[17] = {};
+  uint32_t known = 0;
+  uint64_t pc() const { return r[16]; }
+  uint64_t sp() const { return r[7]; }
+};
+inline constexpr int kRegRbx = 3, kRegRbp = 6, kRegRsp = 7, kRegRip = 16;
+
+// The registers of a context saved by a switch (a parked, runnable or
+// preempted goroutine); switch.cpp, which knows Boost.Context's layout.
+// A goroutine has a saved context only while it is switched out: none
+// (empty registers) while it runs or while its switch away is under way.
+void parked_regs(const G* g, UnwindRegs* regs);
+// The same from a context pointer read once (G::ctx); the context's words
+// are read from `bytes`, a copy of the memory at ctx, if given.
+void context_regs(const void* ctx, UnwindRegs* regs, const void* bytes = nullptr);
+
+// A thread interrupted inside Boost's jump_fcontext (`in`: its registers)
+// stands between two contexts: the one it leaves (in registers and on top
+// of its stack until they are pushed, then whole) and the one it enters
+// (whole in memory until the jump is done). Both as a caller's state after
+// the call (FirstPc::kReturnAddress). False if `in` is not inside
+// jump_fcontext, or its code is not the one this knows (switch.cpp).
+struct JumpSides {
+  UnwindRegs leaving;
+  UnwindRegs entering;
+};
+bool in_jump_fcontext(const UnwindRegs& in, JumpSides* out);
 
 }  // namespace gort::internal

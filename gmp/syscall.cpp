@@ -13,7 +13,7 @@
 #include <atomic>
 #include <mutex>
 
-#include "gmp/fatal.hpp"
+#include "gmp/os/fatal.hpp"
 #include "gmp/proc.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/switch.hpp"

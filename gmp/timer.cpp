@@ -5,11 +5,11 @@
 
 #include <gort/detail/race.hpp>
 
-#include "gmp/fatal.hpp"
+#include "gmp/os/fatal.hpp"
 #include "gmp/lock.hpp"
-#include "gmp/sanitizer.hpp"
+#include "gmp/race/sanitizer.hpp"
 #include "gmp/sched.hpp"
-#include "gmp/sys.hpp"
+#include "gmp/os/sys.hpp"
 #include "gmp/tls.hpp"
 
 namespace gort::internal {

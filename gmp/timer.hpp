@@ -68,6 +68,8 @@
 // call (periodic), so ref must count.
 #pragma once
 
+#include "gmp/room.hpp"
+
 #include <atomic>
 #include <cstdint>
 

@@ -9,6 +9,8 @@
 // Never hold the result across a park or yield.
 #pragma once
 
+#include "gmp/room.hpp"
+
 #include <cstdint>
 
 #include "gmp/m.hpp"

@@ -7,10 +7,10 @@
 #include <atomic>
 #include <cerrno>
 
-#include "gmp/fatal.hpp"
+#include "gmp/diag/fatal.hpp"
 #include "gort/detail/race.hpp"
 #include "netpoll/netpoll_platform.hpp"
-#include "gmp/sys.hpp"
+#include "gmp/os/sys.hpp"
 
 namespace gort::internal {
 namespace {

@@ -42,10 +42,10 @@
 #include <cerrno>
 #include <vector>
 
-#include "gmp/fatal.hpp"
+#include "gmp/diag/fatal.hpp"
 #include "gmp/lock.hpp"
 #include "gmp/sched.hpp"
-#include "gmp/sys.hpp"
+#include "gmp/os/sys.hpp"
 #include "gmp/tls.hpp"
 #include "netpoll/fd_table.hpp"
 #include "netpoll/netpoll.hpp"
@@ -122,7 +122,7 @@ G* unblock(PollDesc* pd, int mode, Unblock why) {
     if (gpp->compare_exchange_weak(old, next, std::memory_order_acq_rel)) {
       if (old > kWait) {
         // seq_cst: a deadlock check that sees this decrement then sees
-        // whoever carries g to a run queue (gmp/fatal.cpp, check_dead_locked).
+        // whoever carries g to a run queue (gmp/diag/fatal.cpp, check_dead_locked).
         g_netpoll_waiters.fetch_sub(1, std::memory_order_seq_cst);
         return reinterpret_cast<G*>(old);
       }

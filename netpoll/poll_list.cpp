@@ -40,7 +40,7 @@
 #include <vector>
 
 #include "gmp/sched.hpp"
-#include "gmp/sys.hpp"
+#include "gmp/os/sys.hpp"
 #include "gmp/tls.hpp"
 #include "netpoll/netpoll.hpp"
 #include "netpoll/poll_desc.hpp"

@@ -42,7 +42,7 @@
 #include <atomic>
 
 #include "gort/detail/race.hpp"
-#include "gmp/interpose.hpp"
+#include "gmp/os/interpose.hpp"
 #include "preempt/preempt.hpp"
 
 

@@ -21,7 +21,7 @@
 #include <absl/synchronization/mutex.h>
 
 #include "preempt/preempt.hpp"
-#include "gmp/sys.hpp"
+#include "gmp/os/sys.hpp"
 
 namespace gort::internal {
 namespace {

@@ -40,7 +40,7 @@
 #include "gmp/sched.hpp"
 #include "gmp/timer.hpp"
 #include "preempt/preempt.hpp"
-#include "gmp/sys.hpp"
+#include "gmp/os/sys.hpp"
 
 namespace gort::internal {
 namespace {

@@ -14,11 +14,11 @@
 #include <cstring>
 #include <mutex>
 
-#include "gmp/fatal.hpp"
-#include "gmp/sanitizer.hpp"
+#include "gmp/diag/fatal.hpp"
+#include "gmp/race/sanitizer.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
-#include "gmp/unwind.hpp"
+#include "gmp/diag/unwind.hpp"
 #include "preempt/preempt.hpp"
 
 // Read by the trampoline (declared in preempt.hpp).
@@ -70,7 +70,7 @@ void chain(int sig, siginfo_t* info, void* uc) {
 // number) and an M's slice timer (timer_create, with the M's id).
 constexpr uint32_t kTagRequest = 0xA5;
 constexpr uint32_t kTagTimer = 0xA6;
-// A traceback request (M::tb, gmp/unwind.hpp).
+// A traceback request (M::tb, gmp/diag/unwind.hpp).
 constexpr uint32_t kTagTraceback = 0xA7;
 
 // The handler found an unsafe point in a run that the M's slice timer

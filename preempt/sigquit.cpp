@@ -18,7 +18,7 @@
 #include <atomic>
 #include <mutex>
 
-#include "gmp/fatal.hpp"
+#include "gmp/diag/fatal.hpp"
 #include "preempt/preempt.hpp"
 
 namespace gort::internal {

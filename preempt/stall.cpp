@@ -25,11 +25,11 @@
 #include <vector>
 
 #include "gmp/clock_rand.hpp"
-#include "gmp/debugvars.hpp"
-#include "gmp/fatal.hpp"
+#include "gmp/os/debugvars.hpp"
+#include "gmp/diag/fatal.hpp"
 #include "gmp/sched.hpp"
-#include "gmp/symbolize.hpp"
-#include "gmp/traceback.hpp"
+#include "gmp/diag/symbolize.hpp"
+#include "gmp/diag/traceback.hpp"
 #include "preempt/preempt.hpp"
 
 namespace gort::internal {

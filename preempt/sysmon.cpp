@@ -17,7 +17,7 @@
 //   - keeps Sched::coarse_now, and prints the goroutines on SIGQUIT
 //     (sigquit.cpp);
 //   - prints Go's SCHED trace every GORT_DEBUG=schedtrace=N ms
-//     (gmp/schedtrace.cpp);
+//     (gmp/diag/schedtrace.cpp);
 //   - moves the Ps to a changed default number once a second
 //     (procs_update_check, gmp/procresize.cpp).
 //
@@ -49,13 +49,13 @@
 #include <thread>
 #include <vector>
 
-#include "gmp/debugvars.hpp"
-#include "gmp/fatal.hpp"
+#include "gmp/os/debugvars.hpp"
+#include "gmp/diag/fatal.hpp"
 #include "gmp/sched.hpp"
-#include "gmp/schedtrace.hpp"
+#include "gmp/diag/schedtrace.hpp"
 #include "gmp/timer.hpp"
 #include "preempt/preempt.hpp"
-#include "gmp/sys.hpp"
+#include "gmp/os/sys.hpp"
 
 namespace gort::internal {
 namespace {

@@ -12,9 +12,9 @@
 #include <cstring>
 #include <new>
 
-#include "gmp/fatal.hpp"
+#include "gmp/diag/fatal.hpp"
 #include "gmp/lock.hpp"
-#include "gmp/sanitizer.hpp"
+#include "gmp/race/sanitizer.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/stack.hpp"
 #include "gmp/tls.hpp"

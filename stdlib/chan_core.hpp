@@ -22,7 +22,7 @@
 
 #include "gmp/g.hpp"
 #include "gmp/lifetime.hpp"
-#include "gmp/note.hpp"
+#include "gmp/os/note.hpp"
 #include "gmp/sudog.hpp"
 #include "gort/detail/chan_ops.hpp"
 #include "gort/detail/race.hpp"

@@ -102,7 +102,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "gmp/cpu.hpp"
+#include "gmp/os/cpu.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
 #include "stdlib/chan_core.hpp"

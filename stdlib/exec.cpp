@@ -32,7 +32,7 @@
 #include "gort/runtime.hpp"
 #include "gort/sync.hpp"
 #include "stdlib/net_error.hpp"
-#include "gmp/sys.hpp"
+#include "gmp/os/sys.hpp"
 
 extern char** environ;
 

@@ -1,7 +1,7 @@
 // stdlib/fd_mutex.cpp — see fd_mutex.hpp (the word and its transitions).
 #include "stdlib/fd_mutex.hpp"
 
-#include "gmp/fatal.hpp"
+#include "gmp/diag/fatal.hpp"
 #include "gmp/g.hpp"
 #include "gort/detail/race.hpp"
 #include "gort/runtime.hpp"

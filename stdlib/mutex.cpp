@@ -8,8 +8,8 @@
 
 #include <atomic>
 
-#include "gmp/cpu.hpp"
-#include "gmp/fatal.hpp"
+#include "gmp/os/cpu.hpp"
+#include "gmp/diag/fatal.hpp"
 #include "gmp/g.hpp"
 #include "gmp/lifetime.hpp"
 #include "gmp/lock.hpp"

@@ -24,7 +24,7 @@
 #include "stdlib/net_fd.hpp"
 #include "stdlib/net_resolve.hpp"
 #include "stdlib/net_sock.hpp"
-#include "gmp/sys.hpp"
+#include "gmp/os/sys.hpp"
 
 namespace gort::net {
 

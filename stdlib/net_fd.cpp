@@ -26,7 +26,7 @@
 #include "gort/runtime.hpp"
 #include "gort/time.hpp"
 #include "netpoll/netpoll.hpp"
-#include "gmp/sys.hpp"
+#include "gmp/os/sys.hpp"
 
 namespace gort::internal {
 
@@ -48,7 +48,7 @@ int from_poll(int r) {
   }
 }
 
-// The socket calls go through gmp/sys.hpp (syscall(2)), not libc's
+// The socket calls go through gmp/os/sys.hpp (syscall(2)), not libc's
 // wrappers: those are the interposed entry points (netpoll/hook/), and
 // thread-cancellation points, which in a multi-threaded process cost two
 // atomic updates of the thread's cancellation state per call (some 2 % of a

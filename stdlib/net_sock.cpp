@@ -13,7 +13,7 @@
 #include "gmp/sched.hpp"
 #include "gort/context.hpp"
 #include "stdlib/net_resolve.hpp"
-#include "gmp/sys.hpp"
+#include "gmp/os/sys.hpp"
 
 namespace gort::internal {
 

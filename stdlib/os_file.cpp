@@ -14,7 +14,7 @@
 #include "gort/runtime.hpp"
 #include "stdlib/net_error.hpp"
 #include "stdlib/net_fd.hpp"
-#include "gmp/sys.hpp"
+#include "gmp/os/sys.hpp"
 
 namespace gort {
 

@@ -1,13 +1,15 @@
 // stdlib/run_main.cpp — gort::run's entry: the one place that wires the areas
 // together.
 //
-// gmp (the scheduler) sits at the bottom and names nothing above it; the
-// poller (netpoll/) and preemption (preempt/) plug into it through
+// gmp (the scheduler) sits at the bottom and names nothing above it; its
+// diagnostics (gmp/diag/), the poller (netpoll/) and preemption (preempt/)
+// plug into it through
 // SchedHooks (gmp/sched.hpp). Each area installs its hooks when run_main
 // asks, before anything starts, as Go's runtime calls netpollinit and
 // starts sysmon. The calls are what link the areas in: a program built
 // against a static libgort gets sysmon and the poller because this file
 // names them (tests/static checks it).
+#include "gmp/diag/diag.hpp"
 #include "gmp/sched.hpp"
 #include "gort/runtime.hpp"
 #include "netpoll/hook/hook.hpp"
@@ -19,6 +21,7 @@ namespace gort::internal {
 int run_main(void (*body)(void* arg, int* result), void* arg, const Config& cfg) {
   SchedHooks hooks;
   hook::link_all();
+  install_diag_hooks(&hooks);
   install_netpoll_hooks(&hooks);
   install_sysmon_hooks(&hooks);
   install_slice_timer_hooks(&hooks);

@@ -24,7 +24,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "gmp/fatal.hpp"
+#include "gmp/diag/fatal.hpp"
 #include "gmp/lock.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"

@@ -20,7 +20,7 @@
 // the object before the releaser looked.
 #include "gort/detail/sema.hpp"
 
-#include "gmp/fatal.hpp"
+#include "gmp/diag/fatal.hpp"
 #include "gmp/lifetime.hpp"
 #include "gmp/lock.hpp"
 #include "gmp/sched.hpp"

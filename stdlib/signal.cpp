@@ -28,7 +28,7 @@
 #include "gort/runtime.hpp"
 #include "netpoll/netpoll.hpp"
 #include "preempt/preempt.hpp"
-#include "gmp/sys.hpp"
+#include "gmp/os/sys.hpp"
 
 namespace gort::signal {
 namespace {

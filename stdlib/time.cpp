@@ -21,7 +21,7 @@
 #include <thread>
 
 #include "absl/time/clock.h"
-#include "gmp/fatal.hpp"
+#include "gmp/diag/fatal.hpp"
 #include "gmp/lock.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/timer.hpp"

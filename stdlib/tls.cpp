@@ -27,7 +27,7 @@
 #include "gort/sync.hpp"
 #include "stdlib/net_error.hpp"
 #include "stdlib/net_fd.hpp"
-#include "gmp/sys.hpp"
+#include "gmp/os/sys.hpp"
 
 namespace gort::tls {
 

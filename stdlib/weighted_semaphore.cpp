@@ -6,11 +6,11 @@
 #include <optional>
 #include <variant>
 
-#include "gmp/fatal.hpp"
+#include "gmp/diag/fatal.hpp"
 #include "gmp/g.hpp"
 #include "gmp/lifetime.hpp"
 #include "gmp/lock.hpp"
-#include "gmp/note.hpp"
+#include "gmp/os/note.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/sudog.hpp"
 #include "gmp/tls.hpp"

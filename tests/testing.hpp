@@ -53,13 +53,13 @@
 
 #include <gtest/gtest.h>
 
-#include "gmp/fatal.hpp"
+#include "gmp/diag/fatal.hpp"
 #include "gmp/g.hpp"
 #include "gmp/lock.hpp"
 #include "gmp/m.hpp"
 #include "gmp/p.hpp"
 #include "gmp/runq.hpp"
-#include "gmp/sanitizer.hpp"
+#include "gmp/race/sanitizer.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/stack.hpp"
 #include "gmp/tls.hpp"

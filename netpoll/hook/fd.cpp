@@ -22,7 +22,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "gmp/interpose.hpp"
+#include "gmp/os/interpose.hpp"
 #include "netpoll/hook/hook.hpp"
 
 using gort::internal::hook::get_errno;

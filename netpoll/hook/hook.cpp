@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "gmp/clock_rand.hpp"
-#include "gmp/sys.hpp"
+#include "gmp/os/sys.hpp"
 #include "gmp/timer.hpp"
 
 namespace gort::internal::hook {

@@ -3,7 +3,7 @@
 //
 // libgort defines libc's blocking entry points (io.cpp, poll.cpp,
 // sleep.cpp, fd.cpp, proc.cpp) and forwards each to the next definition
-// (gmp/interpose.hpp). What a call does depends on who makes it (Mode):
+// (gmp/os/interpose.hpp). What a call does depends on who makes it (Mode):
 //
 //   | mode    | who                                              | a call that would block           |
 //   |---------|--------------------------------------------------|-----------------------------------|

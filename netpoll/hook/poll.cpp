@@ -17,7 +17,7 @@
 #include <cstring>
 #include <vector>
 
-#include "gmp/interpose.hpp"
+#include "gmp/os/interpose.hpp"
 #include "netpoll/hook/hook.hpp"
 
 using gort::internal::hook::get_errno;

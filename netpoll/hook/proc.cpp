@@ -32,7 +32,7 @@
 
 #include <vector>
 
-#include "gmp/interpose.hpp"
+#include "gmp/os/interpose.hpp"
 #include "netpoll/hook/hook.hpp"
 
 using gort::internal::hook::get_errno;

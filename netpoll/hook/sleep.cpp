@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gmp/interpose.hpp"
+#include "gmp/os/interpose.hpp"
 #include "netpoll/hook/hook.hpp"
 
 using gort::internal::hook::get_errno;

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "gmp/sched.hpp"
-#include "gmp/schedtrace.hpp"
+#include "gmp/diag/schedtrace.hpp"
 #include "gort/time.hpp"
 #include "preempt/preempt.hpp"
 #include "tests/preempt/helpers.hpp"

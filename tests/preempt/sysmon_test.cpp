@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "gmp/diag/diag.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
 #include "gort/os.hpp"
@@ -175,6 +176,7 @@ TEST(SysmonPoll, GoroutineSysmonTookFromThePollerIsNotADeadlock) {
   SKIP_WITHOUT_ASYNC_PREEMPTION();  // the spinner never yields
   auto child = [] {
     gort::internal::SchedHooks hooks;
+    gort::internal::install_diag_hooks(&hooks);
     gort::internal::install_netpoll_hooks(&hooks);
     gort::internal::install_sysmon_hooks(&hooks);
     gort::internal::install_slice_timer_hooks(&hooks);

@@ -18,7 +18,7 @@
 //               interposed pthread entry points count the lock), in a child;
 //   hooks       libc's blocking calls park goroutines: libstdc++'s
 //               nanosleep (std::this_thread::sleep_for) and a pipe read;
-//   exports     every interposed entry point of gmp/interpose.list is the
+//   exports     every interposed entry point of gmp/os/interpose.list is the
 //               executable's own and exported to the shared libraries.
 //
 // Exit status 0 and "PASS" on success; a FAIL line and status 1 otherwise.
@@ -227,7 +227,7 @@ void check_hooks() {
   if (threads > 3) fail(std::to_string(threads) + " threads for goroutines that sleep and read: not parked?");
 }
 
-// Every interposed entry point (gmp/interpose.list) is the executable's
+// Every interposed entry point (gmp/os/interpose.list) is the executable's
 // own and exported: the dynamic linker gives it to every shared library.
 void check_exports() {
   begin("exports");

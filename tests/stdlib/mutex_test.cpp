@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "gmp/cpu.hpp"
+#include "gmp/os/cpu.hpp"
 #include "tests/stdlib/helpers.hpp"
 
 namespace gort_stdlib_test {

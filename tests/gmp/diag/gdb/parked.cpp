@@ -1,0 +1,125 @@
+// tests/gmp/diag/gdb/parked.cpp — a program whose goroutines are parked in known
+// functions, for gdb_test.py to inspect with the gdb extension
+// (gmp/diag/gdb/libgort-gdb.py) on the live process and on core files.
+//
+//   parked PROCS live    parks them, prints "ready PID", then waits (inside
+//                        gort::blocking) until stdin closes, and exits 0
+//   parked PROCS abort   parks them, prints "ready PID", starts one more
+//                        goroutine (never_started: with one P it cannot
+//                        run before main) and aborts, with RLIMIT_CORE
+//                        raised so that the kernel may write a core
+//
+// Goroutines and where they wait (the test looks for these names):
+//   park_in_chan_recv     a channel receive, reached through recurse(3)
+//   park_in_mutex_lock    gort::Mutex::lock on a mutex main holds
+//   park_in_sleep         gort::sleep(1h)
+//   main                  running, inside gort::blocking (a read of stdin)
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include <gort/gort.hpp>
+
+#include "tests/testing.hpp"
+
+namespace {
+
+// noinline and noipa: each must be a frame of its own in the backtrace.
+__attribute__((noipa)) void park_in_chan_recv(gort::Chan<int> ch) {
+  auto v = ch.recv();  // gdb_test: chan
+  if (v) std::printf("received %d\n", *v);
+}
+
+__attribute__((noipa)) int recurse(int depth, gort::Chan<int> ch) {
+  if (depth == 0) {
+    park_in_chan_recv(ch);
+    return 0;
+  }
+  return recurse(depth - 1, ch) + 1;
+}
+
+__attribute__((noipa)) void park_in_mutex_lock(gort::Mutex* mu) {
+  mu->lock();  // gdb_test: mutex
+  mu->unlock();
+}
+
+__attribute__((noipa)) void never_started() { std::printf("never_started ran\n"); }
+
+__attribute__((noipa)) void park_in_sleep() {
+  gort::sleep(absl::Hours(1));  // gdb_test: sleep
+}
+
+// How many goroutines are parked with each of the three wait reasons.
+bool all_parked() {
+  using gort::internal::GStatus;
+  using gort::internal::WaitReason;
+  int chan = 0, mutex = 0, sleep = 0;
+  gort::internal::MutexLock lock(gort::internal::sched.lock);
+  for (gort::internal::G* g = gort::internal::sched.allg; g != nullptr; g = g->allg_next) {
+    if (g->status.load() != GStatus::kWaiting) continue;
+    switch (gort::internal::relaxed_load(g->waitreason)) {
+      case WaitReason::kChanRecv: chan++; break;
+      case WaitReason::kSyncMutex: mutex++; break;
+      case WaitReason::kSleep: sleep++; break;
+      default: break;
+    }
+  }
+  return chan == 1 && mutex == 1 && sleep == 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3 || (std::strcmp(argv[2], "live") != 0 && std::strcmp(argv[2], "abort") != 0)) {
+    std::fprintf(stderr, "usage: %s PROCS live|abort\n", argv[0]);
+    return 2;
+  }
+  bool abort_mode = std::strcmp(argv[2], "abort") == 0;
+  // Under Yama's ptrace_scope 1 only an ancestor may attach, and gdb is
+  // the test's child, not ours: allow any process of this user.
+  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  gort::Config cfg;
+  cfg.procs = std::atoi(argv[1]);
+  return gort::run(
+      [abort_mode] {
+        auto ch = gort::make_chan<int>();
+        gort::Mutex mu;
+        mu.lock();
+        gort::go([ch] { recurse(3, ch); });
+        gort::go([&mu] { park_in_mutex_lock(&mu); });
+        gort::go([] { park_in_sleep(); });
+        if (!gort::test::eventually(all_parked)) {
+          std::fprintf(stderr, "the goroutines did not park\n");
+          std::exit(1);
+        }
+        if (abort_mode) {
+          rlimit lim{RLIM_INFINITY, RLIM_INFINITY};
+          if (setrlimit(RLIMIT_CORE, &lim) != 0) {
+            getrlimit(RLIMIT_CORE, &lim);
+            lim.rlim_cur = lim.rlim_max;
+            setrlimit(RLIMIT_CORE, &lim);
+          }
+        }
+        std::printf("ready %d\n", static_cast<int>(getpid()));
+        std::fflush(stdout);
+        if (abort_mode) {
+          gort::go([] { never_started(); });  // gdb_test: never_started
+          std::abort();
+        }
+        // Running (in a system call) while gdb looks; stdin's end lets it go.
+        gort::blocking([] {
+          char c;
+          while (read(0, &c, 1) > 0) {  // gdb_test: main
+          }
+        });
+        mu.unlock();
+        ch.send(1);
+        // The sleeper is abandoned at exit, as Go abandons goroutines.
+      },
+      cfg);
+}
