@@ -46,10 +46,9 @@ GO_DIR = os.path.join(BENCH, "go")
 MD_BEGIN = "<!-- bench/compare:begin -->"
 MD_END = "<!-- bench/compare:end -->"
 
-# Targets from the issues that introduced these benchmarks: the ratio gort/Go
-# must be at most this much, or at least this much for a throughput metric
-# (one ending in "/s"; medians of back-to-back runs on a 2-core machine).
-# Keys are (case, metric).
+# Targets: the ratio gort/Go must be at most this much, or at least this
+# much for a throughput metric (one ending in "/s"; medians of back-to-back
+# runs on a 2-core machine). Keys are (case, metric).
 TARGETS = {
     ("spawn_join/procs:2", "ns/goroutine"): 0.5,
     ("spawn_join/procs:2", "peak_rss_MiB"): 2.0,
@@ -78,8 +77,8 @@ TARGETS = {
     ("tcp_echo/procs:2", "msgs/s"): 1.2,
     ("tls_echo/procs:1", "msgs/s"): 1.0,
     ("tls_echo/procs:2", "msgs/s"): 1.0,
-    # Round 2 (issue 16) lowered it from 1.5: below the floor of one stack
-    # page per parked connection (docs/server-cpu.md), so it reads MISSED.
+    # Below the floor of one stack page per parked connection
+    # (docs/server-cpu.md), so it reads MISSED.
     ("idle_conns/procs:1", "bytes/conn"): 1.0,
     ("http_hello/procs:1", "requests/s"): 1.2,
     # Server CPU per request or message (bench/http_compare, bench/echo_compare).

@@ -167,7 +167,7 @@ void parked(benchmark::State& state, int procs) {
 
 void burst(benchmark::State& state, int procs) { park_and_wake(state, procs, gortbench::scaled(kBurst), true); }
 
-// The first burst at smaller sizes (issue 13: every size from 1 up).
+// The first burst at smaller sizes (every size from 1 up).
 template <int64_t N>
 void burst_n(benchmark::State& state, int procs) {
   park_and_wake(state, procs, gortbench::scaled(N), true);

@@ -125,8 +125,9 @@ void newm(P* p, bool spinning) {
   m->fastrand_state = static_cast<uint64_t>(nanotime()) ^ (static_cast<uint64_t>(m->id) << 32) ^
                       0x9E3779B97F4A7C15ull;
   // The thread is started under the lock that run()'s join_ms reads allm
-  // with: an M it finds there is always joinable (it used to find one whose
-  // std::thread was not assigned yet, skip it, and destroy it joinable).
+  // with: an M it finds there is always joinable (otherwise it could find
+  // one whose std::thread was not assigned yet, skip it, and destroy it
+  // joinable).
   UniqueLock lock(sched.lock);
   // No new threads once stopping: run() may already have joined them. Read
   // under the lock join_ms reads allm with: sysmon, which join_ms does not

@@ -40,7 +40,8 @@
 // wakes another for the P, and the goroutine's next run wakes its M again:
 // two thread hand-offs per time slice (tens of µs in a 10 ms slice). Ms
 // reserved this way are at most kMaxPreemptLockedMs; past that, preemption
-// moves the goroutine as before and the signal handler declines where the
+// moves the goroutine (it resumes on whichever M takes it from a queue, as
+// after a cooperative preemption) and the signal handler declines where the
 // goroutine holds a thread-local address (preempt/safe_points.cpp).
 #include <cstdint>
 #include <mutex>

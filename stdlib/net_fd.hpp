@@ -153,7 +153,8 @@ class NetFD {
   // TCP only, before the descriptor is shared: asks the kernel to report
   // with each read how much data is left (TCP_INQ), so that a read which
   // fills its buffer exactly can still tell that it emptied the socket.
-  // Without kernel support reads work as before.
+  // Without kernel support only a short read counts as emptying the
+  // socket: the read after a full one tries the socket first.
   void enable_inq();
 
  private:

@@ -6,7 +6,7 @@
 // are ordinary loads the compiler may keep in registers), but every store
 // to them, and the foreign reads, go through std::atomic_ref with relaxed
 // order: no torn values, no data race for ThreadSanitizer, and on x86-64
-// the stores are the same plain `mov` as before.
+// the stores are the same plain `mov` as a plain field's store.
 #pragma once
 
 #include <atomic>

@@ -134,9 +134,9 @@ TEST(SetProcs, RemovedPsHandOverGoroutinesAndTimers) {
 // The stress case, in a child with a watchdog: ping-pong pairs, spawners,
 // sleepers, a spinner and a goroutine inside blocking() while two
 // goroutines and a plain thread resize between 1 and 4 Ps over and over.
-// It used to hang in some runs (a stop of the world that never completed):
-// a goroutine calling blocking() in a loop kept its P, whose run queue
-// starved. sysmon now retakes a P in blocking() that has not scheduled for
+// The hazard: a stop of the world that never completes, because a
+// goroutine calling blocking() in a loop keeps its P and that P's run queue
+// starves. sysmon retakes a P in blocking() that has not scheduled for
 // a slice (preempt/sysmon.cpp, Go's sysretake; the small case is
 // BlockingOneP.LoopOfShortCallsDoesNotStarveTheRunQueue).
 TEST(SetProcs, ResizeUnderLoad) {

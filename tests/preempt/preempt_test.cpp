@@ -123,11 +123,12 @@ TEST_P(PreemptSlice, SleeperKeepsTickingBesideASpinner) {
 // A sleeper readied by its timer while a spinner is preempted must run
 // before the spinner gets its P back, also on the scheduler's fairness ticks
 // (every 61st schedule takes the global queue first, and the preempted
-// spinner waits there). It used to lose those ticks: the spinner ran a second
-// slice, which set the p99 wake-up lateness of bench/preempt_bench at two
-// slices. Counted, not timed: with a 1 ms slice and 1 ms sleeps the timer
-// is due at every preemption, so each preemption of the spinner should give
-// exactly one tick (plus the first, which starts the sleeper).
+// spinner waits there). A regression would lose those ticks: the spinner
+// would run a second slice, which sets the p99 wake-up lateness of
+// bench/preempt_bench at two slices. Counted, not timed: with a 1 ms slice
+// and 1 ms sleeps the timer is due at every preemption, so each preemption
+// of the spinner should give exactly one tick (plus the first, which starts
+// the sleeper).
 TEST(Preempt, TimerReadiedGoroutineRunsBeforeThePreemptedOneOnFairnessTicks) {
   SKIP_WITHOUT_ASYNC_PREEMPTION();
   constexpr int kTicks = 600;
