@@ -49,7 +49,7 @@ void check_dead_locked() {
   // injecting the G under sched.lock, which we hold. Read in the other
   // order, a G in transit could be missed by both checks. seq_cst on every
   // side (netpoll/poll_desc.cpp, preempt/sysmon.cpp).
-  if (sched.hooks.netpoll_waiters != nullptr && sched.hooks.netpoll_waiters() > 0) return;
+  if (sched.hooks.netpoll_waiters() > 0) return;
   if (sched.netpoll_blocked.load(std::memory_order_seq_cst)) return;
   if (sched.external_ops.load(std::memory_order_seq_cst) > 0) return;
   if (sched.runqsize.load(std::memory_order_relaxed) > 0) return;

@@ -176,8 +176,7 @@ void stop_the_world() {
     // Ask every P still running to stop (again: a signal may land where the
     // goroutine cannot be interrupted).
     for (P* p : sched.allp) {
-      if (p != m->p && p->status.load(std::memory_order_acquire) == PStatus::kRunning &&
-          sched.hooks.preempt_p != nullptr) {
+      if (p != m->p && p->status.load(std::memory_order_acquire) == PStatus::kRunning) {
         sched.hooks.preempt_p(p);
       }
     }
@@ -216,9 +215,7 @@ void start_the_world(int32_t procs) {
   // computed without them recomputes it; with every P idle, an M is woken
   // to serve them.
   if (shrunk && timers_first(sched.allp[0]) != 0) {
-    if (sched.poll_until.load(std::memory_order_acquire) != 0 && sched.hooks.netpoll_break != nullptr) {
-      sched.hooks.netpoll_break();
-    }
+    if (sched.poll_until.load(std::memory_order_acquire) != 0) sched.hooks.netpoll_break();
     wakep();
   }
   sched.world_owner.store(false, std::memory_order_release);

@@ -54,7 +54,7 @@ void begin_stop() {
     m->park.wakeup();
   }
   wake_locked_ms_locked();
-  if (sched.hooks.netpoll_break != nullptr) sched.hooks.netpoll_break();
+  sched.hooks.netpoll_break();
 }
 
 void main_invoke(void* storage) {
@@ -255,6 +255,17 @@ void at_run_end(void (*fn)()) {
   g_run_end.push_back(fn);
 }
 
+namespace nohook {
+bool netpoll(int64_t, GQueue*) { return false; }
+void none() {}
+int64_t zero() { return 0; }
+int64_t sweep(int64_t) { return -1; }
+void slice_started(P*, uint32_t) {}
+void on_m(M*) {}
+bool signal_m(M*) { return false; }
+void on_p(P*) {}
+}  // namespace nohook
+
 int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, const SchedHooks& hooks) {
   if (g_active.exchange(true)) {
     throw panic_error("gort::run: the runtime is already running");
@@ -262,9 +273,12 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
   // Before anything starts. The hooks stay installed after the run, and are
   // written only when they change (the first run): a plain thread that
   // outlived the last run may still read them.
-  // run_main wires every area; a hook left unset is a broken build.
-  if (hooks.diag_init == nullptr || hooks.diag_fini == nullptr) {
-    fatal("gort::run: the diagnostics are not wired (SchedHooks::diag_init)");
+  // run_main wires every area; a hook left unwired is a broken build.
+  if (const char* name = hooks.unwired()) {
+    write_stderr("gort::run: SchedHooks::");
+    write_stderr(name);
+    write_stderr(" is not wired\n");
+    fatal("gort::run: an area of the runtime is not wired in (stdlib/run_main.cpp)");
   }
   if (std::memcmp(&sched.hooks, &hooks, sizeof hooks) != 0) sched.hooks = hooks;
   Config cfg = cfg_in;
@@ -278,7 +292,7 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
   pthread_sigmask(SIG_SETMASK, nullptr, &sched.m_sigmask);
   sched.stacks.init(cfg.stack_size);
   sched.hooks.diag_init();
-  if (sched.hooks.netpoll_init != nullptr) sched.hooks.netpoll_init();
+  sched.hooks.netpoll_init();
 
   for (int i = 0; i < cfg.procs; i++) {
     P* p = new_untracked<P>();
@@ -325,7 +339,7 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
   GQueue unused;
   p0->runq.put(main_g, RunqAt::kNext, &unused);
 
-  if (sched.hooks.sysmon_start != nullptr) sched.hooks.sysmon_start();
+  sched.hooks.sysmon_start();
   mprestart();
   // With a second CPU for it, the stack helper starts here, off any
   // goroutine's path, and prepares its stock while main starts: a program's
@@ -336,11 +350,11 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
   while (sched.external_go.load(std::memory_order_acquire) > 0) sched_yield();
   // sysmon keeps preempting until every M has left its loop.
   join_ms();
-  if (sched.hooks.sysmon_stop != nullptr) sched.hooks.sysmon_stop();
+  sched.hooks.sysmon_stop();
   teardown();
   sched.hooks.diag_fini();
   run_end_callbacks();
-  if (sched.hooks.netpoll_fini != nullptr) sched.hooks.netpoll_fini();
+  sched.hooks.netpoll_fini();
   procs_default_fini();
   setm(nullptr);
   sched.running.store(false, std::memory_order_release);

@@ -57,43 +57,85 @@ namespace gort::internal {
 // Subsystems that live outside gmp (the netpoller, sysmon, the slice
 // timer) plug in here so that gmp knows nothing of sockets or signals. Each
 // area fills its hooks in an install_*_hooks function (netpoll/netpoll.hpp,
-// preempt/preempt.hpp), which run_main (stdlib/run_main.cpp) calls before the
-// runtime starts; nothing installs itself. Every hook may be null.
+// preempt/preempt.hpp, gmp/diag/diag.hpp), which run_main
+// (stdlib/run_main.cpp) calls before the runtime starts; nothing installs
+// itself. Until then each hook is a no-op ("nothing plugged in"), so that
+// no caller checks for null; run_scheduler refuses a set that leaves one
+// unwired (unwired()).
+// Out of line (run.cpp): one address each, the library's, wherever a
+// SchedHooks is made.
+namespace nohook {
+bool netpoll(int64_t, GQueue*);
+void none();
+int64_t zero();
+int64_t sweep(int64_t);
+void slice_started(P*, uint32_t);
+void on_m(M*);
+bool signal_m(M*);
+void on_p(P*);
+}  // namespace nohook
 struct SchedHooks {
   // Polls the network. timeout_ns < 0 blocks, 0 does not. Appends readied
   // Gs to *out. Returns false if there is nothing to poll.
-  bool (*netpoll)(int64_t timeout_ns, GQueue* out) = nullptr;
+  bool (*netpoll)(int64_t timeout_ns, GQueue* out) = &nohook::netpoll;
   // Interrupts a blocking netpoll.
-  void (*netpoll_break)() = nullptr;
+  void (*netpoll_break)() = &nohook::none;
   // Goroutines parked in the poller (for the deadlock check).
-  int64_t (*netpoll_waiters)() = nullptr;
+  int64_t (*netpoll_waiters)() = &nohook::zero;
   // sysmon's round: the poller looks for goroutines waiting on a
   // descriptor number closed behind its back and since reused
   // (netpoll/poll_desc.cpp, poll_sweep_stale). Returns when it wants to
   // look again (a nanotime; -1: only when something waits), which bounds
   // sysmon's sleep while every P is idle.
-  int64_t (*netpoll_sweep)(int64_t now) = nullptr;
+  int64_t (*netpoll_sweep)(int64_t now) = &nohook::sweep;
   // Create / destroy the poller (once per run).
-  void (*netpoll_init)() = nullptr;
-  void (*netpoll_fini)() = nullptr;
+  void (*netpoll_init)() = &nohook::none;
+  void (*netpoll_fini)() = &nohook::none;
   // Start / stop the monitor thread (sysmon), once per run.
-  void (*sysmon_start)() = nullptr;
-  void (*sysmon_stop)() = nullptr;
+  void (*sysmon_start)() = &nohook::none;
+  void (*sysmon_stop)() = &nohook::none;
+  // Wakes sysmon from its deep sleep (every P was idle) when a P starts
+  // running again; nothing while sysmon is not running.
+  void (*sysmon_wake)() = &nohook::none;
   // A G whose last run was preempted starts a fresh slice (run `tick` of
   // p) on the calling M: arm the M's slice timer (preempt/signal.cpp).
-  void (*slice_started)(P* p, uint32_t tick) = nullptr;
+  void (*slice_started)(P* p, uint32_t tick) = &nohook::slice_started;
   // Disarms m's slice timer (m enters blocking(); called on m).
-  void (*slice_timer_stop)(M* m) = nullptr;
+  void (*slice_timer_stop)(M* m) = &nohook::on_m;
   // Sends m the runtime's signal for a traceback request (m->tb, see
   // unwind.hpp); false if it could not be sent.
-  bool (*traceback_signal)(M* m) = nullptr;
+  bool (*traceback_signal)(M* m) = &nohook::signal_m;
   // Asks the goroutine running on p to yield soon (stop_the_world).
-  void (*preempt_p)(P* p) = nullptr;
+  void (*preempt_p)(P* p) = &nohook::on_p;
   // The diagnostics (gmp/diag/), which sit above the core: installs the
   // fault handlers and readies tracebacks and panics (once per run, before
   // any goroutine); drops what symbolizing cached (at the run's end).
-  void (*diag_init)() = nullptr;
-  void (*diag_fini)() = nullptr;
+  void (*diag_init)() = &nohook::none;
+  void (*diag_fini)() = &nohook::none;
+
+  // The first hook still a no-op, by name; null when every one is wired.
+  const char* unwired() const {
+    const SchedHooks none;
+#define GORT_HOOK_WIRED(h) \
+  if (h == none.h) return #h;
+    GORT_HOOK_WIRED(netpoll)
+    GORT_HOOK_WIRED(netpoll_break)
+    GORT_HOOK_WIRED(netpoll_waiters)
+    GORT_HOOK_WIRED(netpoll_sweep)
+    GORT_HOOK_WIRED(netpoll_init)
+    GORT_HOOK_WIRED(netpoll_fini)
+    GORT_HOOK_WIRED(sysmon_start)
+    GORT_HOOK_WIRED(sysmon_stop)
+    GORT_HOOK_WIRED(sysmon_wake)
+    GORT_HOOK_WIRED(slice_started)
+    GORT_HOOK_WIRED(slice_timer_stop)
+    GORT_HOOK_WIRED(traceback_signal)
+    GORT_HOOK_WIRED(preempt_p)
+    GORT_HOOK_WIRED(diag_init)
+    GORT_HOOK_WIRED(diag_fini)
+#undef GORT_HOOK_WIRED
+    return nullptr;
+  }
 };
 
 // Go's _MaxGomaxprocs: the most Ps a run may have (set_procs refuses more).
@@ -223,7 +265,6 @@ struct Sched {
   // sysmon is in a long sleep because every P is idle; wake it when one
   // starts running again.
   std::atomic<bool> sysmon_wait{false};
-  void (*sysmon_wake)() = nullptr;
 
   // Signal mask for every M (that of the thread that called run).
   sigset_t m_sigmask;

@@ -105,7 +105,6 @@ G* steal_work(M* m) {
 // Polls the network without blocking and queues what it finds. Returns one
 // G to run now, or null.
 G* poll_nonblocking(M* m) {
-  if (sched.hooks.netpoll == nullptr || sched.hooks.netpoll_waiters == nullptr) return nullptr;
   if (sched.hooks.netpoll_waiters() == 0) return nullptr;
   if (sched.netpoll_blocked.load(std::memory_order_relaxed)) return nullptr;
   GQueue list;
@@ -208,7 +207,7 @@ top:
 
   // Block in the poller until I/O, the next timer, or a wake-up, if we are
   // the one M allowed to and there is something to wait for.
-  if (sched.hooks.netpoll != nullptr) {
+  {
     int64_t when = timers_next();
     bool waiters = sched.hooks.netpoll_waiters() > 0;
     if ((when >= 0 || waiters) && !sched.netpoll_blocked.exchange(true)) {

@@ -289,13 +289,13 @@ void sysmon_loop(Sysmon* s) {
     }
     // Follow the default number of Ps (CPUs, cgroup limit) once a second.
     if (!sched.stopping.load(std::memory_order_relaxed)) procs_update_check(now);
-    int64_t next_sweep = sched.hooks.netpoll_sweep != nullptr ? sched.hooks.netpoll_sweep(now) : -1;
+    int64_t next_sweep = sched.hooks.netpoll_sweep(now);
     // Dead goroutines' stacks the program stopped needing (a round that
     // released some counts as busy, so the rest follow quickly).
     if (gfree_scavenge(now, Scavenge::kUnneeded) > 0) acted++;
 
     // Poll the network if nobody has for a while.
-    if (sched.hooks.netpoll != nullptr && sched.hooks.netpoll_waiters() > 0) {
+    if (sched.hooks.netpoll_waiters() > 0) {
       int64_t last = sched.last_poll.load(std::memory_order_relaxed);
       if (last != 0 && last + kPollIntervalNs < now && !sched.netpoll_blocked.load()) {
         sched.last_poll.store(now, std::memory_order_relaxed);
@@ -322,7 +322,7 @@ void sysmon_loop(Sysmon* s) {
     if (next_timer >= 0 && next_timer < now && sched.npidle.load() == sched.procs()) {
       if (!sched.netpoll_blocked.load()) {
         wakep();
-      } else if (sched.poll_until.load() > next_timer && sched.hooks.netpoll_break != nullptr) {
+      } else if (sched.poll_until.load() > next_timer) {
         sched.hooks.netpoll_break();
       }
     }
@@ -362,7 +362,6 @@ void sysmon_start() {
   auto* s = new Sysmon;
   s->ticks.resize(kMaxProcs);  // set_procs may add Ps
   g_sysmon = s;
-  sched.sysmon_wake = &wake_sysmon;
   preempt_init();
   retake_init();
   stall_init();
@@ -397,7 +396,6 @@ void sysmon_stop() {
   s->thread.join();
   delete_slice_timers();
   sched.nsystem_threads.fetch_sub(1);
-  sched.sysmon_wake = nullptr;
   sched.sysmon_wait.store(false);
   g_sysmon = nullptr;
   delete s;
@@ -408,6 +406,7 @@ void sysmon_stop() {
 void install_sysmon_hooks(SchedHooks* hooks) {
   hooks->sysmon_start = &sysmon_start;
   hooks->sysmon_stop = &sysmon_stop;
+  hooks->sysmon_wake = &wake_sysmon;
 }
 
 }  // namespace gort::internal

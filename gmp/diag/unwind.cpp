@@ -187,7 +187,7 @@ void sleep_briefly() {
 }
 
 bool signal_m(M* m) {
-  return sched.hooks.traceback_signal != nullptr && sched.hooks.traceback_signal(m);
+  return sched.hooks.traceback_signal(m);
 }
 
 // Takes back an unanswered request: if the handler got to it meanwhile,

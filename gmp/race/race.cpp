@@ -131,7 +131,7 @@ void tsan_start_fiber(void** fiber, int64_t id, const void* start_sync) {
   // that sum is within kRaceLimitGoroutines, so goroutine fibers never
   // take more than that of TSan's room, however many are kept.
   if (g_kept_n > kKept || (g_kept_n > 0 && live + g_kept_n > kRaceLimitGoroutines)) reuse = pop_oldest_locked();
-  unkept_lock();
+  kept_unlock();
   if (reuse == nullptr) g_created.fetch_add(1, std::memory_order_relaxed);
   *fiber = reuse != nullptr ? reuse : tsan_create_fiber();
   // Reports name the goroutine beside TSan's thread number ("Thread T5
@@ -153,7 +153,7 @@ void tsan_release_fiber(void** fiber) {
   if (g_kept_n == kRing) evict = pop_oldest_locked();
   g_kept[(g_kept_head + g_kept_n) % kRing] = f;
   g_kept_n++;
-  unkept_lock();
+  kept_unlock();
   g_live.fetch_sub(1, std::memory_order_relaxed);
   tsan_destroy_fiber(evict);
 }

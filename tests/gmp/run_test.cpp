@@ -1,12 +1,14 @@
 // tests/gmp/run_test.cpp — gort::run (gmp/run.cpp): results, misuse,
 // GORT_MAXPROCS, and shutdown with goroutines left behind.
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "gmp/sched.hpp"
 #include "tests/testing.hpp"
 
 namespace gort::test {
@@ -96,6 +98,19 @@ TEST(RunMisuse, ConcurrentRunFromAnotherThreadPanics) {
     t.join();
   });
   EXPECT_TRUE(threw.load());
+}
+
+// Every area plugs into the core through SchedHooks (stdlib/run_main.cpp);
+// a run with one left unwired would lose it silently (no poller, no sysmon,
+// no tracebacks): it is refused by name.
+TEST(RunMisuse, UnwiredSchedHookIsAFatalErrorNamingIt) {
+  gort::internal::SchedHooks hooks;  // nothing wired
+  EXPECT_EXIT(
+      {
+        ::alarm(30);
+        gort::internal::run_scheduler([](void*, int*) {}, nullptr, gort::Config{}, hooks);
+      },
+      ::testing::ExitedWithCode(2), "SchedHooks::netpoll is not wired(.|\n)*fatal error: gort::run: an area");
 }
 
 TEST(RunMisuse, GoOutsideRunPanics) {
