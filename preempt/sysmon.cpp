@@ -44,13 +44,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "gmp/os/debugvars.hpp"
 #include "gmp/diag/fatal.hpp"
+#include "gmp/os/note.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/diag/schedtrace.hpp"
 #include "gmp/timer.hpp"
@@ -75,10 +75,8 @@ struct SysmonTick {
 struct Sysmon {
   std::thread thread;
   std::atomic<bool> stop{false};
-  // Sleeps here; woken early by stop and by sysmon_wake.
-  std::mutex mu;
-  std::condition_variable cv;
-  bool kick = false;  // guarded by mu
+  // Sleeps here (Go's sysmonnote); woken early by stop and by sysmon_wake.
+  Note wake;
   std::vector<SysmonTick> ticks;
 };
 
@@ -102,24 +100,25 @@ void sleep_ns(Sysmon* s, int64_t ns, bool deep) {
   struct Awake {
     ~Awake() { sigquit_sleeping(false); }
   } awake;
-  std::unique_lock<std::mutex> lock(s->mu);
-  auto woken = [s] { return s->kick || s->stop.load(std::memory_order_acquire); };
   if (deep) {
     sched.sysmon_wait.store(true, std::memory_order_seq_cst);
     // Re-check after publishing: a P may have started meanwhile (it saw
     // sysmon_wait false and did not wake us).
-    if (sched.npidle.load(std::memory_order_seq_cst) == sched.procs()) {
+    if (sched.npidle.load(std::memory_order_seq_cst) == sched.procs() &&
+        !s->stop.load(std::memory_order_acquire)) {
       if (ns > 0) {
-        s->cv.wait_for(lock, std::chrono::nanoseconds(ns), woken);
+        s->wake.sleep_for(ns);
       } else {
-        s->cv.wait(lock, woken);
+        s->wake.sleep();
       }
     }
     sched.sysmon_wait.store(false, std::memory_order_relaxed);
-  } else {
-    s->cv.wait_for(lock, std::chrono::nanoseconds(ns), woken);
+  } else if (!s->stop.load(std::memory_order_acquire)) {
+    s->wake.sleep_for(ns);
   }
-  s->kick = false;
+  // A wake-up that comes after this is kept for the next sleep (it returns
+  // at once); one that came during the round is answered by the round.
+  s->wake.clear();
 }
 
 void wake_sysmon() {
@@ -130,9 +129,7 @@ void wake_sysmon() {
   sched.coarse_now.store(nanotime(), std::memory_order_relaxed);
   bool expected = true;
   if (!sched.sysmon_wait.compare_exchange_strong(expected, false)) return;
-  std::lock_guard<std::mutex> lock(s->mu);
-  s->kick = true;
-  s->cv.notify_one();
+  s->wake.kick();
 }
 
 // Returns how many Ps it retook from blocking() (while stopping: preempted).
@@ -388,11 +385,8 @@ void sysmon_start() {
 void sysmon_stop() {
   Sysmon* s = g_sysmon;
   if (s == nullptr) return;
-  {
-    std::lock_guard<std::mutex> lock(s->mu);
-    s->stop.store(true, std::memory_order_release);
-    s->cv.notify_one();
-  }
+  s->stop.store(true, std::memory_order_release);
+  s->wake.kick();
   s->thread.join();
   delete_slice_timers();
   sched.nsystem_threads.fetch_sub(1);

@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <time.h>
 
+#include <algorithm>
+
 #include "gmp/os/clock.hpp"
 #include "gmp/os/fatal.hpp"
 #include "gmp/os/futex.hpp"
@@ -15,6 +17,10 @@ void Note::wakeup() {
   uint32_t old = key_.exchange(1, std::memory_order_acq_rel);
   if (old != 0) fatal("notewakeup: double wakeup");
   futex_wakeup(&key_, 1);
+}
+
+void Note::kick() {
+  if (key_.exchange(1, std::memory_order_acq_rel) == 0) futex_wakeup(&key_, 1);
 }
 
 namespace {
@@ -52,8 +58,13 @@ bool Note::sleep_for(int64_t ns) {
   while (key_.load(std::memory_order_acquire) == 0) {
     int64_t left = deadline - nanotime();
     if (left <= 0) break;
+    if constexpr (kRaceEnabled) left = std::min(left, kRaceSleepSliceNs);
     timespec ts{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};
     futex_sleep(&key_, 0, &ts);
+    if constexpr (kRaceEnabled) {
+      sigset_t pending;
+      sigpending(&pending);  // TSan runs the signals it held back (above)
+    }
   }
   return key_.load(std::memory_order_acquire) != 0;
 }

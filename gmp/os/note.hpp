@@ -13,6 +13,10 @@ class Note {
  public:
   void clear() { key_.store(0, std::memory_order_relaxed); }
   void wakeup();
+  // A wakeup that may come more than once before the sleeper clears the
+  // note (several wakers of one sleeper, as sysmon's: a P that starts and
+  // the run's end); wakeup() calls a second one a bug.
+  void kick();
   void sleep();
   // Sleeps at most `ns` nanoseconds; returns true if woken.
   bool sleep_for(int64_t ns);
