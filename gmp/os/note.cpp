@@ -34,23 +34,27 @@ namespace {
 // (sigpending is intercepted; TSan then runs what it held back).
 constexpr int64_t kRaceSleepSliceNs = 10 * 1000 * 1000;
 
-void race_sleep_slice(std::atomic<uint32_t>* key) {
-  timespec ts{0, kRaceSleepSliceNs};
+// One futex sleep of at most `ns` (< 0: unbounded), in slices in the race
+// build.
+void futex_sleep_upto(std::atomic<uint32_t>* key, int64_t ns) {
+  if constexpr (kRaceEnabled) ns = ns < 0 ? kRaceSleepSliceNs : std::min(ns, kRaceSleepSliceNs);
+  if (ns < 0) {
+    futex_sleep(key, 0);
+    return;
+  }
+  timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
   futex_sleep(key, 0, &ts);
-  sigset_t pending;
-  sigpending(&pending);
+  if constexpr (kRaceEnabled) {
+    sigset_t pending;
+    sigpending(&pending);
+  }
 }
 
 }  // namespace
 
 void Note::sleep() {
-  while (key_.load(std::memory_order_acquire) == 0) {
-    if constexpr (kRaceEnabled) {
-      race_sleep_slice(&key_);
-    } else {
-      futex_sleep(&key_, 0);  // EINTR and spurious wake-ups loop
-    }
-  }
+  // EINTR, spurious wake-ups and race-build slices loop.
+  while (key_.load(std::memory_order_acquire) == 0) futex_sleep_upto(&key_, -1);
 }
 
 bool Note::sleep_for(int64_t ns) {
@@ -58,13 +62,7 @@ bool Note::sleep_for(int64_t ns) {
   while (key_.load(std::memory_order_acquire) == 0) {
     int64_t left = deadline - nanotime();
     if (left <= 0) break;
-    if constexpr (kRaceEnabled) left = std::min(left, kRaceSleepSliceNs);
-    timespec ts{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};
-    futex_sleep(&key_, 0, &ts);
-    if constexpr (kRaceEnabled) {
-      sigset_t pending;
-      sigpending(&pending);  // TSan runs the signals it held back (above)
-    }
+    futex_sleep_upto(&key_, left);
   }
   return key_.load(std::memory_order_acquire) != 0;
 }

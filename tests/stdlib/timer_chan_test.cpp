@@ -386,7 +386,7 @@ TEST_P(TimerChan, TickerStopAndResetRacingWithTicks) {
   });
 }
 
-// ---- Go's sleep_test.go testStopResetResult (issue 69312) ----
+// ---- Go's sleep_test.go testStopResetResult (golang/go#69312) ----
 
 // Two 1 ms timers; whichever is received first, the other is stopped (or
 // reset). If that reports nothing pending, its value must be receivable;
