@@ -169,12 +169,16 @@ def programs():
 def build_cpp(build_dir, names, jobs):
     if not os.path.isfile(os.path.join(build_dir, "build.ninja")):
         log("meson setup %s" % build_dir)
-        run_cmd(["meson", "setup", build_dir, "-Dbenchmarks=true", "-Dtests=false"], cwd=ROOT)
+        run_cmd(["meson", "setup", build_dir, "--buildtype=debugoptimized", "-Dbenchmarks=true", "-Dtests=false"],
+                cwd=ROOT)
     else:
         opts = json.loads(run_cmd(["meson", "introspect", "--buildoptions", build_dir], cwd=ROOT))
         if any(o["name"] == "benchmarks" and o["value"] is False for o in opts):
             log("meson configure %s -Dbenchmarks=true" % build_dir)
             run_cmd(["meson", "configure", build_dir, "-Dbenchmarks=true"], cwd=ROOT)
+        if any(o["name"] == "lock_rank" and o["value"] is True for o in opts):
+            log("warning: %s checks lock ranks at run time (-Dlock_rank=true, the test suite's build): "
+                "measure in a build without it (./bootstrap bench uses build-bench/)" % build_dir)
     cmd = ["ninja", "-C", build_dir]
     if jobs:
         cmd += ["-j", str(jobs)]

@@ -27,7 +27,8 @@ constexpr int kPassiveSpin = 1;
 
 }  // namespace
 
-void lock_word(std::atomic<uint32_t>* w) {
+void lock_word(std::atomic<uint32_t>* w, LockRank rank) {
+  lockrank_acquire(rank, w);
   if (M* m = getm()) acquirem(m);
   uint32_t v = w->exchange(kLocked, std::memory_order_acquire);
   if (v == kUnlocked) return;
@@ -59,16 +60,12 @@ void lock_word(std::atomic<uint32_t>* w) {
   }
 }
 
-void unlock_word(std::atomic<uint32_t>* w) {
+void unlock_word(std::atomic<uint32_t>* w, LockRank rank) {
   uint32_t v = w->exchange(kUnlocked, std::memory_order_release);
   if (v == kUnlocked) fatal("unlock of unlocked runtime lock");
   if (v == kSleeping) futex_wakeup(w, 1);
+  lockrank_release(rank, w);
   if (M* m = getm()) releasem(m);
-}
-
-bool park_unlock_word(G*, void* arg) {
-  unlock_word(static_cast<std::atomic<uint32_t>*>(arg));
-  return true;
 }
 
 }  // namespace gort::internal

@@ -5,17 +5,19 @@
 // descheduled by the kernel does not make others burn CPU. Holding it
 // counts as a runtime critical section (acquirem): the holder is never
 // asynchronously preempted. It is an *OS-thread* lock: never hold it across
-// a park, except through park's unlock function (park_unlock_word), which
+// a park, except through park's unlock function (park_unlock), which
 // releases it on the next context once the parking goroutine is saved.
 //
 // The lock rules the compiler checks (docs/runtime.md, "Lock order"): the
-// runtime's locks are capabilities for clang's -Wthread-safety. WordLock
-// is the word lock as a type, RuntimeMutex a std::mutex (an OS lock, counted
-// by preempt/oslock.cpp like any other), MutexLock and UniqueLock their
-// scoped holders (std::lock_guard and std::unique_lock, annotated). Fields
-// carry ABSL_GUARDED_BY and functions that expect a lock held
+// runtime's locks are capabilities for clang's -Wthread-safety. WordLock<R>
+// (gort/detail/word_lock.hpp, where the table of ranks lives) is the word
+// lock as a type, RuntimeMutex<R> a std::mutex (an OS lock, counted by
+// preempt/oslock.cpp like any other), MutexLock and UniqueLock their scoped
+// holders (std::lock_guard and std::unique_lock, annotated). Fields carry
+// ABSL_GUARDED_BY and functions that expect a lock held
 // ABSL_EXCLUSIVE_LOCKS_REQUIRED; every wrapper is inline and compiles to
-// the very calls it wraps.
+// the very calls it wraps. The order between locks is checked at run time
+// in a lock_rank build (lockrank.cpp).
 #pragma once
 
 #include "gmp/room.hpp"
@@ -25,34 +27,56 @@
 #include <mutex>
 
 #include "absl/base/thread_annotations.h"
+#include "gort/detail/word_lock.hpp"
 
 namespace gort::internal {
 
 struct G;
 
-void lock_word(std::atomic<uint32_t>* w);
-void unlock_word(std::atomic<uint32_t>* w);
-// For park(): releases the lock word `arg`.
-bool park_unlock_word(G* g, void* arg);
+// The ranks the calling thread holds, checked on every acquisition
+// (lockrank.cpp); no-ops unless the library is built with lock_rank.
+#ifdef GORT_LOCK_RANK
+void lockrank_acquire(LockRank rank, const void* lock);
+void lockrank_acquired_try(LockRank rank, const void* lock);
+void lockrank_release(LockRank rank, const void* lock);
+#else
+inline void lockrank_acquire(LockRank, const void*) {}
+inline void lockrank_acquired_try(LockRank, const void*) {}
+inline void lockrank_release(LockRank, const void*) {}
+#endif
 
-// A runtime lock word (Go's runtime.mutex) the thread-safety analysis can
-// follow.
-class ABSL_LOCKABLE WordLock {
- public:
-  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { lock_word(&key_); }
-  void unlock() ABSL_UNLOCK_FUNCTION() { unlock_word(&key_); }
+// For park(): releases the lock at `arg`, of type L, on the next context
+// (the one release the analysis cannot follow: docs/runtime.md).
+template <class L>
+bool park_unlock(G*, void* arg) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  static_cast<L*>(arg)->unlock();
+  return true;
+}
+// Tells the analysis that `l`, handed to park's unlock function, is no
+// longer held once the park returns. Compiles to nothing.
+template <class L>
+inline void released_by_park(L& l) ABSL_UNLOCK_FUNCTION(l) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  (void)l;
+}
 
- private:
-  std::atomic<uint32_t> key_{0};
-};
-
-// A std::mutex the thread-safety analysis can follow (Sched::lock, the
-// stack pool, the poll descriptor cache).
+// A std::mutex of rank R the thread-safety analysis can follow (Sched::lock,
+// the stack pool, the poll descriptor cache).
+template <LockRank R>
 class ABSL_LOCKABLE RuntimeMutex {
  public:
-  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
-  void unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
-  bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return mu_.try_lock(); }
+  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
+    lockrank_acquire(R, this);
+    mu_.lock();
+  }
+  void unlock() ABSL_UNLOCK_FUNCTION() {
+    mu_.unlock();
+    lockrank_release(R, this);
+  }
+  bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
+    if (!mu_.try_lock()) return false;
+    lockrank_acquired_try(R, this);
+    return true;
+  }
 
  private:
   std::mutex mu_;

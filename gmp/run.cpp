@@ -65,13 +65,13 @@ void main_invoke(void* storage) {
 
 void main_destroy(void*) {}
 
-std::mutex g_run_end_mu;
+RuntimeMutex<LockRank::kRunEnd> g_run_end_mu;
 std::vector<void (*)()> g_run_end;
 
 void run_end_callbacks() {
   std::vector<void (*)()> fns;
   {
-    std::lock_guard<std::mutex> lock(g_run_end_mu);
+    MutexLock lock(g_run_end_mu);
     fns.swap(g_run_end);
   }
   for (auto fn : fns) fn();
@@ -248,7 +248,7 @@ void teardown() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 }  // namespace
 
 void at_run_end(void (*fn)()) {
-  std::lock_guard<std::mutex> lock(g_run_end_mu);
+  MutexLock lock(g_run_end_mu);
   for (auto f : g_run_end) {
     if (f == fn) return;
   }

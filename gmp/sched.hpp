@@ -4,24 +4,13 @@
 // right to run goroutines; there are Config::procs of them). An M holds at
 // most one P; a G runs only on an M that holds a P.
 //
-// Lock order (a lock may be taken while holding the ones above it, never
-// the reverse):
-//
-//   | lock                 | protects                                          |
-//   |----------------------|---------------------------------------------------|
-//   | channel / wait-queue | its own waiters (stdlib), released by park unlock |
-//   | PollDesc::lock       | a poll descriptor's deadline generations          |
-//   | Timer::mu            | a timer's add, stop and reset                     |
-//   | Sched::lock          | idle Ms, idle Ps, global run queue, global free   |
-//   |                      | Gs, allg, allm, stopwait                          |
-//   | TimerHeap::lock      | a P's timer heap                                  |
-//   | StackPool::mu_,      | free stack slots and slabs; free poll descriptors |
-//   | poll desc. cache     |                                                   |
-//
-// Nothing may be held across a switch except through park's unlock function,
-// which releases it on the next context once the parking G's context is saved.
-// clang checks who holds what (ABSL_GUARDED_BY, ABSL_EXCLUSIVE_LOCKS_REQUIRED
-// on the lock types of gmp/lock.hpp; docs/runtime.md, "Lock order").
+// Lock order: every runtime lock has a rank, in one table
+// (gort/detail/word_lock.hpp, GORT_LOCK_RANKS), checked at run time in a
+// lock_rank build (gmp/lockrank.cpp) and, for who holds what, by clang
+// (ABSL_GUARDED_BY, ABSL_EXCLUSIVE_LOCKS_REQUIRED on the lock types of
+// gmp/lock.hpp; docs/runtime.md, "Lock order"). Nothing may be held across
+// a switch except through park's unlock function, which releases it on the
+// next context once the parking G's context is saved.
 //
 // Spinning Ms (Go's protocol): an M that looks for work to steal is
 // "spinning". At most one M is woken to spin when work appears (wakep only
@@ -168,7 +157,7 @@ class AllP {
 };
 
 struct Sched {
-  RuntimeMutex lock;
+  RuntimeMutex<LockRank::kSched> lock;
   M* midle ABSL_GUARDED_BY(lock) = nullptr;
   int32_t nmidle ABSL_GUARDED_BY(lock) = 0;
   int32_t mcount ABSL_GUARDED_BY(lock) = 0;

@@ -206,7 +206,7 @@ class StackPool {
   // free() of at most kFreeBatchMax entries.
   void free_batch(char* const* entries, size_t n);
 
-  mutable RuntimeMutex mu_;
+  mutable RuntimeMutex<LockRank::kStackPool> mu_;
   size_t size_ = 0;
   size_t slot_ = 0;
   size_t slots_per_slab_ = 0;

@@ -17,7 +17,7 @@ namespace gort::internal {
 // A P's heap. timer0 mirrors heap[0]->when (0 when empty) so the scheduler
 // can tell "nothing due" with one relaxed load and no lock.
 struct TimerHeap {
-  WordLock lock;
+  WordLock<LockRank::kTimerHeap> lock;
   std::vector<Timer*> heap ABSL_GUARDED_BY(lock);
   std::atomic<int64_t> timer0{0};
 };

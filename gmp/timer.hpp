@@ -60,7 +60,7 @@
 // is cleared, under the heap lock) and passes that value to f. An owner
 // that serialises f's effect with its stop and reset under a lock of its
 // own sees timer_seq(t) != seq in f exactly when a stop or reset came after
-// the claim (Go's timer.seq; stdlib/time.cpp uses it for the channels).
+// the claim (Go's timer.seq; stdlib/sync/time.cpp uses it for the channels).
 //
 // Lifetime: whoever owns a Timer keeps it alive while it is queued and while
 // f may run. The stdlib types do this with the `ref` hook: the runner holds
@@ -95,7 +95,7 @@ struct Timer {
 
   // Serialises timer_add/stop/reset on this timer (Go allows them
   // concurrently); taken before a heap lock, never by the runner.
-  WordLock mu;
+  WordLock<LockRank::kTimer> mu;
   // A later firing time set without the heap lock (see the table above).
   std::atomic<int64_t> modwhen{0};
   // Under mu: the firing time last asked for (modwhen if set, else when).

@@ -66,7 +66,7 @@ namespace {
 
 constexpr int kBlock = 64;
 
-RuntimeMutex g_cache_mu;
+RuntimeMutex<LockRank::kPollCache> g_cache_mu;
 PollDesc* g_free ABSL_GUARDED_BY(g_cache_mu) = nullptr;
 std::vector<PollDesc*> g_blocks ABSL_GUARDED_BY(g_cache_mu);  // keeps every block reachable
 

@@ -57,7 +57,7 @@ enum class FdType : uint8_t { kSocket, kPipe, kOther };
 struct PollDesc {
   PollDesc* link = nullptr;  // free list
   int fd = -1;
-  WordLock lock;
+  WordLock<LockRank::kPollDesc> lock;
   std::atomic<uintptr_t> rg{0};
   std::atomic<uintptr_t> wg{0};
   std::atomic<bool> closing{false};
@@ -87,7 +87,7 @@ struct PollDesc {
 
   // The list of other waiters (poll_list.cpp), under wl_lock; nwl counts
   // its entries, and an event looks at nwl only (a load) unless it is set.
-  WordLock wl_lock;
+  WordLock<LockRank::kPollWaitList> wl_lock;
   ListNode* wl_head ABSL_GUARDED_BY(wl_lock) = nullptr;
   std::atomic<int32_t> nwl{0};
 

@@ -33,6 +33,7 @@
 #include <mutex>
 
 #include "gmp/g.hpp"
+#include "gmp/lock.hpp"
 #include "preempt/preempt.hpp"
 
 namespace gort::internal {
@@ -45,7 +46,7 @@ struct Range {
 };
 Range g_ranges[kMaxRanges];
 std::atomic<int> g_nranges{0};
-std::mutex g_mu;
+RuntimeMutex<LockRank::kSafePoints> g_mu;
 std::once_flag g_once;
 bool g_gort_in_main = false;
 
@@ -268,7 +269,7 @@ __attribute__((no_sanitize("address"))) bool frames_preemptible(const G* g, cons
 }
 
 bool add_preemptible_range(uintptr_t lo, uintptr_t hi) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  MutexLock lock(g_mu);
   int n = g_nranges.load(std::memory_order_relaxed);
   if (n == kMaxRanges || lo >= hi) return false;
   g_ranges[n] = Range{lo, hi};
@@ -299,7 +300,7 @@ void preempt_ranges_init() {
       // gort was linked statically: its code is in these ranges and must
       // never be interrupted. Without a way to tell it apart, async
       // preemption stays off (the cooperative checks remain).
-      std::lock_guard<std::mutex> lock(g_mu);
+      MutexLock lock(g_mu);
       g_nranges.store(0, std::memory_order_release);
     } else {
       add_clock_ranges();

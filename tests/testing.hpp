@@ -279,22 +279,23 @@ class Event {
 class WordLock {
  public:
   void lock() {
-    internal::lock_word(&w_);
+    w_.lock();
     internal::race_acquire(this);
   }
   void unlock() {
     internal::race_release(this);
-    internal::unlock_word(&w_);
+    w_.unlock();
   }
   // Parks the calling goroutine (which holds the lock); the lock is released
   // on the next context, after the goroutine's context is saved.
   void park_and_unlock() {
     internal::race_release(this);
-    internal::park(&internal::park_unlock_word, &w_, internal::WaitReason::kTest);
+    internal::park(&internal::park_unlock<decltype(w_)>, &w_, internal::WaitReason::kTest);
   }
 
  private:
-  std::atomic<uint32_t> w_{0};
+  // Ranked as a channel: a wait structure's lock, released by park.
+  internal::WordLock<internal::LockRank::kChan> w_;
 };
 
 // Many goroutines wait() until somebody open()s it, once.

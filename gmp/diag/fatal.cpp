@@ -136,7 +136,7 @@ void print_tracebacks(void* arg) {
   if (all) {
     // The stopped threads may hold Sched::lock: then walk allg without it
     // (nothing changes it any more).
-    std::unique_lock<RuntimeMutex> lock(sched.lock, std::defer_lock);
+    std::unique_lock lock(sched.lock, std::defer_lock);
     if (!d->sched_locked) {
       for (int i = 0; i < 100 && !lock.try_lock(); i++) {
         timespec ts{0, 1000 * 1000};

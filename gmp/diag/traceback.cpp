@@ -441,7 +441,7 @@ void freeze_world(int64_t timeout_ns, bool sched_locked) ABSL_NO_THREAD_SAFETY_A
   M* self = getm();
   // Stopped threads may hold Sched::lock: read allm without it if need be
   // (it only grows while the runtime runs).
-  std::unique_lock<RuntimeMutex> lock(sched.lock, std::defer_lock);
+  std::unique_lock lock(sched.lock, std::defer_lock);
   for (int i = 0; !sched_locked && i < 100 && !lock.try_lock(); i++) {
     timespec ts{0, 1000 * 1000};
     sys::nanosleep(&ts, nullptr);

@@ -1,5 +1,6 @@
-"""gmp's rooms (gmp/room.hpp, docs/runtime.md "Rooms"): os <- race <- core
-<- diag, each compiled with its room's macro. A header of a room above the
+"""The runtime's rooms (gmp/room.hpp, stdlib/sync/room.hpp, docs/runtime.md
+"Rooms"): gmp's os <- race <- core <- diag, then stdlib's sync <- net <- os,
+each compiled with its room's macro. A header of a room above the
 including one is a compile error; one below, or the same room, is not. Also
 checks that the tree keeps the rule: every header of a room opens with its
 room's marker.
@@ -30,9 +31,18 @@ CASES = [
     ("CORE", "gmp/diag/schedtrace.hpp", False),
     ("DIAG", "gmp/sched.hpp", True),
     ("DIAG", "gmp/diag/traceback.hpp", True),
+    ("CORE", "stdlib/sync/chan_core.hpp", False),
+    ("DIAG", "stdlib/net/net_fd.hpp", False),
+    ("STDLIB_SYNC", "gmp/sched.hpp", True),
+    ("STDLIB_SYNC", "stdlib/sync/chan_ring.hpp", True),
+    ("STDLIB_SYNC", "stdlib/net/net_fd.hpp", False),
+    ("STDLIB_NET", "stdlib/sync/context_node.hpp", True),
+    ("STDLIB_NET", "stdlib/net/net_fd.hpp", True),
+    ("STDLIB_OS", "stdlib/net/net_fd.hpp", True),
 ]
 
-MARKERS = {"gmp": "gmp/room.hpp", "gmp/race": "gmp/race/room.hpp", "gmp/diag": "gmp/diag/room.hpp"}
+MARKERS = {"gmp": "gmp/room.hpp", "gmp/race": "gmp/race/room.hpp", "gmp/diag": "gmp/diag/room.hpp",
+           "stdlib/sync": "stdlib/sync/room.hpp", "stdlib/net": "stdlib/net/room.hpp"}
 # Not included by anything: force-included into every source (race build).
 UNMARKED = {"gmp/race/race_glibcxx.hpp"}
 

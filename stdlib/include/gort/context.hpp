@@ -71,7 +71,7 @@ using CancelCauseFunc = std::function<void(absl::Status)>;
 
 class CustomContext;
 namespace internal {
-struct ContextAccess;  // stdlib/context_node.hpp: the runtime's view of a Context
+struct ContextAccess;  // stdlib/sync/context_node.hpp: the runtime's view of a Context
 
 // What every node of a chain is; the kinds themselves are not public.
 struct ContextNode {

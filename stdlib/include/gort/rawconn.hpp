@@ -31,7 +31,7 @@ namespace gort {
 
 namespace internal {
 class NetFD;
-struct NetFDAccess;  // stdlib/net_fd.hpp: makes the handles that own a NetFD
+struct NetFDAccess;  // stdlib/net/net_fd.hpp: makes the handles that own a NetFD
 }  // namespace internal
 namespace net {
 class Conn;

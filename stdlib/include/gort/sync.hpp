@@ -49,6 +49,7 @@
 #include "gort/detail/race.hpp"
 #include "gort/detail/sema.hpp"
 #include "gort/detail/waitq.hpp"
+#include "gort/detail/word_lock.hpp"
 #include "gort/runtime.hpp"
 
 namespace gort {
@@ -201,7 +202,7 @@ class WaitGroup {
 // still counts as done (as in Go, where a panicking f counts as returned),
 // and the exception propagates to that caller. Once no other caller waits
 // in call(), whoever sees it done may destroy it, even while the run that
-// made it done is still returning (stdlib/once.cpp).
+// made it done is still returning (stdlib/sync/once.cpp).
 class Once {
  public:
   Once() = default;
@@ -299,7 +300,7 @@ class Semaphore {
 
   int64_t size_;
   int64_t cur_ = 0;
-  std::atomic<uint32_t> lock_{0};
+  internal::WordLock<internal::LockRank::kSemaphore> lock_;
   internal::WaitQ q_;  // FIFO; Sudog::n is each waiter's request
 };
 

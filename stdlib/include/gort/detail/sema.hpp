@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "gort/detail/waitq.hpp"
+#include "gort/detail/word_lock.hpp"
 
 namespace gort::internal {
 
@@ -40,7 +41,7 @@ class Sema {
  private:
   uint32_t count_ = 0;                // under lock_
   std::atomic<uint32_t> nwait_{0};    // written under lock_; waiters() reads it without
-  std::atomic<uint32_t> lock_{0};
+  WordLock<LockRank::kSema> lock_;
   WaitQ q_;
 };
 
@@ -56,7 +57,7 @@ class NotifyList {
  private:
   std::atomic<uint32_t> wait_{0};
   std::atomic<uint32_t> notify_{0};
-  std::atomic<uint32_t> lock_{0};
+  WordLock<LockRank::kSema> lock_;
   WaitQ q_;
 };
 
