@@ -217,8 +217,8 @@ TEST(Preempt, LateSignalStillPreemptsAfterSysmonRetried) {
   });
   EXPECT_EQ(after.load(), before.load() + 1)
       << "the pending preemption signal was delivered at a safe point but did not preempt";
-  // One signal, not one per look: the retries used to resend (~290 system
-  // calls here), though a signal that is not queued can only merge.
+  // One signal, not one per look: a retry that resent would cost ~290
+  // system calls here, though a signal that is not queued can only merge.
   EXPECT_LE(sent.load(), 2u) << "sysmon resent a signal that was still pending";
 #endif
 }
