@@ -197,7 +197,7 @@ void preempt_init() {
       gort_xsave_mode = 0;
     }
     preempt_ranges_init();
-    g_supported = !gort_linked_into_main();
+    g_supported = own_code_known();
 #else
     g_supported = false;  // no trampoline for this architecture, or TSan
 #endif
