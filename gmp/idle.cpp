@@ -176,7 +176,7 @@ void acquirep(M* m, P* p) {
   // Dekker with sysmon's deep sleep (sysmon.cpp sleep_ns: it stores sysmon_wait, then
   // loads npidle): pidleget's decrement of npidle and this load are both
   // seq_cst, so one side sees the other and sysmon is never left asleep.
-  if (sched.sysmon_wait.load(std::memory_order_seq_cst)) sched.hooks.sysmon_wake();
+  if (sched.sysmon_wait.load(std::memory_order_seq_cst)) runtime.hooks.sysmon_wake();
 }
 
 P* releasep(M* m) {

@@ -63,7 +63,7 @@ void destroy_p_locked(P* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock) {
   while (G* g = p->gfree.pop()) gfput_global_locked(g);
   p->gfreecnt.store(0, std::memory_order_relaxed);
   if (p->nstacks > 0) {
-    sched.stacks.free(p->stacks, static_cast<size_t>(p->nstacks));
+    runtime.stacks.free(p->stacks, static_cast<size_t>(p->nstacks));
     p->nstacks = 0;
   }
   p->goid_next = p->goid_end = 0;
@@ -177,7 +177,7 @@ void stop_the_world() {
     // goroutine cannot be interrupted).
     for (P* p : sched.allp) {
       if (p != m->p && p->status.load(std::memory_order_acquire) == PStatus::kRunning) {
-        sched.hooks.preempt_p(p);
+        runtime.hooks.preempt_p(p);
       }
     }
     if (sched.stopnote.sleep_for(kStopRetryNs)) break;
@@ -215,7 +215,7 @@ void start_the_world(int32_t procs) {
   // computed without them recomputes it; with every P idle, an M is woken
   // to serve them.
   if (shrunk && timers_first(sched.allp[0]) != 0) {
-    if (sched.poll_until.load(std::memory_order_acquire) != 0) sched.hooks.netpoll_break();
+    if (sched.poll_until.load(std::memory_order_acquire) != 0) runtime.hooks.netpoll_break();
     wakep();
   }
   sched.world_owner.store(false, std::memory_order_release);
@@ -299,7 +299,7 @@ namespace gort {
 
 int set_procs(int n) {
   using namespace internal;
-  if (!sched.running.load(std::memory_order_acquire)) {
+  if (!runtime.running.load(std::memory_order_acquire)) {
     throw panic_error("gort::set_procs: the runtime is not running");
   }
   if (n < 1) return sched.procs();  // Go: n < 1 only asks
@@ -314,7 +314,7 @@ int set_procs(int n) {
 
 int set_default_procs() {
   using namespace internal;
-  if (!sched.running.load(std::memory_order_acquire)) {
+  if (!runtime.running.load(std::memory_order_acquire)) {
     throw panic_error("gort::set_default_procs: the runtime is not running");
   }
   sched.custom_procs.store(false, std::memory_order_release);

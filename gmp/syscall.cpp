@@ -68,7 +68,7 @@ void entersyscall() {
   // A slice timer still to fire would interrupt f's system calls (EINTR):
   // stop it, here on its own thread, before f runs. Whatever its deadline
   // says: a timer fires up to the timer slack late.
-  if (m->slice_timer_deadline.load(std::memory_order_seq_cst) != 0) sched.hooks.slice_timer_stop(m);
+  if (m->slice_timer_deadline.load(std::memory_order_seq_cst) != 0) runtime.hooks.slice_timer_stop(m);
   // From here p belongs to nobody: sysmon may take it (kBlocking -> kIdle)
   // and hand it off, and any M leaving blocking() may take it
   // (kBlocking -> kRunning), ours or not (see exitsyscall). m->p stays set

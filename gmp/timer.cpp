@@ -112,7 +112,7 @@ void wake_poller(int64_t when) {
   // seq_cst loads, after update_timer0's seq_cst store (see there).
   int64_t until = sched.poll_until.load(std::memory_order_seq_cst);
   if (until != 0) {
-    if (when < until) sched.hooks.netpoll_break();
+    if (when < until) runtime.hooks.netpoll_break();
   } else {
     // Nobody waits in the poller: get an idle P's M there (Go's
     // wakeNetPoller), or the timer waits until its own P schedules, which

@@ -166,7 +166,7 @@ bool retake_blocked(P* p, BlockedWatch* w, int64_t now, int64_t* next_look) {
   m->retake.store(kRetakeDone, std::memory_order_release);
   w->m = nullptr;
   // Its slice timer would interrupt the call it sleeps in (EINTR).
-  sched.hooks.slice_timer_stop(m);
+  runtime.hooks.slice_timer_stop(m);
   handoffp(p);
   return true;
 }

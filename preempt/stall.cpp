@@ -65,7 +65,7 @@ std::vector<Blocked>* g_blocked = nullptr;
 
 std::vector<char>& copy_buffer() {
   static std::vector<char>* buf = new std::vector<char>;
-  size_t cap = std::min<size_t>(sched.stacks.stack_size(), size_t{1} << 20);
+  size_t cap = std::min<size_t>(runtime.stacks.stack_size(), size_t{1} << 20);
   if (buf->size() < cap) buf->resize(cap);
   return *buf;
 }

@@ -187,7 +187,7 @@ void sleep_briefly() {
 }
 
 bool signal_m(M* m) {
-  return sched.hooks.traceback_signal(m);
+  return runtime.hooks.traceback_signal(m);
 }
 
 // Takes back an unanswered request: if the handler got to it meanwhile,
@@ -262,8 +262,8 @@ size_t copy_stack_from(const G* g, uintptr_t lo, char* buf, size_t cap) {
 
 G* goroutine_on_stack(uintptr_t sp) {
   StackSlot slot;
-  if (!sched.stacks.find(reinterpret_cast<void*>(sp), &slot) || slot.guard) return nullptr;
-  return reinterpret_cast<G*>(slot.lo + sched.stacks.stack_size() - kGSize);
+  if (!runtime.stacks.find(reinterpret_cast<void*>(sp), &slot) || slot.guard) return nullptr;
+  return reinterpret_cast<G*>(slot.lo + runtime.stacks.stack_size() - kGSize);
 }
 
 StackView copy_parked_stack(const G* g, const void* ctx, char* buf, size_t cap, UnwindRegs* regs) {
