@@ -295,7 +295,7 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
     sched.mcount = 1;
     m0->p = p0;
     relaxed_store(p0->m, m0);
-    p0->status.store(PStatus::kRunning);
+    set_status(p0, PStatus::kIdle, PStatus::kRunning);
     for (int i = cfg.procs - 1; i >= 1; i--) {
       P* p = sched.allp[static_cast<size_t>(i)];
       p->link = sched.pidle;

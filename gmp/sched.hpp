@@ -444,22 +444,17 @@ inline void releasem(M* m) {
   m->locks.store(m->locks.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
 }
 
-// M::retake states.
-inline constexpr uint32_t kRetakeNone = 0;
-inline constexpr uint32_t kRetakeDeciding = 1;
-inline constexpr uint32_t kRetakeDone = 2;
-
 // The P of the calling M, or null: sysmon may have taken it while the
 // thread slept in the kernel outside blocking(); then this gets an idle P
 // if there is one, as exitsyscall does (ensurep_slow, syscall.cpp). Call
 // under acquirem and use the result only until releasem: the pair is the
 // M's side of a Dekker with sysmon (acquirem's store, then this load; sysmon
-// stores kRetakeDeciding, runs membarrier(2), then loads m->locks), so
-// sysmon never takes a P that the M is using.
+// stores kDeciding, runs membarrier(2), then loads m->locks), so
+// sysmon never takes a P that the M is using (M::retake, gmp/m.hpp).
 P* ensurep_slow(M* m);
 inline P* ensurep(M* m) {
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (m->retake.load(std::memory_order_relaxed) == kRetakeNone) [[likely]] return m->p;
+  if (m->retake.load(std::memory_order_relaxed) == RetakeState::kNone) [[likely]] return m->p;
   return ensurep_slow(m);
 }
 

@@ -277,9 +277,9 @@ class TimerRaceContext {
 #ifdef GORT_TSAN_ON
     M* m = getm();
     if (m == nullptr) return;
-    if (m->tsan_timer_fiber == nullptr) m->tsan_timer_fiber = tsan_create_orphan_fiber();
+    if (m->race.timer_fiber == nullptr) m->race.timer_fiber = tsan_create_orphan_fiber();
     prev_ = tsan_current_fiber();
-    tsan_switch_to(m->tsan_timer_fiber);
+    tsan_switch_to(m->race.timer_fiber);
     race_acquire(t);
 #else
     (void)t;

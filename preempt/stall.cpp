@@ -210,7 +210,7 @@ bool stall_check_blocked(int64_t now) {
     Blocked& b = (*g_blocked)[i];
     // Back in the runtime (ensurep_slow cleared the retake), or onto
     // another goroutine: the stall is over.
-    if (b.m->retake.load(std::memory_order_acquire) != kRetakeDone || relaxed_load(b.m->curg) != b.g) {
+    if (b.m->retake.load(std::memory_order_acquire) != RetakeState::kDone || relaxed_load(b.m->curg) != b.g) {
       (*g_blocked)[i] = g_blocked->back();
       g_blocked->pop_back();
       continue;

@@ -246,8 +246,7 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
           sched.nmspinning.load() + sched.npidle.load() > 0 && pd.syscallwhen + kSyscallRetakeNs > now) {
         continue;
       }
-      PStatus expected = PStatus::kBlocking;
-      if (p->status.compare_exchange_strong(expected, PStatus::kIdle, std::memory_order_acq_rel)) {
+      if (cas_status(p, PStatus::kBlocking, PStatus::kIdle)) {
         // p->m is already null (entersyscall cleared it).
         n++;
         handoffp(p);
