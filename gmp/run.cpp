@@ -222,7 +222,9 @@ void at_run_end(void (*fn)()) {
   g_run_end.push_back(fn);
 }
 
-Runtime runtime;
+// Constant-initialised, so that a plain thread may use it even from a
+// static initialiser that runs before this file's.
+constinit Runtime runtime;
 
 Sched::Sched(const Config& run_cfg, bool custom)
     : last_poll(nanotime()),
