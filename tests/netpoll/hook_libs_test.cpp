@@ -211,7 +211,9 @@ TEST_P(HookLibs, CurlEasyApiFromManyGoroutines) {
     }
     wg.wait();
     EXPECT_EQ(ok.load(), kClients * kEach);
-    EXPECT_LE(ms_created() - ms_before, gort::procs()) << "libcurl's calls made threads";
+    // Not a thread per call: on a loaded machine sysmon may still hand a P
+    // off from a goroutine caught in a short system call (two at most here).
+    EXPECT_LE(ms_created() - ms_before, gort::procs() + 2) << "libcurl's calls made threads";
   });
 }
 

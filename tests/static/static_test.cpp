@@ -6,7 +6,7 @@
 //
 // With a static library the linker takes only the archive members that
 // resolve a symbol. A subsystem that installed itself from a static
-// constructor in a file nobody calls (as sysmon once did) would be left
+// constructor in a file nobody calls would be left
 // out without a word. Each check below fails, or hangs into the watchdog,
 // when one of the areas wired in by run_main (stdlib/run_main.cpp) is
 // missing, or when the link did not place the code as the script says:
