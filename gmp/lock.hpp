@@ -8,7 +8,7 @@
 // a park, except through park's unlock function (park_unlock), which
 // releases it on the next context once the parking goroutine is saved.
 //
-// The lock rules the compiler checks (docs/runtime.md, "Lock order"): the
+// The lock rules the compiler checks (docs/locks.md): the
 // runtime's locks are capabilities for clang's -Wthread-safety. WordLock<R>
 // (gort/detail/word_lock.hpp, where the table of ranks lives) is the word
 // lock as a type, RuntimeMutex<R> a std::mutex (an OS lock, counted by

@@ -8,7 +8,7 @@
 // (gort/detail/word_lock.hpp, GORT_LOCK_RANKS), checked at run time in a
 // lock_rank build (gmp/lockrank.cpp) and, for who holds what, by clang
 // (ABSL_GUARDED_BY, ABSL_EXCLUSIVE_LOCKS_REQUIRED on the lock types of
-// gmp/lock.hpp; docs/runtime.md, "Lock order"). Nothing may be held across
+// gmp/lock.hpp; docs/locks.md). Nothing may be held across
 // a switch except through park's unlock function, which releases it on the
 // next context once the parking G's context is saved.
 //

@@ -6,7 +6,7 @@
 // lock's behaviour (spin, then sleep on a futex; a runtime critical
 // section while held) is documented in gmp/lock.hpp.
 //
-// Lock order (docs/runtime.md, "Lock order"): GORT_LOCK_RANKS below is the
+// Lock order (docs/locks.md): GORT_LOCK_RANKS below is the
 // only copy. A lock may be taken while holding locks of lower ranks (listed
 // earlier), never higher; a rank that nests may also be taken while holding
 // another lock of the same rank, in an order its owner fixes. With the
