@@ -89,9 +89,9 @@ def _lower_state(v):
     return name[1:].lower() if name.startswith("k") else name
 
 
-def _lookup(name):
+def _sched():
     try:
-        return gdb.parse_and_eval("'gort::internal::%s'" % name)
+        sched = gdb.parse_and_eval("'gort::internal::sched'")
     except gdb.error as e:
         msg = str(e)
         if "unknown type" in msg or "debug info" in msg:
@@ -100,27 +100,16 @@ def _lookup(name):
                 "Build gort with -g (Meson's default buildtype, debugoptimized, has it) or "
                 "install its debug symbols.")
         raise GortError(
-            "gort: no gort runtime here (gdb knows no gort::internal::%s: the program "
+            "gort: no gort runtime here (gdb knows no gort::internal::sched: the program "
             "does not use libgort, or its shared libraries are not loaded yet; load a core "
-            "file together with its executable)." % name)
-
-
-def _runtime():
-    """What outlives a run (gmp/sched.hpp, Runtime): `running`, the stack pool."""
-    runtime = _lookup("runtime")
+            "file together with its executable).")
     try:
-        if not bool(_atomic(runtime["running"])):
+        if not bool(_atomic(sched["running"])):
             raise GortError("gort: the runtime is not running (gort::run has not started, or "
                             "has returned).")
     except gdb.MemoryError:
         raise GortError("gort: cannot read the runtime's state (no process or core file?).")
-    return runtime
-
-
-def _sched():
-    """The run's state (gmp/sched.hpp, Sched), once a run is known to be under way."""
-    _runtime()
-    return _lookup("sched")
+    return sched
 
 
 def _all_gs(sched):
@@ -714,7 +703,8 @@ def _gcore(path):
     inf = gdb.selected_inferior()
     if inf.pid == 0 or not inf.threads():
         raise GortError("gort gcore: needs a live process")
-    stacks = _runtime()["stacks"]
+    sched = _sched()
+    stacks = sched["stacks"]
     slot = int(stacks["slot_"])
     stack = int(stacks["size_"])
     slabs = [(int(p["first"]), int(p["second"])) for p in _vector_items(stacks["slabs_"])]
