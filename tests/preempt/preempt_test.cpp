@@ -203,11 +203,11 @@ TEST(Preempt, LateSignalStillPreemptsAfterSysmonRetried) {
       pthread_sigmask(SIG_BLOCK, &set, nullptr);
       // Blocked: no preemption, so this goroutine stays on this M.
       internal::M* m = current_m();
-      uint32_t sent0 = m->preempt_sent.load();
+      uint32_t sent0 = m->preemption.sent.load();
       // Well past the 1 ms slice: sysmon asks, then looks again every
       // ~100 µs while the signal stays pending.
       spin_for(30ms);
-      sent = m->preempt_sent.load() - sent0;
+      sent = m->preemption.sent.load() - sent0;
       before = self_async_preempts();
       unblock_signal_here(internal::preempt_signal());
       after = self_async_preempts();
