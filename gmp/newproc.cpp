@@ -356,13 +356,18 @@ G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
   if (p == nullptr) {
     // A plain thread: announce the call first, so that shutdown (which
     // waits for external_go to drain) cannot free the runtime under it.
-    runtime.external_go.fetch_add(1, std::memory_order_acq_rel);
+    runtime.external_go.fetch_add(1, std::memory_order_seq_cst);
   }
-  bool running = runtime.running.load(std::memory_order_acquire);
-  if (!running || sched.stopping.load(std::memory_order_acquire)) {
+  // A plain thread reads nothing of sched before go_open says a run's state
+  // is built and not yet being torn down (it may be rebuilt meanwhile).
+  bool open = p != nullptr ? !sched.stopping.load(std::memory_order_acquire)
+                           : runtime.go_open.load(std::memory_order_seq_cst);
+  if (!open) {
     if (p == nullptr) runtime.external_go.fetch_sub(1, std::memory_order_acq_rel);
     if (gated) releasem(m);
-    if (!running) throw panic_error("gort::go: the runtime is not running (call it inside gort::run)");
+    if (!runtime.running.load(std::memory_order_acquire)) {
+      throw panic_error("gort::go: the runtime is not running (call it inside gort::run)");
+    }
     spawn_dropped(m);
     return nullptr;
   }

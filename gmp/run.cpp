@@ -45,6 +45,7 @@ struct MainCtx {
 };
 
 void begin_stop() {
+  runtime.go_open.store(false, std::memory_order_seq_cst);
   sched.stopping.store(true, std::memory_order_release);
   MutexLock lock(sched.lock);
   while (M* m = sched.midle) {
@@ -306,6 +307,7 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
     }
   }
   runtime.running.store(true, std::memory_order_release);
+  runtime.go_open.store(true, std::memory_order_seq_cst);
 
   MainCtx ctx{body, arg};
   void* storage;
@@ -328,7 +330,7 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
   if (cfg.procs > 1) runtime.stacks.start_preparer(&runtime.nsystem_threads);
   mstart_on_current_thread(m0);
   // Plain threads inside go() finish before anything is torn down.
-  while (runtime.external_go.load(std::memory_order_acquire) > 0) sched_yield();
+  while (runtime.external_go.load(std::memory_order_seq_cst) > 0) sched_yield();
   // sysmon keeps preempting until every M has left its loop.
   join_ms();
   runtime.hooks.sysmon_stop();

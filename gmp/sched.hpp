@@ -170,6 +170,13 @@ struct Runtime {
   // A call raises it before it looks at `running`: a count per run would
   // lose the raise of a call caught between the two by a run's start.
   std::atomic<int32_t> external_go{0};
+  // A plain thread's go() may start a goroutine: set once a run's state is
+  // built, cleared when its main returns. One word, so that a plain thread
+  // never pairs one run's `running` with the next run's `stopping`. The
+  // stores and the loads beside external_go are sequentially consistent
+  // (a Dekker pair): a call that raised external_go and then found this set
+  // is seen by the drain that follows the clear.
+  std::atomic<bool> go_open{false};
   // Plain-thread calls in progress that may ready a goroutine (the
   // deadlock detector stands down while > 0). A plain thread may wait in
   // one (a channel between plain threads, a descriptor) across a run's

@@ -103,6 +103,7 @@ TEST(RunFreshState, NothingCarriesOverToTheNextRun) {
     }
     EXPECT_EQ(internal::sched.allp.allocated(), 0);
     EXPECT_TRUE(internal::sched.stopping.load());
+    EXPECT_FALSE(internal::runtime.go_open.load());
     EXPECT_THROW(gort::go([] {}), gort::panic_error);
     // The next run: the default number of Ps again, and only its own
     // goroutines.
