@@ -49,9 +49,9 @@ void check_dead_locked() {
   // injecting the G under sched.lock, which we hold. Read in the other
   // order, a G in transit could be missed by both checks. seq_cst on every
   // side (netpoll/poll_desc.cpp, preempt/sysmon.cpp).
-  if (sched.hooks.netpoll_waiters() > 0) return;
+  if (runtime.hooks.netpoll_waiters() > 0) return;
   if (sched.netpoll_blocked.load(std::memory_order_seq_cst)) return;
-  if (sched.external_ops.load(std::memory_order_seq_cst) > 0) return;
+  if (runtime.external_ops.load(std::memory_order_seq_cst) > 0) return;
   if (sched.runqsize.load(std::memory_order_relaxed) > 0) return;
   for (P* p : sched.allp) {
     if (!p->runq.empty()) return;
@@ -65,7 +65,7 @@ void check_dead_locked() {
   // with the process's first pthread_create (sysmon's, at the latest) and
   // again in a forked child.
   int32_t sanitizer_threads = kRaceEnabled ? 1 : 0;
-  if (os_thread_count() > sched.mcount + sched.nsystem_threads.load() + sanitizer_threads) return;
+  if (os_thread_count() > sched.mcount + runtime.nsystem_threads.load() + sanitizer_threads) return;
   fatal_deadlock_locked("all goroutines are asleep - deadlock!");
 }
 

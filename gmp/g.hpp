@@ -113,7 +113,7 @@ struct alignas(64) G {
   // run gets its slice timer armed at once (SchedHooks::slice_started).
   bool ran_out = false;
   // newproc_alloc found no P (a plain thread, or an M whose P sysmon took)
-  // and raised Sched::external_go, which newproc_start/abort lower.
+  // and raised Runtime::external_go, which newproc_start/abort lower.
   bool spawned_external = false;
   // Set by sysmon when this G has run past its time slice; checked at
   // cooperative preemption points.

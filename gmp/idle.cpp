@@ -158,7 +158,7 @@ void newm(P* p, bool spinning) {
   }
   {
     // Whatever goroutine is current (wakep runs in goroutines too) is not
-    // the new thread's past: it must carry no history into M::race_tls.
+    // the new thread's past: it must carry no history into MRace::tls.
     RaceIgnoreSync no_history;
     m->thread = std::thread([m] { mstart(m); });
   }
@@ -167,23 +167,21 @@ void newm(P* p, bool spinning) {
 }  // namespace
 
 void acquirep(M* m, P* p) {
-  if (p->m != nullptr || p->status.load(std::memory_order_relaxed) != PStatus::kIdle) {
-    fatal("acquirep: P is not idle");
-  }
+  if (p->m != nullptr) fatal("acquirep: P is held by an M");
   m->p = p;
   relaxed_store(p->m, m);
-  p->status.store(PStatus::kRunning, std::memory_order_release);
+  set_status(p, PStatus::kIdle, PStatus::kRunning);
   // Dekker with sysmon's deep sleep (sysmon.cpp sleep_ns: it stores sysmon_wait, then
   // loads npidle): pidleget's decrement of npidle and this load are both
   // seq_cst, so one side sees the other and sysmon is never left asleep.
-  if (sched.sysmon_wait.load(std::memory_order_seq_cst)) sched.hooks.sysmon_wake();
+  if (sched.sysmon_wait.load(std::memory_order_seq_cst)) runtime.hooks.sysmon_wake();
 }
 
 P* releasep(M* m) {
   P* p = m->p;
   if (p == nullptr || p->m != m) fatal("releasep: invalid P state");
   relaxed_store<M*>(p->m, nullptr);
-  p->status.store(PStatus::kIdle, std::memory_order_release);
+  set_status(p, PStatus::kRunning, PStatus::kIdle);
   m->p = nullptr;
   return p;
 }

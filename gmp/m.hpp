@@ -6,7 +6,22 @@
 // runnable on its P and to g0 otherwise (to look for work or to sleep).
 //
 // Per-M state is reached only through getm() (tls.hpp), never through a
-// pointer kept across a switch: a goroutine may resume on another M.
+// pointer kept across a switch: a goroutine may resume on another M. Parts
+// of it belong to the areas that use them: M::preemption to preempt/
+// (gmp/m_preempt.hpp), M::tb to the diagnostics (gmp/m_traceback.hpp).
+//
+// sysmon's retake of the P of an M the kernel blocked outside blocking()
+// (M::retake; preempt/retake.cpp, whose Dekker with ensurep in
+// gmp/sched.hpp it is):
+//
+//   kNone      nothing under way: the M may use its P.
+//   kDeciding  sysmon, between its membarrier and its verdict, may take
+//              the P: the M waits at its next runtime entry (ensurep_slow).
+//   kDone      sysmon took the P: the M, at its next runtime entry, drops
+//              it and gets one as exitsyscall does.
+//
+// Legal transitions: kRetakeTransitions; set_retake and cas_retake check
+// every one.
 #pragma once
 
 #include "gmp/room.hpp"
@@ -19,7 +34,10 @@
 #include <thread>
 
 #include "gmp/g.hpp"
+#include "gmp/m_preempt.hpp"
+#include "gmp/m_traceback.hpp"
 #include "gmp/os/note.hpp"
+#include "gmp/transition.hpp"
 
 namespace gort::internal {
 struct P;
@@ -37,48 +55,29 @@ enum class AfterSwitch : uint8_t {
   kExit,        // the previous G is dead: recycle it
 };
 
-// A request for this M's running goroutine's registers (gmp/diag/unwind.cpp):
-// one asker at a time (under symbolizer_mutex) fills in the fields and
-// moves `state` kTbIdle -> kTbAsked, then sends the preemption signal; the
-// M's handler takes it (kTbAsked -> kTbBusy), records the goroutine it
-// interrupted, copies its stack, publishes kTbDone, and with `freeze` stays
-// in the handler for good (a dying process stops its other threads so that
-// the stacks it prints hold still). A freeze that finds the M just landed
-// from a switch, before the context of the goroutine it left is stored,
-// declines instead (kTbBusy -> kTbAsked) and is signalled again
-// (freeze_answered). An asker that gives up moves kTbAsked ->
-// kTbIdle; if the handler was quicker it waits for kTbDone instead, so the
-// handler never writes into a buffer its asker has let go of.
-inline constexpr uint32_t kTbIdle = 0;
-inline constexpr uint32_t kTbAsked = 1;
-inline constexpr uint32_t kTbBusy = 2;
-inline constexpr uint32_t kTbDone = 3;
+enum class RetakeState : uint32_t { kNone, kDeciding, kDone };
 
-struct TracebackRequest {
-  std::atomic<uint32_t> state{kTbIdle};
-  bool freeze = false;
-  char* buf = nullptr;  // where to copy the stack (null: no copy)
-  size_t cap = 0;
-  // The answer: the goroutine the M runs (null if the M was elsewhere: on
-  // g0, idle, in the runtime's switch), its registers in DWARF order
-  // (unwind.hpp), and the copied bytes [copy_lo, copy_lo+copied). The
-  // registers are the interrupted ones, or with g_after_call a caller's
-  // state after a call (a saved context): the M was caught inside a switch
-  // into g, or, for a freeze only, between making g its current goroutine
-  // and landing on g's stack (execute, or next_local's direct switch).
-  G* g = nullptr;
-  bool g_after_call = false;
-  uint64_t regs[17] = {};
-  uint32_t regs_known = 0;
-  // For a freeze only: the goroutine a switch under way leaves (its status
-  // already says parked or runnable, its saved context is not yet
-  // written), and where it stands, in the same terms.
-  G* leaving = nullptr;
-  bool leaving_after_call = false;
-  uint64_t leaving_regs[17] = {};
-  uint32_t leaving_known = 0;
-  uintptr_t copy_lo = 0;
-  size_t copied = 0;
+inline constexpr const char* kRetakeStateNames[] = {"none", "deciding", "done"};
+
+inline constexpr Transition<RetakeState> kRetakeTransitions[] = {
+    {RetakeState::kNone, RetakeState::kDeciding},  // sysmon, before its membarrier (CAS)
+    {RetakeState::kDeciding, RetakeState::kNone},  // sysmon backs off: the M is in the runtime
+    {RetakeState::kDeciding, RetakeState::kDone},  // sysmon took the P
+    {RetakeState::kDone, RetakeState::kNone},      // the M, at its next runtime entry
+};
+
+inline constexpr TransitionTable<RetakeState> kRetakeTable{kRetakeTransitions, kRetakeStateNames};
+
+// The race detector's per-M state (TSan builds; docs/race.md).
+struct MRace {
+  // The fiber timer functions run in (timer.cpp), made on first use; Go's
+  // per-P timerRaceCtx.
+  void* timer_fiber = nullptr;
+  // Released by the thread once TSan has set up its TLS, and acquired by
+  // every goroutine switched in on it, so that the thread's TLS (errno,
+  // the program's thread_locals) is not new memory that each goroutine
+  // races with (gmp/switch.cpp).
+  char tls = 0;
 };
 
 struct Sudog;
@@ -139,50 +138,16 @@ struct M {
   // Inside gort::blocking(), and the P it held when it entered.
   std::atomic<bool> in_blocking{false};
   P* blocking_p = nullptr;
-  // sysmon's retake of the P of an M that the kernel blocked outside
-  // blocking() (preempt/retake.cpp): kRetakeNone, kRetakeDeciding while it
-  // decides, kRetakeDone once the P is gone. The M looks at it (ensurep) at
-  // every runtime entry that uses its P, under acquirem.
-  std::atomic<uint32_t> retake{0};
+  // sysmon's retake of this M's P (the table at the top). The M looks at
+  // it (ensurep) at every runtime entry that uses its P, under acquirem.
+  std::atomic<RetakeState> retake{RetakeState::kNone};
   // This thread's CPU-time clock (sysmon reads it to tell a thread asleep in
   // the kernel from one that runs).
   clockid_t cpuclock = 0;
-  // Asynchronous preemption requests: sysmon bumps this for each new request
-  // (its retries resend the same number) and sends it with the signal; the
-  // handler acts only on the current one.
-  std::atomic<uint32_t> preempt_gen{0};
-  // Preemption signals sent to this M, and that count as the handler last
-  // saw it: while they differ a signal is still pending (SIGURG is not
-  // queued), and sending another would only cost a system call.
-  std::atomic<uint32_t> preempt_sent{0};
-  std::atomic<uint32_t> preempt_seen{0};
-  // sysmon is between its look at in_blocking and the end of its
-  // pthread_sigqueue (the other half of a Dekker with entersyscall's store
-  // of in_blocking), and how many of its signals have been queued; the M
-  // compares the latter with preempt_queued_flushed (its own) to know that a
-  // signal may be pending that f's first system call would see as EINTR.
-  std::atomic<bool> preempt_sending{false};
-  std::atomic<uint32_t> preempt_queued{0};
-  uint32_t preempt_queued_flushed = 0;
-  // The slice timer (preempt/signal.cpp): a POSIX timer, made by sysmon on
-  // first use, that delivers the preemption signal to this thread when the
-  // slice of the G sysmon saw running ends, so the preemption does not wait
-  // for sysmon to get a CPU. Armed for the run with P schedtick
-  // slice_timer_tick, by this M when it resumes a G whose last run was
-  // preempted; stopped by entersyscall.
-  void* slice_timer = nullptr;
-  // TSan builds: the fiber timer functions run in (timer.cpp), made on
-  // first use; Go's per-P timerRaceCtx.
-  void* tsan_timer_fiber = nullptr;
-  // Race builds: released by the thread once TSan has set up its TLS, and
-  // acquired by every goroutine switched in on it, so that the thread's
-  // TLS (errno, the program's thread_locals) is not new memory that each
-  // goroutine races with (gmp/switch.cpp).
-  char race_tls = 0;
-  std::atomic<int> slice_timer_state{0};  // 0 none, 1 being made, 2 made
-  std::atomic<uint32_t> slice_timer_tick{0};
-  std::atomic<int64_t> slice_timer_deadline{0};
-
+  // Owned by preempt/ (gmp/m_preempt.hpp).
+  MPreempt preemption;
+  MRace race;
+  // Owned by the diagnostics (gmp/m_traceback.hpp).
   TracebackRequest tb;
 
   // Per-M alternate signal stack (for the stack-overflow handler).
@@ -207,6 +172,26 @@ struct M {
 // it a fatal error otherwise; code that can wait either way asks first.
 inline bool m_may_switch(const M* m) {
   return (m->oslocks.load(std::memory_order_relaxed) == 0) & !m->in_blocking.load(std::memory_order_relaxed);
+}
+
+[[noreturn, gnu::cold, gnu::noinline]] inline void bad_retake(const M* m, RetakeState from, RetakeState to) {
+  bad_transition(kRetakeTable, "M", m->id, "retake", from, to, m->retake.load(std::memory_order_relaxed));
+}
+
+// The one party that may change m->retake from `from` (sysmon out of
+// kDeciding, the M out of kDone): a checked load and a store.
+inline void set_retake(M* m, RetakeState from, RetakeState to, std::memory_order order) {
+  if (!kRetakeTable.legal(from, to) || m->retake.load(std::memory_order_relaxed) != from) [[unlikely]] {
+    bad_retake(m, from, to);
+  }
+  m->retake.store(to, order);
+}
+
+// sysmon's start of a retake, kNone -> kDeciding: false if one is under
+// way or not yet seen by the M. seq_cst: sysmon's side of the Dekker.
+inline bool cas_retake(M* m, RetakeState from, RetakeState to) {
+  if (!kRetakeTable.legal(from, to)) [[unlikely]] bad_retake(m, from, to);
+  return m->retake.compare_exchange_strong(from, to, std::memory_order_seq_cst);
 }
 
 }  // namespace gort::internal

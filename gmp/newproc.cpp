@@ -88,20 +88,20 @@ G* gnew(P* p) {
   char* lo;
   if (p != nullptr) {
     if (p->nstacks == 0) {
-      p->nstacks = static_cast<int>(sched.stacks.refill(p->stacks, P::kStackCacheMax));
+      p->nstacks = static_cast<int>(runtime.stacks.refill(p->stacks, P::kStackCacheMax));
       // A run that started with one P and has a second now: a burst is
       // under way, prepare fresh stacks on the other CPU (stack.hpp,
       // "Preparing ahead"; a run with two Ps started the helper already).
-      if (sched.stacks.preparer_wanted() && sched.procs() > 1) {
-        sched.stacks.start_preparer(&sched.nsystem_threads);
+      if (runtime.stacks.preparer_wanted() && sched.procs() > 1) {
+        runtime.stacks.start_preparer(&runtime.nsystem_threads);
       }
     }
-    lo = sched.stacks.take_last(p->stacks, static_cast<size_t>(p->nstacks--));
+    lo = runtime.stacks.take_last(p->stacks, static_cast<size_t>(p->nstacks--));
   } else {
-    sched.stacks.alloc(&lo, 1);
-    lo = sched.stacks.take(lo);
+    runtime.stacks.alloc(&lo, 1);
+    lo = runtime.stacks.take(lo);
   }
-  char* top = lo + sched.stacks.stack_size();
+  char* top = lo + runtime.stacks.stack_size();
   G* g = new (top - kGSize) G;
   g->stack_lo = lo;
   g->stack_hi = top - kGSize;
@@ -134,11 +134,11 @@ void gfree_release(GQueue* q) {
     lows[n++] = g->stack_lo;
     g->~G();
     if (n == kBatch) {
-      sched.stacks.free(lows, n);
+      runtime.stacks.free(lows, n);
       n = 0;
     }
   }
-  if (n > 0) sched.stacks.free(lows, n);
+  if (n > 0) runtime.stacks.free(lows, n);
 }
 
 // Sched::lock held. The G that died last (LIFO, as Go's gfget: its page is
@@ -356,11 +356,11 @@ G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
   if (p == nullptr) {
     // A plain thread: announce the call first, so that shutdown (which
     // waits for external_go to drain) cannot free the runtime under it.
-    sched.external_go.fetch_add(1, std::memory_order_acq_rel);
+    runtime.external_go.fetch_add(1, std::memory_order_acq_rel);
   }
-  bool running = sched.running.load(std::memory_order_acquire);
+  bool running = runtime.running.load(std::memory_order_acquire);
   if (!running || sched.stopping.load(std::memory_order_acquire)) {
-    if (p == nullptr) sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
+    if (p == nullptr) runtime.external_go.fetch_sub(1, std::memory_order_acq_rel);
     if (gated) releasem(m);
     if (!running) throw panic_error("gort::go: the runtime is not running (call it inside gort::run)");
     spawn_dropped(m);
@@ -403,7 +403,7 @@ void newproc_abort(G* g) {
     if (p != nullptr) gfput(p, g);
     releasem(m);
     if (p != nullptr) {
-      if (external) sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
+      if (external) runtime.external_go.fetch_sub(1, std::memory_order_acq_rel);
       return;
     }
   }
@@ -411,7 +411,7 @@ void newproc_abort(G* g) {
     MutexLock lock(sched.lock);
     gfput_global_locked(g);
   }
-  if (external) sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
+  if (external) runtime.external_go.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 void newproc_start(G* g) {
@@ -430,7 +430,7 @@ void newproc_start(G* g) {
     p = ensurep(m);
   }
   if (p != nullptr) {
-    if (external) sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
+    if (external) runtime.external_go.fetch_sub(1, std::memory_order_acq_rel);
     p->created.store(p->created.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     bool full = !runqput(p, g, RunqAt::kNext);
     releasem(m);
@@ -462,16 +462,16 @@ void newproc_start(G* g) {
   // lost its P since is counted the same way): hand it to the global queue
   // and make sure an M sees it. external_ops keeps the deadlock detector
   // quiet meanwhile.
-  if (!external) sched.external_go.fetch_add(1, std::memory_order_acq_rel);
-  sched.external_ops.fetch_add(1, std::memory_order_acq_rel);
+  if (!external) runtime.external_go.fetch_add(1, std::memory_order_acq_rel);
+  runtime.external_ops.fetch_add(1, std::memory_order_acq_rel);
   sched.external_created.fetch_add(1, std::memory_order_relaxed);
   {
     MutexLock lock(sched.lock);
     globrunqput_locked(g);
   }
   wakep();
-  sched.external_ops.fetch_sub(1, std::memory_order_acq_rel);
-  sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
+  runtime.external_ops.fetch_sub(1, std::memory_order_acq_rel);
+  runtime.external_go.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 }  // namespace gort::internal
@@ -483,12 +483,12 @@ void yield() {
 }
 
 int procs() {
-  return internal::sched.running.load(std::memory_order_acquire) ? internal::sched.procs() : 0;
+  return internal::runtime.running.load(std::memory_order_acquire) ? internal::sched.procs() : 0;
 }
 
 int64_t num_goroutine() {
   using namespace internal;
-  if (!sched.running.load(std::memory_order_acquire)) return 0;
+  if (!runtime.running.load(std::memory_order_acquire)) return 0;
   int64_t n = sched.external_created.load(std::memory_order_relaxed) -
               sched.detached_exited.load(std::memory_order_relaxed) +
               sched.retired_created.load(std::memory_order_relaxed) -
@@ -507,7 +507,7 @@ int64_t goroutine_id() {
 RuntimeStats runtime_stats() {
   using namespace internal;
   RuntimeStats st;
-  if (!sched.running.load(std::memory_order_acquire)) return st;
+  if (!runtime.running.load(std::memory_order_acquire)) return st;
   st.procs = sched.procs();
   st.goroutines = num_goroutine();
   {
@@ -516,10 +516,10 @@ RuntimeStats runtime_stats() {
     st.idle_threads = sched.nmidle;
     st.goroutines_allocated = sched.nallg;
   }
-  st.stack_slabs = sched.stacks.slabs();
-  st.stack_size = sched.stacks.stack_size();
-  st.stack_guard = sched.stacks.guard_kind();
-  st.stacks_prepared_ahead = sched.stacks.prepared_ahead();
+  st.stack_slabs = runtime.stacks.slabs();
+  st.stack_size = runtime.stacks.stack_size();
+  st.stack_guard = runtime.stacks.guard_kind();
+  st.stacks_prepared_ahead = runtime.stacks.prepared_ahead();
   st.readied_after_write = sched.readied_after_write.load(std::memory_order_relaxed);
   st.syscall_threads = sched.nblocking.load(std::memory_order_relaxed);
   st.stall_reports = sched.stall_reports.load(std::memory_order_relaxed);

@@ -207,7 +207,7 @@ void gosched() {
   } else if (sched.runqsize.load(std::memory_order_relaxed) > 0) {
     after = AfterSwitch::kGlobal;
   } else if (timers_first(p) != 0 ||
-             sched.hooks.netpoll_waiters() > 0) {
+             runtime.hooks.netpoll_waiters() > 0) {
     // Let g0 run timers and poll; it comes straight back if nothing is due.
     after = AfterSwitch::kRunqTail;
   } else if (sched.stopping.load(std::memory_order_relaxed) ||

@@ -86,7 +86,7 @@ inline void make_current(M* m, G* g, bool inherit = false) {
     // A CPU-bound G: have the kernel signal this thread when its slice
     // ends, rather than wait for sysmon to notice (a system call, paid only
     // by Gs that use whole slices).
-    if (g->ran_out) sched.hooks.slice_started(p, p->schedtick);
+    if (g->ran_out) runtime.hooks.slice_started(p, p->schedtick);
   }
   g->ran_out = false;
   relaxed_store(g->m, m);

@@ -58,12 +58,12 @@ void destroy_p_locked(P* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock) {
   while (G* g = runnable.pop()) globrunqput_locked(g);
   // kDead first: a timer added to this P from now on sees it and goes to
   // P 0 instead (timer.cpp add_locked).
-  p->status.store(PStatus::kDead, std::memory_order_seq_cst);
+  set_status(p, PStatus::kStopped, PStatus::kDead, std::memory_order_seq_cst);
   timers_move(p, sched.allp[0]);
   while (G* g = p->gfree.pop()) gfput_global_locked(g);
   p->gfreecnt.store(0, std::memory_order_relaxed);
   if (p->nstacks > 0) {
-    sched.stacks.free(p->stacks, static_cast<size_t>(p->nstacks));
+    runtime.stacks.free(p->stacks, static_cast<size_t>(p->nstacks));
     p->nstacks = 0;
   }
   p->goid_next = p->goid_end = 0;
@@ -80,14 +80,16 @@ void procresize_locked(M* m, int32_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock
   int32_t nalloc = sched.allp.allocated();
   for (int32_t i = old; i < n; i++) {
     P* p = sched.allp[static_cast<size_t>(i)];
+    PStatus from = PStatus::kDead;  // removed earlier, back in use
     if (p == nullptr) {
       p = new_untracked<P>();
       p->id = i;
       timers_init(p);
       sched.allp.set(i, p);
       nalloc = i + 1;
+      from = PStatus::kIdle;
     }
-    p->status.store(PStatus::kStopped, std::memory_order_relaxed);
+    set_status(p, from, PStatus::kStopped, std::memory_order_relaxed);
   }
   for (int32_t i = n; i < old; i++) destroy_p_locked(sched.allp[static_cast<size_t>(i)]);
   if (m->p->id >= n) {
@@ -112,10 +114,7 @@ void stopped_one_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock) {
 // and gives it up again, and is seldom kRunning when the stopper looks.
 bool stop_blocking_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock) {
   for (P* p : sched.allp) {
-    PStatus st = PStatus::kBlocking;
-    if (p->status.compare_exchange_strong(st, PStatus::kStopped, std::memory_order_acq_rel)) {
-      stopped_one_locked();
-    }
+    if (cas_status(p, PStatus::kBlocking, PStatus::kStopped)) stopped_one_locked();
   }
   return sched.stopwait > 0;
 }
@@ -124,7 +123,7 @@ bool stop_blocking_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock) {
 
 bool stop_p_if_waiting_locked(P* p) {
   if (!sched.gcwaiting.load(std::memory_order_relaxed)) return false;
-  p->status.store(PStatus::kStopped, std::memory_order_relaxed);
+  set_status(p, PStatus::kIdle, PStatus::kStopped, std::memory_order_relaxed);
   stopped_one_locked();
   return true;
 }
@@ -164,10 +163,10 @@ void stop_the_world() {
     MutexLock lock(sched.lock);
     sched.gcwaiting.store(true, std::memory_order_seq_cst);
     sched.stopwait = sched.procs();
-    m->p->status.store(PStatus::kStopped, std::memory_order_relaxed);
+    set_status(m->p, PStatus::kRunning, PStatus::kStopped, std::memory_order_relaxed);
     sched.stopwait--;
     while (P* p = pidleget()) {
-      p->status.store(PStatus::kStopped, std::memory_order_relaxed);
+      set_status(p, PStatus::kIdle, PStatus::kStopped, std::memory_order_relaxed);
       sched.stopwait--;
     }
     wait = stop_blocking_locked();
@@ -177,7 +176,7 @@ void stop_the_world() {
     // goroutine cannot be interrupted).
     for (P* p : sched.allp) {
       if (p != m->p && p->status.load(std::memory_order_acquire) == PStatus::kRunning) {
-        sched.hooks.preempt_p(p);
+        runtime.hooks.preempt_p(p);
       }
     }
     if (sched.stopnote.sleep_for(kStopRetryNs)) break;
@@ -195,13 +194,10 @@ void start_the_world(int32_t procs) {
     MutexLock lock(sched.lock);
     if (procs != sched.procs()) procresize_locked(m, procs);
     sched.gcwaiting.store(false, std::memory_order_seq_cst);
-    m->p->status.store(PStatus::kRunning, std::memory_order_release);
+    set_status(m->p, PStatus::kStopped, PStatus::kRunning);
     for (P* p : sched.allp) {
       if (p == m->p) continue;
-      if (p->status.load(std::memory_order_relaxed) != PStatus::kStopped) {
-        fatal("start_the_world: P not stopped");
-      }
-      p->status.store(PStatus::kIdle, std::memory_order_relaxed);
+      set_status(p, PStatus::kStopped, PStatus::kIdle, std::memory_order_relaxed);
       if (p->runq.empty()) {
         pidleput(p);
       } else {
@@ -215,7 +211,7 @@ void start_the_world(int32_t procs) {
   // computed without them recomputes it; with every P idle, an M is woken
   // to serve them.
   if (shrunk && timers_first(sched.allp[0]) != 0) {
-    if (sched.poll_until.load(std::memory_order_acquire) != 0) sched.hooks.netpoll_break();
+    if (sched.poll_until.load(std::memory_order_acquire) != 0) runtime.hooks.netpoll_break();
     wakep();
   }
   sched.world_owner.store(false, std::memory_order_release);
@@ -301,7 +297,7 @@ namespace gort {
 
 int set_procs(int n) {
   using namespace internal;
-  if (!sched.running.load(std::memory_order_acquire)) {
+  if (!runtime.running.load(std::memory_order_acquire)) {
     throw panic_error("gort::set_procs: the runtime is not running");
   }
   if (n < 1) return sched.procs();  // Go: n < 1 only asks
@@ -316,7 +312,7 @@ int set_procs(int n) {
 
 int set_default_procs() {
   using namespace internal;
-  if (!sched.running.load(std::memory_order_acquire)) {
+  if (!runtime.running.load(std::memory_order_acquire)) {
     throw panic_error("gort::set_default_procs: the runtime is not running");
   }
   sched.custom_procs.store(false, std::memory_order_release);

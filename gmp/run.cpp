@@ -17,6 +17,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -54,7 +55,7 @@ void begin_stop() {
     m->park.wakeup();
   }
   wake_locked_ms_locked();
-  sched.hooks.netpoll_break();
+  runtime.hooks.netpoll_break();
 }
 
 void main_invoke(void* storage) {
@@ -77,18 +78,17 @@ void run_end_callbacks() {
   for (auto fn : fns) fn();
 }
 
-// Also records whether the program chose the number (then sysmon never
-// changes it).
-int resolve_procs(int requested) {
+// *custom: the program chose the number (then sysmon never changes it).
+int resolve_procs(int requested, bool* custom) {
   // Go clamps GOMAXPROCS to _MaxGomaxprocs the same way.
-  sched.custom_procs.store(true, std::memory_order_relaxed);
+  *custom = true;
   if (requested > 0) return std::min(requested, kMaxProcs);
   if (const char* env = std::getenv("GORT_MAXPROCS")) {
     char* end = nullptr;
     long v = std::strtol(env, &end, 10);
     if (end != env && *end == '\0' && v > 0) return static_cast<int>(std::min<long>(v, kMaxProcs));
   }
-  sched.custom_procs.store(false, std::memory_order_relaxed);
+  *custom = false;
   return default_procs();
 }
 
@@ -105,51 +105,14 @@ int resolve_max_threads(int requested) {
   return kDefaultMaxThreads;
 }
 
-// No other runtime thread exists yet: nothing to lock against.
-void reset_sched(const Config& cfg) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  sched.midle = nullptr;
-  sched.nmidle = 0;
-  sched.nmidlelocked = 0;
-  sched.npreemptlocked.store(0);
-  sched.mcount = 0;
-  sched.pidle = nullptr;
-  sched.npidle.store(0);
-  sched.nmspinning.store(0);
-  sched.runq.clear();
-  sched.runqsize.store(0);
-  sched.gfree.clear();
-  sched.ngfree.store(0);
-  sched.ngfree_low = 0;
-  sched.gfree_scavenged.store(0);
-  sched.gfree_debt.store(0);
-  sched.netpoll_blocked.store(false);
-  sched.procs_update_pending.store(false);
-  // As Go's schedinit: "polled just now", so that sysmon polls 10 ms from
-  // now if no M ever does (0 would read as "never" and stop it for good).
-  sched.last_poll.store(nanotime());
-  sched.poll_until.store(0);
-  sched.gcwaiting.store(false);
-  sched.stopwait = 0;
-  sched.world_owner.store(false);
-  sched.retired_created.store(0);
-  sched.retired_exited.store(0);
-  sched.allm.clear();
-  sched.allg = sched.allg_tail = nullptr;
-  sched.nallg = 0;
-  sched.stopping.store(false);
-  sched.goidgen.store(0);
-  sched.mnext.store(0);
-  sched.external_created.store(0);
-  sched.readied_after_write.store(0);
-  sched.detached_exited.store(0);
-  sched.external_ops.store(0);
-  sched.external_go.store(0);
-  sched.nblocking.store(0);
-  sched.stall_reports.store(0);
-  sched.coarse_now.store(nanotime());
-  sched.frozen.store(false);
-  sched.cfg = cfg;
-  sched.time_slice_ns = absl::ToInt64Nanoseconds(cfg.time_slice);
+// Replaces the run's state with one built from args (a run's Config, or
+// nothing: the empty state between runs), every field from its initialiser.
+// No runtime thread exists meanwhile, and plain threads look at
+// runtime.running before they touch sched.
+template <class... Args>
+void rebuild_sched(const Args&... args) {
+  std::destroy_at(&sched);
+  std::construct_at(&sched, args...);
 }
 
 void join_ms() {
@@ -169,15 +132,14 @@ void join_ms() {
   }
 }
 
-// Every other M has been joined: nothing to lock against.
 // Everything every goroutine did happens before the rest of the tear-down
 // and what the program does after run() (docs/race.md): exited goroutines
 // released on the way out (goroutine_main); an abandoned one's fiber does
-// it now.
-void race_all_goroutines_done() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+// it now. allg: the run's, taken out of sched.
+void race_all_goroutines_done(G* allg) {
   if constexpr (!kRaceEnabled) return;
   void* self = tsan_current_fiber();
-  for (G* g = sched.allg; g != nullptr; g = g->allg_next) {
+  for (G* g = allg; g != nullptr; g = g->allg_next) {
     if (g->tsan_fiber == nullptr) continue;
     tsan_switch_to(g->tsan_fiber);
     race_release(&race_run_end);
@@ -186,16 +148,34 @@ void race_all_goroutines_done() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   race_acquire(&race_run_end);
 }
 
-void teardown() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  race_all_goroutines_done();
+void teardown() {
+  // What the run holds is taken out of sched, which is then emptied before
+  // anything it pointed to is freed: a plain thread that looks at it from
+  // then on (a fatal error's dump walks allg and allm) finds nothing, and
+  // the next run builds its own.
+  G* allg;
+  GQueue queued;
+  std::vector<M*> ms;
+  const int32_t nalloc = sched.allp.allocated();
+  std::vector<P*> ps(sched.allp.begin(), sched.allp.begin() + nalloc);
+  {
+    // Every other M is joined: the lock only states the rule.
+    MutexLock lock(sched.lock);
+    allg = sched.allg;
+    while (G* g = sched.runq.pop_front()) queued.push_back(g);
+    ms.swap(sched.allm);
+  }
+  for (P* p : ps) p->runq.drain(&queued);
+  race_all_goroutines_done(allg);
   // Gs first: each lives at the top of its stack, which the pool unmaps
-  // below. (The Ms' g0s are members of their Ms, not on goroutine stacks.)
-  // A G owns nothing but, before it starts, its closure, and every G that
-  // has not started is on a run queue: so only the run queues are walked.
-  // Walking allg would touch a page per goroutine (a third of the tear-down
-  // after a million parked goroutines). The sanitizer builds walk allg: TSan
-  // has a fiber per G to free, and LeakSanitizer needs to know whether any
-  // goroutine was abandoned.
+  // below (the Ms' g0s are members of their Ms). A G owns nothing but,
+  // before it starts, its closure, and every G that has not started is on
+  // a run queue: so only the run queues are walked. Walking allg would
+  // touch a page per goroutine (a third of the tear-down after a million
+  // parked goroutines). The sanitizer builds walk allg: TSan has a fiber
+  // per G to free, and LeakSanitizer needs to know whether any goroutine
+  // was abandoned. Closures are destroyed holding no runtime lock (their
+  // destructors may take some).
   static_assert(std::is_trivially_destructible_v<G>);
   auto destroy_unstarted = [](G* g) {
     if (!g->started && g->status.load() == GStatus::kRunnable && g->destroy != nullptr) {
@@ -205,7 +185,7 @@ void teardown() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   };
   bool abandoned = false;
   if constexpr (kRaceEnabled || kAsanEnabled) {
-    for (G* g = sched.allg, *next; g != nullptr; g = next) {
+    for (G* g = allg, *next; g != nullptr; g = next) {
       next = g->allg_next;
       GStatus st = g->status.load();
       if (g->started && st != GStatus::kDead && st != GStatus::kIdle) abandoned = true;
@@ -213,35 +193,22 @@ void teardown() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       tsan_release_fiber(&g->tsan_fiber);
     }
   } else {
-    int32_t np = sched.allp.allocated();
-    for (int32_t i = 0; i < np; i++) {
-      GQueue q;
-      sched.allp[static_cast<size_t>(i)]->runq.drain(&q);
-      while (G* g = q.pop()) destroy_unstarted(g);
-    }
-    while (G* g = sched.runq.pop_front()) destroy_unstarted(g);
+    while (G* g = queued.pop()) destroy_unstarted(g);
   }
-  sched.allg = sched.allg_tail = nullptr;
-  sched.nallg = 0;
   // Abandoned timers drop their references while this thread is still an
   // M: a reference hook takes runtime locks, which look at the current M.
-  int32_t nalloc = sched.allp.allocated();
-  for (int32_t i = 0; i < nalloc; i++) timers_destroy(sched.allp[static_cast<size_t>(i)]);
+  for (P* p : ps) timers_destroy(p);
+  rebuild_sched();
   setm(nullptr);  // this thread's M is deleted next
-  for (M* m : sched.allm) delete_untracked(m);
-  sched.allm.clear();
-  sched.allp.set_size(0, 0);
-  for (int32_t i = 0; i < nalloc; i++) {
-    delete_untracked(sched.allp[static_cast<size_t>(i)]);
-    sched.allp.set(i, nullptr);  // procresize makes a P where it finds none
-  }
+  for (M* m : ms) delete_untracked(m);
+  for (P* p : ps) delete_untracked(p);
 #ifdef GORT_ASAN
   // Under LeakSanitizer, heap owned through an abandoned goroutine's frames
   // must stay reachable (docs/runtime.md: no leaks under ASan/LSan): keep its stacks.
-  sched.stacks.destroy(/*keep_mapped=*/abandoned);
+  runtime.stacks.destroy(/*keep_mapped=*/abandoned);
 #else
   (void)abandoned;
-  sched.stacks.destroy();
+  runtime.stacks.destroy();
 #endif
 }
 
@@ -253,6 +220,21 @@ void at_run_end(void (*fn)()) {
     if (f == fn) return;
   }
   g_run_end.push_back(fn);
+}
+
+// Constant-initialised, so that a plain thread may use it even from a
+// static initialiser that runs before this file's.
+constinit Runtime runtime;
+
+Sched::Sched(const Config& run_cfg, bool custom)
+    : last_poll(nanotime()),
+      custom_procs(custom),
+      stopping(false),
+      coarse_now(nanotime()),
+      cfg(run_cfg),
+      time_slice_ns(absl::ToInt64Nanoseconds(run_cfg.time_slice)) {
+  steal_order.reset(static_cast<uint32_t>(run_cfg.procs));
+  pthread_sigmask(SIG_SETMASK, nullptr, &m_sigmask);
 }
 
 namespace nohook {
@@ -280,19 +262,19 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
     write_stderr(" is not wired\n");
     fatal("gort::run: an area of the runtime is not wired in (stdlib/run_main.cpp)");
   }
-  if (std::memcmp(&sched.hooks, &hooks, sizeof hooks) != 0) sched.hooks = hooks;
+  if (std::memcmp(&runtime.hooks, &hooks, sizeof hooks) != 0) runtime.hooks = hooks;
   Config cfg = cfg_in;
   parse_debugvars(std::getenv("GORT_DEBUG"));
   procs_default_init();
-  cfg.procs = resolve_procs(cfg.procs);
+  bool custom_procs;
+  cfg.procs = resolve_procs(cfg.procs, &custom_procs);
   if (cfg.time_slice <= absl::ZeroDuration()) cfg.time_slice = absl::Milliseconds(10);
   cfg.max_threads = resolve_max_threads(cfg.max_threads);
   cfg.hook_libc = cfg.hook_libc && debug.hooklibc != 0;
-  reset_sched(cfg);
-  pthread_sigmask(SIG_SETMASK, nullptr, &sched.m_sigmask);
-  sched.stacks.init(cfg.stack_size);
-  sched.hooks.diag_init();
-  sched.hooks.netpoll_init();
+  rebuild_sched(cfg, custom_procs);
+  runtime.stacks.init(cfg.stack_size);
+  runtime.hooks.diag_init();
+  runtime.hooks.netpoll_init();
 
   for (int i = 0; i < cfg.procs; i++) {
     P* p = new_untracked<P>();
@@ -301,7 +283,6 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
     sched.allp.set(i, p);
   }
   sched.allp.set_size(cfg.procs, cfg.procs);
-  sched.steal_order.reset(static_cast<uint32_t>(cfg.procs));
   M* m0 = new_untracked<M>();
   m0->id = sched.mnext.fetch_add(1);
   m0->is_main = true;
@@ -316,7 +297,7 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
     sched.mcount = 1;
     m0->p = p0;
     relaxed_store(p0->m, m0);
-    p0->status.store(PStatus::kRunning);
+    set_status(p0, PStatus::kIdle, PStatus::kRunning);
     for (int i = cfg.procs - 1; i >= 1; i--) {
       P* p = sched.allp[static_cast<size_t>(i)];
       p->link = sched.pidle;
@@ -324,14 +305,14 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
       sched.npidle.fetch_add(1);
     }
   }
-  sched.running.store(true, std::memory_order_release);
+  runtime.running.store(true, std::memory_order_release);
 
   MainCtx ctx{body, arg};
   void* storage;
   G* main_g = newproc_alloc(&main_invoke, &main_destroy, &storage);
   // Allocated before this thread is an M, so it counted as a plain
   // thread's go(); it is queued directly below instead.
-  sched.external_go.fetch_sub(1, std::memory_order_acq_rel);
+  runtime.external_go.fetch_sub(1, std::memory_order_acq_rel);
   *static_cast<MainCtx**>(storage) = &ctx;
   tsan_start_fiber(&main_g->tsan_fiber, main_g->id, main_g);  // what the program did before run() comes first
   set_status(main_g, GStatus::kIdle, GStatus::kRunnable);
@@ -339,25 +320,25 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
   GQueue unused;
   p0->runq.put(main_g, RunqAt::kNext, &unused);
 
-  sched.hooks.sysmon_start();
+  runtime.hooks.sysmon_start();
   mprestart();
   // With a second CPU for it, the stack helper starts here, off any
   // goroutine's path, and prepares its stock while main starts: a program's
   // first goroutines then find their stacks ready (stack.hpp).
-  if (cfg.procs > 1) sched.stacks.start_preparer(&sched.nsystem_threads);
+  if (cfg.procs > 1) runtime.stacks.start_preparer(&runtime.nsystem_threads);
   mstart_on_current_thread(m0);
   // Plain threads inside go() finish before anything is torn down.
-  while (sched.external_go.load(std::memory_order_acquire) > 0) sched_yield();
+  while (runtime.external_go.load(std::memory_order_acquire) > 0) sched_yield();
   // sysmon keeps preempting until every M has left its loop.
   join_ms();
-  sched.hooks.sysmon_stop();
+  runtime.hooks.sysmon_stop();
   teardown();
-  sched.hooks.diag_fini();
+  runtime.hooks.diag_fini();
   run_end_callbacks();
-  sched.hooks.netpoll_fini();
+  runtime.hooks.netpoll_fini();
   procs_default_fini();
   setm(nullptr);
-  sched.running.store(false, std::memory_order_release);
+  runtime.running.store(false, std::memory_order_release);
   g_active.store(false);
   return ctx.result;
 }

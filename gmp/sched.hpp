@@ -156,7 +156,54 @@ class AllP {
   std::atomic<int32_t> nalloc_{0};
 };
 
+// What outlives a run: the process's, not a run's. Plain threads read and
+// write it before, during, after and between runs, so it is never rebuilt.
+struct Runtime {
+  // A run is under way: set once the run's Sched is built, cleared once it
+  // is torn down. Plain threads look here before they touch sched.
+  std::atomic<bool> running{false};
+  // Installed by run_main before each run and written only when they
+  // change (the first run): a plain thread that outlived the last run may
+  // still call them.
+  SchedHooks hooks;
+  // Plain-thread go() calls in progress (run() drains them before freeing).
+  // A call raises it before it looks at `running`: a count per run would
+  // lose the raise of a call caught between the two by a run's start.
+  std::atomic<int32_t> external_go{0};
+  // Plain-thread calls in progress that may ready a goroutine (the
+  // deadlock detector stands down while > 0). A plain thread may wait in
+  // one (a channel between plain threads, a descriptor) across a run's
+  // start or end.
+  std::atomic<int32_t> external_ops{0};
+  // Runtime threads that are not Ms (sysmon, the stack pool's helper),
+  // which the deadlock check tells from the program's.
+  std::atomic<int32_t> nsystem_threads{0};
+  // Goroutine stacks. Each run sets the pool up (init) and releases it
+  // (destroy), but the fault handler asks it where an address lies (find)
+  // from any thread at any time, and the nodes of its range list are freed
+  // only with the pool (stack.hpp).
+  StackPool stacks;
+};
+
+extern Runtime runtime;  // defined in run.cpp
+
+// One run's scheduler state (Go's schedt). Each run builds it fresh from
+// its Config, and its tear-down replaces it with an empty one (run.cpp): no
+// field is ever reset by hand, so every field, a new one included, starts
+// from its initialiser here. Inside a run any thread may use it; outside,
+// only after looking at runtime.running (what a plain thread finds between
+// runs is the empty state, which points at nothing freed).
 struct Sched {
+  // The state between runs: nothing in it, and stopping, so that a plain
+  // thread's go() caught by the end of a run is dropped.
+  Sched() = default;
+  // A run's, on the thread that calls gort::run; cfg is resolved (procs,
+  // time slice, thread limit). custom_procs: the program chose the number
+  // of Ps.
+  Sched(const Config& cfg, bool custom_procs);
+  Sched(const Sched&) = delete;
+  Sched& operator=(const Sched&) = delete;
+
   RuntimeMutex<LockRank::kSched> lock;
   M* midle ABSL_GUARDED_BY(lock) = nullptr;
   int32_t nmidle ABSL_GUARDED_BY(lock) = 0;
@@ -183,6 +230,9 @@ struct Sched {
   std::atomic<int32_t> gfree_debt{0};
   // One M may block in netpoll at a time; it is not idle for checkdead.
   std::atomic<bool> netpoll_blocked{false};
+  // When an M last polled the network. A run starts as Go's schedinit
+  // does, "polled just now", so that sysmon polls 10 ms later if no M
+  // ever does (0 would read as "never" and stop it for good).
   std::atomic<int64_t> last_poll{0};
   // Gs that ready_after_write queued on the writer's P, in this run.
   std::atomic<int64_t> readied_after_write{0};
@@ -222,8 +272,9 @@ struct Sched {
   G* allg_tail ABSL_GUARDED_BY(lock) = nullptr;
   int64_t nallg ABSL_GUARDED_BY(lock) = 0;
 
-  std::atomic<bool> running{false};
-  std::atomic<bool> stopping{false};
+  // Main has returned: Ms leave their loops and go() is dropped. Also set
+  // between runs (see Sched()).
+  std::atomic<bool> stopping{true};
   std::atomic<int64_t> goidgen{0};
   std::atomic<int64_t> mnext{0};
   // Goroutines started from plain threads (their exits count on a P).
@@ -231,13 +282,6 @@ struct Sched {
   // Goroutines that exited on an M whose P sysmon had taken (no P to
   // count them on).
   std::atomic<int64_t> detached_exited{0};
-  // Plain-thread calls in progress that may ready a goroutine (the
-  // deadlock detector stands down while > 0).
-  std::atomic<int32_t> external_ops{0};
-  // Plain-thread go() calls in progress (run() drains them before freeing).
-  std::atomic<int32_t> external_go{0};
-  // Runtime threads that are not Ms (sysmon).
-  std::atomic<int32_t> nsystem_threads{0};
   // Ms inside gort::blocking() (and the system-call protocol of the libc
   // hooks).
   std::atomic<int32_t> nblocking{0};
@@ -256,11 +300,9 @@ struct Sched {
   std::atomic<bool> sysmon_wait{false};
 
   // Signal mask for every M (that of the thread that called run).
-  sigset_t m_sigmask;
-  StackPool stacks;
+  sigset_t m_sigmask{};
   Config cfg;
   int64_t time_slice_ns = 0;
-  SchedHooks hooks;
 };
 
 extern Sched sched;  // defined in schedule.cpp
@@ -393,22 +435,17 @@ inline void releasem(M* m) {
   m->locks.store(m->locks.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
 }
 
-// M::retake states.
-inline constexpr uint32_t kRetakeNone = 0;
-inline constexpr uint32_t kRetakeDeciding = 1;
-inline constexpr uint32_t kRetakeDone = 2;
-
 // The P of the calling M, or null: sysmon may have taken it while the
 // thread slept in the kernel outside blocking(); then this gets an idle P
 // if there is one, as exitsyscall does (ensurep_slow, syscall.cpp). Call
 // under acquirem and use the result only until releasem: the pair is the
 // M's side of a Dekker with sysmon (acquirem's store, then this load; sysmon
-// stores kRetakeDeciding, runs membarrier(2), then loads m->locks), so
-// sysmon never takes a P that the M is using.
+// stores kDeciding, runs membarrier(2), then loads m->locks), so
+// sysmon never takes a P that the M is using (M::retake, gmp/m.hpp).
 P* ensurep_slow(M* m);
 inline P* ensurep(M* m) {
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (m->retake.load(std::memory_order_relaxed) == kRetakeNone) [[likely]] return m->p;
+  if (m->retake.load(std::memory_order_relaxed) == RetakeState::kNone) [[likely]] return m->p;
   return ensurep_slow(m);
 }
 

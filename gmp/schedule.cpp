@@ -105,10 +105,10 @@ G* steal_work(M* m) {
 // Polls the network without blocking and queues what it finds. Returns one
 // G to run now, or null.
 G* poll_nonblocking(M* m) {
-  if (sched.hooks.netpoll_waiters() == 0) return nullptr;
+  if (runtime.hooks.netpoll_waiters() == 0) return nullptr;
   if (sched.netpoll_blocked.load(std::memory_order_relaxed)) return nullptr;
   GQueue list;
-  if (!sched.hooks.netpoll(0, &list) || list.empty()) return nullptr;
+  if (!runtime.hooks.netpoll(0, &list) || list.empty()) return nullptr;
   sched.last_poll.store(nanotime(), std::memory_order_relaxed);
   G* g = list.pop();
   while (G* g2 = list.pop()) runqput(m->p, g2, RunqAt::kTail);
@@ -209,7 +209,7 @@ top:
   // the one M allowed to and there is something to wait for.
   {
     int64_t when = timers_next();
-    bool waiters = sched.hooks.netpoll_waiters() > 0;
+    bool waiters = runtime.hooks.netpoll_waiters() > 0;
     if ((when >= 0 || waiters) && !sched.netpoll_blocked.exchange(true)) {
       int64_t timeout = -1;
       if (when >= 0) {
@@ -223,7 +223,7 @@ top:
       int64_t again = timers_next();
       if (again >= 0 && (when < 0 || again < when)) timeout = 0;
       GQueue list;
-      sched.hooks.netpoll(timeout, &list);
+      runtime.hooks.netpoll(timeout, &list);
       sched.poll_until.store(0, std::memory_order_release);
       sched.netpoll_blocked.store(false);
       sched.last_poll.store(nanotime(), std::memory_order_relaxed);
@@ -243,7 +243,7 @@ top:
       // the earliest timer (it may have computed its timeout while that
       // timer was out of its heap, being re-armed).
       int64_t until = sched.poll_until.load(std::memory_order_acquire);
-      if (until == 0 || until > when) sched.hooks.netpoll_break();
+      if (until == 0 || until > when) runtime.hooks.netpoll_break();
     }
   }
   stopm(m);

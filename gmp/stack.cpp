@@ -13,7 +13,6 @@
 #include <cerrno>
 
 #include "gmp/os/fatal.hpp"
-#include "gmp/os/futex.hpp"
 #include "gmp/race/race.hpp"
 #include "gmp/race/sanitizer.hpp"
 #include "gmp/os/sys.hpp"
@@ -213,10 +212,7 @@ void StackPool::handed_out(size_t unprepared) {
 
 void StackPool::wake_preparer() {
   if (prep_state_.load(std::memory_order_acquire) != kPrepRunning) return;
-  if (prep_want_.exchange(true, std::memory_order_acq_rel)) return;  // awake or being woken
-  // Release: the helper that sees the new word sees prep_want_ too.
-  prep_wake_.fetch_add(1, std::memory_order_release);
-  futex_wakeup(&prep_wake_, 1);
+  if (prep_want_.exchange(PrepWant::kWork, std::memory_order_acq_rel) == PrepWant::kAsleep) prep_note_.wakeup();
 }
 
 bool StackPool::start_preparer(std::atomic<int32_t>* threads) {
@@ -243,26 +239,31 @@ void* StackPool::preparer_main(void* arg) {
   auto* pool = static_cast<StackPool*>(arg);
   pthread_setname_np(pthread_self(), "gort-stackprep");
   for (;;) {
-    uint32_t seen = pool->prep_wake_.load(std::memory_order_acquire);
     if (pool->prep_stop_.load(std::memory_order_acquire)) return nullptr;
-    if (pool->prep_want_.load(std::memory_order_acquire)) {
+    PrepWant want = pool->prep_want_.load(std::memory_order_acquire);
+    if (want == PrepWant::kWork) {
       pool->prepare_some();
       continue;
     }
-    futex_sleep(&pool->prep_wake_, seen);  // returns at once if woken since `seen`
+    // Cleared before kAsleep is published: the waker that sees kAsleep
+    // wakes a note nobody clears after it.
+    pool->prep_note_.clear();
+    if (pool->prep_want_.compare_exchange_strong(want, PrepWant::kAsleep, std::memory_order_acq_rel)) {
+      pool->prep_note_.sleep();
+    }
   }
 }
 
 // Prepares up to kPrepareBatch fresh slots outside the lock and adds them to the warm
 // stacks (in any order: unlike fresh slots, each already has its guard).
-// Clears prep_want_ once kPrepareStock prepared stacks wait.
+// Sets prep_want_ to kIdle once kPrepareStock prepared stacks wait.
 void StackPool::prepare_some() {
   char* batch[kPrepareBatch];
   size_t k = 0;
   {
     MutexLock lock(mu_);
     if (warm_.size() >= kPrepareStock) {
-      prep_want_.store(false, std::memory_order_release);
+      prep_want_.store(PrepWant::kIdle, std::memory_order_release);
       return;
     }
     size_t n = std::min(kPrepareBatch, kPrepareStock - warm_.size());
@@ -279,7 +280,7 @@ void StackPool::prepare_some() {
     // A full stock: sleep until a refill hands out an unprepared slot.
     // Decided here, with the insert, not at the next look: a refill taking
     // from the stock meanwhile would otherwise have it prepare on.
-    if (warm_.size() >= kPrepareStock) prep_want_.store(false, std::memory_order_release);
+    if (warm_.size() >= kPrepareStock) prep_want_.store(PrepWant::kIdle, std::memory_order_release);
   }
   // Counted once they can be handed out: a count seen means stacks ready.
   prepared_ahead_.fetch_add(k, std::memory_order_release);
@@ -288,14 +289,13 @@ void StackPool::prepare_some() {
 void StackPool::stop_preparer() {
   if (prep_state_.load(std::memory_order_acquire) == kPrepRunning) {
     prep_stop_.store(true, std::memory_order_release);
-    prep_wake_.fetch_add(1, std::memory_order_release);
-    futex_wakeup(&prep_wake_, 1);
+    wake_preparer();
     pthread_join(prep_thread_, nullptr);
     prep_threads_->fetch_sub(1);
   }
   prep_state_.store(kPrepIdle, std::memory_order_relaxed);
   prep_stop_.store(false, std::memory_order_relaxed);
-  prep_want_.store(false, std::memory_order_relaxed);
+  prep_want_.store(PrepWant::kIdle, std::memory_order_relaxed);
   handed_unprepared_.store(0, std::memory_order_relaxed);
   prepared_ahead_.store(0, std::memory_order_relaxed);
   fresh_taken_.store(0, std::memory_order_relaxed);

@@ -82,6 +82,7 @@
 #include <vector>
 
 #include "gmp/lock.hpp"
+#include "gmp/os/note.hpp"
 
 namespace gort::internal {
 
@@ -224,11 +225,17 @@ class StackPool {
   std::atomic<uint32_t> prep_state_{kPrepIdle};
   pthread_t prep_thread_{};
   std::atomic<int32_t>* prep_threads_ = nullptr;
-  // Whether the helper should prepare (alloc() sets it, the helper clears it
-  // at kPrepareStock); prep_wake_ is its futex word, bumped by each wake-up.
-  std::atomic<bool> prep_want_{false};
+  // Whether the helper should prepare, and whether it sleeps on prep_note_
+  // (Go's notesleep): kWork is set by whoever wants stacks (alloc(), and
+  // destroy() to stop it), who wakes the helper if it found kAsleep; the
+  // helper sets kIdle at kPrepareStock, and kAsleep (from kIdle, a CAS)
+  // having cleared the note, just before it sleeps. The CAS and the
+  // waker's exchange are both on prep_want_, so one of them sees the
+  // other: a wake-up is never lost, and there is one per sleep.
+  enum class PrepWant : uint32_t { kIdle, kWork, kAsleep };
+  std::atomic<PrepWant> prep_want_{PrepWant::kIdle};
   std::atomic<bool> prep_stop_{false};
-  std::atomic<uint32_t> prep_wake_{0};
+  Note prep_note_;
   std::atomic<size_t> handed_unprepared_{0};
   std::atomic<size_t> prepared_ahead_{0};
   // Fresh slots take_last() prepared: how many it prepares at once.

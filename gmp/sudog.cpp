@@ -14,10 +14,10 @@ void sudog_block(Sudog* s, bool (*unlock)(G*, void*), void* arg, WaitReason reas
   }
   // A plain thread: it may wake goroutines later, so while it waits the
   // deadlock detector must not conclude that nothing can happen.
-  sched.external_ops.fetch_add(1, std::memory_order_acq_rel);
+  runtime.external_ops.fetch_add(1, std::memory_order_acq_rel);
   unlock(nullptr, arg);
   s->note->sleep();
-  sched.external_ops.fetch_sub(1, std::memory_order_acq_rel);
+  runtime.external_ops.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 namespace {

@@ -9,7 +9,7 @@
 // (on its stack) stays valid for the waker until sudog_ready.
 //
 // A goroutine parks. A plain thread (no goroutine) sleeps on its Sudog's
-// Note, and is counted in Sched::external_ops meanwhile: it may send, close
+// Note, and is counted in Runtime::external_ops meanwhile: it may send, close
 // or release later, so while it waits the deadlock detector must not
 // conclude that nothing can happen (gmp/diag/fatal.cpp, check_dead_locked).
 //

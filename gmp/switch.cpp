@@ -52,7 +52,7 @@ void m_thread_state_init(M* m) {
   // The thread's TLS was written by TSan's thread start (its "clear" of the
   // block). The thread carries no goroutine's history (newm starts it
   // outside any), so publishing that is no edge between goroutines.
-  race_release(&m->race_tls);
+  race_release(&m->race.tls);
   tsan_errno_is_per_goroutine(m->errno_ptr);
   // The kernel's mask is the first 64 bits of a sigset_t.
   sigset_t cur;
@@ -135,9 +135,9 @@ void entry(bctx::transfer_t t) {
 
 }  // namespace
 
-// In the goroutine's fiber, once switched to it (see M::race_tls).
+// In the goroutine's fiber, once switched to it (see MRace::tls).
 inline void race_arrive_on_m(G* to) {
-  if (kRaceEnabled && !to->is_g0) race_acquire(&getm()->race_tls);
+  if (kRaceEnabled && !to->is_g0) race_acquire(&getm()->race.tls);
 }
 
 void switch_to(G* from, G* to) {

@@ -24,12 +24,12 @@ namespace gort::internal {
 
 P* ensurep_slow(M* m) {
   // sysmon is deciding (a membarrier away): wait for its verdict.
-  uint32_t r;
-  while ((r = m->retake.load(std::memory_order_acquire)) == kRetakeDeciding) sched_yield();
-  if (r == kRetakeDone) {
+  RetakeState r;
+  while ((r = m->retake.load(std::memory_order_acquire)) == RetakeState::kDeciding) sched_yield();
+  if (r == RetakeState::kDone) {
     // The P went to another M while this thread slept in the kernel.
     m->p = nullptr;
-    m->retake.store(kRetakeNone, std::memory_order_relaxed);
+    set_retake(m, RetakeState::kDone, RetakeState::kNone, std::memory_order_relaxed);
     UniqueLock lock(sched.lock);
     P* np = pidleget();
     lock.unlock();
@@ -59,22 +59,22 @@ void entersyscall() {
   // done sending (Dekker with preempt_one), and if it queued anything since
   // we last looked, make one system call so that the kernel delivers it now,
   // to a handler that ignores it (in_blocking).
-  while (m->preempt_sending.load(std::memory_order_seq_cst)) sched_yield();
-  uint32_t queued = m->preempt_queued.load(std::memory_order_acquire);
-  if (queued != m->preempt_queued_flushed) {
-    m->preempt_queued_flushed = queued;
+  while (m->preemption.sending.load(std::memory_order_seq_cst)) sched_yield();
+  uint32_t queued = m->preemption.queued.load(std::memory_order_acquire);
+  if (queued != m->preemption.queued_flushed) {
+    m->preemption.queued_flushed = queued;
     (void)getppid();
   }
   // A slice timer still to fire would interrupt f's system calls (EINTR):
   // stop it, here on its own thread, before f runs. Whatever its deadline
   // says: a timer fires up to the timer slack late.
-  if (m->slice_timer_deadline.load(std::memory_order_seq_cst) != 0) sched.hooks.slice_timer_stop(m);
+  if (m->preemption.slice_timer_deadline.load(std::memory_order_seq_cst) != 0) runtime.hooks.slice_timer_stop(m);
   // From here p belongs to nobody: sysmon may take it (kBlocking -> kIdle)
   // and hand it off, and any M leaving blocking() may take it
   // (kBlocking -> kRunning), ours or not (see exitsyscall). m->p stays set
   // only as a hint for which timer heap to use.
   relaxed_store<M*>(p->m, nullptr);
-  p->status.store(PStatus::kBlocking, std::memory_order_release);
+  set_status(p, PStatus::kRunning, PStatus::kBlocking);
   releasem(m);
 }
 
@@ -85,8 +85,7 @@ void entersyscallblock() {
   // Go's entersyscallblock: the call is known to block for long, so the P
   // goes to another M now instead of after sysmon's look (as retake does).
   P* p = m->blocking_p;
-  PStatus expected = PStatus::kBlocking;
-  if (p->status.compare_exchange_strong(expected, PStatus::kIdle, std::memory_order_acq_rel)) handoffp(p);
+  if (cas_status(p, PStatus::kBlocking, PStatus::kIdle)) handoffp(p);
 }
 
 void exitsyscall() {
@@ -97,8 +96,7 @@ void exitsyscall() {
   m->blocking_p = nullptr;
   m->in_blocking.store(false, std::memory_order_release);
   sched.nblocking.fetch_sub(1, std::memory_order_relaxed);
-  PStatus expected = PStatus::kBlocking;
-  if (oldp->status.compare_exchange_strong(expected, PStatus::kRunning, std::memory_order_acq_rel)) {
+  if (cas_status(oldp, PStatus::kBlocking, PStatus::kRunning)) {
     // Fast path: our P is free. It may have been retaken and handed off
     // meanwhile, and be in blocking() again under another M: taking it is
     // then a retake like sysmon's (as in Go), and that M finds it gone.

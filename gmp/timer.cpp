@@ -116,7 +116,7 @@ void wake_poller(int64_t when) {
   // seq_cst loads, after update_timer0's seq_cst store (see there).
   int64_t until = sched.poll_until.load(std::memory_order_seq_cst);
   if (until != 0) {
-    if (when < until) sched.hooks.netpoll_break();
+    if (when < until) runtime.hooks.netpoll_break();
   } else {
     // Nobody waits in the poller: get an idle P's M there (Go's
     // wakeNetPoller), or the timer waits until its own P schedules, which
@@ -283,9 +283,9 @@ class TimerRaceContext {
 #ifdef GORT_TSAN_ON
     M* m = getm();
     if (m == nullptr) return;
-    if (m->tsan_timer_fiber == nullptr) m->tsan_timer_fiber = tsan_create_orphan_fiber();
+    if (m->race.timer_fiber == nullptr) m->race.timer_fiber = tsan_create_orphan_fiber();
     prev_ = tsan_current_fiber();
-    tsan_switch_to(m->tsan_timer_fiber);
+    tsan_switch_to(m->race.timer_fiber);
     race_acquire(t);
 #else
     (void)t;

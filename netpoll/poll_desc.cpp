@@ -442,9 +442,9 @@ int poll_wait(PollDesc* pd, int mode) {
     if (self == nullptr) {
       uintptr_t expected = kReady;
       if (gpp->compare_exchange_strong(expected, 0)) return kPollOk;
-      sched.external_ops.fetch_add(1, std::memory_order_acq_rel);
+      runtime.external_ops.fetch_add(1, std::memory_order_acq_rel);
       wait_on_thread(pd, mode);
-      sched.external_ops.fetch_sub(1, std::memory_order_acq_rel);
+      runtime.external_ops.fetch_sub(1, std::memory_order_acq_rel);
       return kPollOk;  // the caller retries its I/O (which may block again)
     }
     uintptr_t old = gpp->load(std::memory_order_acquire);

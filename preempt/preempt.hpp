@@ -12,10 +12,11 @@
 //   3. the interrupted RSP is inside the G's stack with enough headroom for
 //      the saved state and the yield;
 //   4. the interrupted PC lies in code registered as preemptible (the main
-//      executable's text by default; never libc, libstdc++ or gort, which
-//      hold locks and thread-local state such as malloc's arenas), or in a
-//      clock function (the vDSO, libc's and libstdc++'s clock reads) that
-//      preemptible code called (clock_caller_preemptible);
+//      executable's text by default, less the code of static archives
+//      linked into it; never libc, libstdc++ or gort, which hold locks and
+//      thread-local state such as malloc's arenas), or in a clock function
+//      (the vDSO, libc's and libstdc++'s clock reads) that preemptible code
+//      called (clock_caller_preemptible);
 //   5. the thread holds no OS lock and is inside no one-time
 //      initialisation (m->oslocks, counted by oslock.cpp);
 //   6. the interrupted context runs with the M's own signal mask (not
@@ -104,12 +105,27 @@ bool slice_timer_times(const M* m, uint32_t tick);
 // the slice, at most 100 µs.
 int64_t preempt_retry_ns();
 // Whether async preemption is possible in this process (x86-64, not TSan,
-// gort not linked into the main executable).
+// gort's own code found: own_code_known).
 bool async_preempt_supported();
-// Whether gort's code lies in the main executable (a static libgort):
-// then it cannot be told apart from the program's, and async preemption
-// stays off (safe_points.cpp).
-bool gort_linked_into_main();
+// Whether the runtime knows where its own code lies, so that it is never
+// preempted: libgort.so (or the shared library that linked libgort.a in),
+// or the gort_text section of an executable linked with libgort.a and
+// preempt/gort_text.ld. False for an executable linked with libgort.a
+// without the script: gort's code cannot be told from the program's, and
+// async preemption stays off (safe_points.cpp).
+bool own_code_known();
+
+// What preempt/gort_text.ld gave an executable linked with libgort.a
+// (static_link.cpp): [gort_lo, gort_hi) holds gort's code, [archives_lo,
+// archives_hi) other static archives' code. Empty (lo >= hi, or null)
+// where the script was not used, and in libgort.so.
+struct StaticLinkText {
+  uintptr_t gort_lo = 0;
+  uintptr_t gort_hi = 0;
+  uintptr_t archives_lo = 0;
+  uintptr_t archives_hi = 0;
+};
+StaticLinkText static_link_text();
 
 // What sysmon remembers of a P's M between rounds to tell that its thread
 // sleeps in the kernel (retake.cpp).
@@ -193,7 +209,8 @@ extern std::atomic<void (*)()> async_preempt_hook;
 
 // Code ranges where an interrupted goroutine may be preempted: kYes, code
 // registered as preemptible; kClock, a clock function, preemptible only
-// when its caller is (clock_caller_preemptible); kNo, anything else.
+// when its caller is (clock_caller_preemptible); kNo, anything else, and
+// gort's own code whatever was registered.
 enum class PcKind { kNo, kYes, kClock };
 PcKind pc_kind(uintptr_t pc);
 inline bool pc_preemptible(uintptr_t pc) { return pc_kind(pc) == PcKind::kYes; }

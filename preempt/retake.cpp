@@ -150,23 +150,21 @@ bool retake_blocked(P* p, BlockedWatch* w, int64_t now, int64_t* next_look) {
     w->since = now;  // runnable, waiting for a CPU: not ours to take
     return false;
   }
-  uint32_t none = kRetakeNone;
-  if (!m->retake.compare_exchange_strong(none, kRetakeDeciding, std::memory_order_seq_cst)) return false;
+  if (!cas_retake(m, RetakeState::kNone, RetakeState::kDeciding)) return false;
   syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
-  PStatus running = PStatus::kRunning;
   if (m->locks.load(std::memory_order_seq_cst) != 0 || relaxed_load(m->curg) != g || relaxed_load(p->m) != m ||
       p->schedtick_seen.load(std::memory_order_relaxed) != tick ||
-      !p->status.compare_exchange_strong(running, PStatus::kIdle, std::memory_order_acq_rel)) {
-    m->retake.store(kRetakeNone, std::memory_order_release);
+      !cas_status(p, PStatus::kRunning, PStatus::kIdle)) {
+    set_retake(m, RetakeState::kDeciding, RetakeState::kNone, std::memory_order_release);
     return false;
   }
   // The M is frozen outside the runtime (it stops at ensurep): p is ours.
   relaxed_store<M*>(p->m, nullptr);
   g->preempt.store(true, std::memory_order_relaxed);
-  m->retake.store(kRetakeDone, std::memory_order_release);
+  set_retake(m, RetakeState::kDeciding, RetakeState::kDone, std::memory_order_release);
   w->m = nullptr;
   // Its slice timer would interrupt the call it sleeps in (EINTR).
-  sched.hooks.slice_timer_stop(m);
+  runtime.hooks.slice_timer_stop(m);
   handoffp(p);
   return true;
 }

@@ -1,11 +1,21 @@
 // preempt/safe_points.cpp — which code may be interrupted by a preemption.
 //
-// By default: the executable segments of the main program. Not shared
-// libraries: libc and libstdc++ hold locks and per-thread state (malloc's
-// arenas and tcache, stdio locks) that a goroutine moving to another
-// thread mid-call would corrupt or deadlock on; nor gort itself. Users can
-// add ranges (a plugin they built, see gort/preempt.hpp). The table is
+// By default: the executable segments of the main program, less the code
+// of the static archives linked into it. Not shared libraries: libc and
+// libstdc++ hold locks and per-thread state (malloc's arenas and tcache,
+// stdio locks) that a goroutine moving to another thread mid-call would
+// corrupt or deadlock on, and a static archive may hold the same code
+// (libstdc++.a, or a library of yours that takes locks). Users can add
+// ranges (a plugin they built, see gort/preempt.hpp). The table is
 // append-only and read lock-free by the signal handler.
+//
+// gort's own code is never a safe point, whatever is registered (own
+// ranges): libgort.so's segments; or, in an executable linked with
+// libgort.a, the gort_text section preempt/gort_text.ld puts it in (the
+// script gathers other archives' code in gort_archives_text, so that it is
+// left out too). An executable linked with libgort.a without the script
+// has no such section: gort's code cannot be told from the program's, no
+// range is preemptible, and async preemption stays off (own_code_known).
 //
 // The exception is reading the clock (add_clock_ranges): the vDSO and the
 // few library functions between a program and it hold no lock and no
@@ -28,6 +38,7 @@
 #include <sys/auxv.h>
 #include <unwind.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -48,7 +59,7 @@ Range g_ranges[kMaxRanges];
 std::atomic<int> g_nranges{0};
 RuntimeMutex<LockRank::kSafePoints> g_mu;
 std::once_flag g_once;
-bool g_gort_in_main = false;
+bool g_own_known = false;
 
 // Calls add(lo, hi) for each executable loaded segment of the object.
 template <class F>
@@ -82,18 +93,76 @@ bool in_clock_range(uintptr_t pc) {
   return false;
 }
 
+// gort's own code, written once by preempt_ranges_init before any handler
+// reads it.
+constexpr int kMaxOwnRanges = 4;
+Range g_own[kMaxOwnRanges];
+std::atomic<int> g_nown{0};
+
+void add_own_range(uintptr_t lo, uintptr_t hi) {
+  int n = g_nown.load(std::memory_order_relaxed);
+  if (n == kMaxOwnRanges || lo >= hi) return;
+  g_own[n] = Range{lo, hi};
+  g_nown.store(n + 1, std::memory_order_release);
+}
+
+bool in_own_range(uintptr_t pc) {
+  int n = g_nown.load(std::memory_order_acquire);
+  for (int i = 0; i < n; i++) {
+    if (pc >= g_own[i].lo && pc < g_own[i].hi) return true;
+  }
+  return false;
+}
+
+// The main program's executable segments (usually one).
+constexpr int kMaxMainSegments = 8;
 struct FindMain {
   uintptr_t self;  // an address inside gort
-  bool gort_in_main;
+  bool gort_in_main = false;
+  Range segments[kMaxMainSegments];
+  int nsegments = 0;
 };
 
-int add_main_segments(dl_phdr_info* info, size_t, void* arg) {
+int find_main_segments(dl_phdr_info* info, size_t, void* arg) {
   auto* f = static_cast<FindMain*>(arg);
   bool is_main = info->dlpi_name == nullptr || info->dlpi_name[0] == '\0';
   if (!is_main) return 0;
-  if (object_contains(info, f->self, true)) f->gort_in_main = true;
-  add_object_segments(info);
+  f->gort_in_main = object_contains(info, f->self, true);
+  for_each_exec_segment(info, [f](uintptr_t lo, uintptr_t hi) {
+    if (f->nsegments < kMaxMainSegments) f->segments[f->nsegments++] = Range{lo, hi};
+  });
   return 1;  // the main program comes first; stop
+}
+
+// The executable segments of the shared object that holds gort.
+int find_own_object(dl_phdr_info* info, size_t, void* arg) {
+  if (!object_contains(info, *static_cast<uintptr_t*>(arg), true)) return 0;
+  for_each_exec_segment(info, &add_own_range);
+  return 1;
+}
+
+// Adds r less the holes (sorted by lo, disjoint) to the preemptible ranges.
+void add_range_except(Range r, const Range* holes, int nholes) {
+  for (int i = 0; i < nholes && r.lo < r.hi; i++) {
+    const Range& h = holes[i];
+    if (h.lo >= h.hi || h.hi <= r.lo || h.lo >= r.hi) continue;
+    if (h.lo > r.lo) add_preemptible_range(r.lo, h.lo);
+    r.lo = h.hi;
+  }
+  if (r.lo < r.hi) add_preemptible_range(r.lo, r.hi);
+}
+
+// An executable linked with libgort.a: the main program less the two
+// sections of preempt/gort_text.ld. False if gort's code is not inside
+// gort_text: the link went without the script.
+bool add_static_link_ranges(const FindMain& f) {
+  StaticLinkText t = static_link_text();
+  if (f.self < t.gort_lo || f.self >= t.gort_hi) return false;
+  add_own_range(t.gort_lo, t.gort_hi);
+  Range holes[2] = {{t.gort_lo, t.gort_hi}, {t.archives_lo, t.archives_hi}};
+  if (holes[1].lo < holes[0].lo) std::swap(holes[0], holes[1]);
+  for (int i = 0; i < f.nsegments; i++) add_range_except(f.segments[i], holes, 2);
+  return true;
 }
 
 // The vDSO's executable segments. Its clock functions read a seqlocked page
@@ -146,7 +215,7 @@ void add_clock_ranges() {
     // Looked up in the library itself, not by the default search, which
     // finds an interposer of the same name first (below).
     void* lib = dlopen(fn.library, RTLD_LAZY | RTLD_NOLOAD);
-    if (lib == nullptr) continue;  // not loaded (linked statically: then in the main program)
+    if (lib == nullptr) continue;  // not loaded (linked statically: its code is the executable's)
     if (function_range(dlsym(lib, fn.name), &lo, &hi, &object)) add_clock_range(lo, hi);
     dlclose(lib);
     // ASan's interceptor of the clock calls (GCC links libasan as a shared
@@ -293,27 +362,26 @@ void add_object_segments(const dl_phdr_info* info) {
 
 void preempt_ranges_init() {
   std::call_once(g_once, [] {
-    FindMain f{reinterpret_cast<uintptr_t>(&preempt_ranges_init), false};
-    dl_iterate_phdr(&add_main_segments, &f);
-    g_gort_in_main = f.gort_in_main;
-    if (g_gort_in_main) {
-      // gort was linked statically: its code is in these ranges and must
-      // never be interrupted. Without a way to tell it apart, async
-      // preemption stays off (the cooperative checks remain).
-      MutexLock lock(g_mu);
-      g_nranges.store(0, std::memory_order_release);
+    FindMain f{reinterpret_cast<uintptr_t>(&preempt_ranges_init)};
+    dl_iterate_phdr(&find_main_segments, &f);
+    if (f.gort_in_main) {
+      g_own_known = add_static_link_ranges(f);
     } else {
-      add_clock_ranges();
+      dl_iterate_phdr(&find_own_object, &f.self);
+      for (int i = 0; i < f.nsegments; i++) add_preemptible_range(f.segments[i].lo, f.segments[i].hi);
+      g_own_known = true;
     }
+    if (g_own_known) add_clock_ranges();
   });
 }
 
-bool gort_linked_into_main() {
+bool own_code_known() {
   preempt_ranges_init();
-  return g_gort_in_main;
+  return g_own_known;
 }
 
 PcKind pc_kind(uintptr_t pc) {
+  if (in_own_range(pc)) return PcKind::kNo;
   int n = g_nranges.load(std::memory_order_acquire);
   for (int i = 0; i < n; i++) {
     if (pc >= g_ranges[i].lo && pc < g_ranges[i].hi) return PcKind::kYes;

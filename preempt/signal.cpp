@@ -83,7 +83,7 @@ void retry_soon(M* m) {
   if (p == nullptr || !slice_timer_times(m, p->schedtick)) return;
   itimerspec its = {};
   its.it_value.tv_nsec = static_cast<long>(preempt_retry_ns());
-  timer_settime(static_cast<timer_t>(m->slice_timer), 0, &its, nullptr);
+  timer_settime(static_cast<timer_t>(m->preemption.slice_timer), 0, &its, nullptr);
 }
 
 void on_signal(int sig, siginfo_t* info, void* ucv) {
@@ -106,7 +106,7 @@ void on_signal(int sig, siginfo_t* info, void* ucv) {
   // and a traceback request's accounts for a pending preemption (sysmon
   // asks again).
   if (m != nullptr) {
-    m->preempt_seen.store(m->preempt_sent.load(std::memory_order_acquire), std::memory_order_release);
+    m->preemption.seen.store(m->preemption.sent.load(std::memory_order_acquire), std::memory_order_release);
     traceback_signal_handler(m, static_cast<const ucontext_t*>(ucv));
   }
   if (traceback) {
@@ -121,12 +121,12 @@ void on_signal(int sig, siginfo_t* info, void* ucv) {
     // made on time: set the cooperative flag as preempt_one would.
     P* p = m != nullptr ? m->p : nullptr;
     if (g == nullptr || g->is_g0 || p == nullptr || (m->id & 0xFFFFFF) != (value & 0xFFFFFF) ||
-        p->schedtick != m->slice_timer_tick.load(std::memory_order_relaxed)) {
+        p->schedtick != m->preemption.slice_timer_tick.load(std::memory_order_relaxed)) {
       errno = saved_errno;
       return;
     }
     g->preempt.store(true, std::memory_order_relaxed);
-  } else if (g == nullptr || (m->preempt_gen.load(std::memory_order_relaxed) & 0xFFFFFF) != (value & 0xFFFFFF)) {
+  } else if (g == nullptr || (m->preemption.gen.load(std::memory_order_relaxed) & 0xFFFFFF) != (value & 0xFFFFFF)) {
     errno = saved_errno;
     return;
   }
@@ -197,7 +197,7 @@ void preempt_init() {
       gort_xsave_mode = 0;
     }
     preempt_ranges_init();
-    g_supported = !gort_linked_into_main();
+    g_supported = own_code_known();
 #else
     g_supported = false;  // no trampoline for this architecture, or TSan
 #endif
@@ -227,14 +227,14 @@ PreemptRequest preempt_one(P* p) {
   // in_blocking is loaded, and stays set until the signal is queued; the M
   // stores in_blocking, then waits for sending to clear and takes delivery
   // of whatever was queued before f runs.
-  m->preempt_sending.store(true, std::memory_order_seq_cst);
+  m->preemption.sending.store(true, std::memory_order_seq_cst);
   if (m->in_blocking.load(std::memory_order_seq_cst)) {
-    m->preempt_sending.store(false, std::memory_order_release);
+    m->preemption.sending.store(false, std::memory_order_release);
     return PreemptRequest::kNone;
   }
-  if (retry && m->preempt_seen.load(std::memory_order_acquire) !=
-                   m->preempt_sent.load(std::memory_order_acquire)) {
-    m->preempt_sending.store(false, std::memory_order_release);
+  if (retry && m->preemption.seen.load(std::memory_order_acquire) !=
+                   m->preemption.sent.load(std::memory_order_acquire)) {
+    m->preemption.sending.store(false, std::memory_order_release);
     return PreemptRequest::kPending;
   }
   // A retry keeps the request number. SIGURG is not queued: while the first
@@ -243,26 +243,51 @@ PreemptRequest preempt_one(P* p) {
   // its own number; had the retry taken a new number, the handler would drop
   // that signal as stale and the preemption would wait for a retry that
   // happens to be delivered within one retry interval.
-  uint32_t gen = retry ? m->preempt_gen.load(std::memory_order_acquire) & 0xFFFFFF
-                       : (m->preempt_gen.fetch_add(1, std::memory_order_acq_rel) + 1) & 0xFFFFFF;
+  uint32_t gen = retry ? m->preemption.gen.load(std::memory_order_acquire) & 0xFFFFFF
+                       : (m->preemption.gen.fetch_add(1, std::memory_order_acq_rel) + 1) & 0xFFFFFF;
   sigval v;
   v.sival_int = static_cast<int>((kTagRequest << 24) | gen);
-  m->preempt_sent.fetch_add(1, std::memory_order_acq_rel);
+  m->preemption.sent.fetch_add(1, std::memory_order_acq_rel);
   pthread_sigqueue(m->tid, g_sig, v);
-  m->preempt_queued.fetch_add(1, std::memory_order_release);
-  m->preempt_sending.store(false, std::memory_order_release);
+  m->preemption.queued.fetch_add(1, std::memory_order_release);
+  m->preemption.sending.store(false, std::memory_order_release);
   return PreemptRequest::kSignalled;
 }
 
 namespace {
 
+// ---- the slice timer's state (SliceTimerState, gmp/m_preempt.hpp) ----
+
+[[noreturn, gnu::cold, gnu::noinline]] void bad_slice_timer(const M* m, SliceTimerState from, SliceTimerState to) {
+  bad_transition(kSliceTimerTable, "M", m->id, "slice timer", from, to,
+                 m->preemption.slice_timer_state.load(std::memory_order_relaxed));
+}
+
+// By the one party that may leave `from`: the maker leaves kMaking, and
+// only sysmon's end of the run leaves kMade (delete_slice_timers).
+void set_slice_timer_state(M* m, SliceTimerState from, SliceTimerState to) {
+  std::atomic<SliceTimerState>& st = m->preemption.slice_timer_state;
+  if (!kSliceTimerTable.legal(from, to) || st.load(std::memory_order_relaxed) != from) [[unlikely]] {
+    bad_slice_timer(m, from, to);
+  }
+  st.store(to, std::memory_order_release);
+}
+
+// Acquire: kMade is stored once the timer is.
+bool slice_timer_made(const M* m) {
+  return m->preemption.slice_timer_state.load(std::memory_order_acquire) == SliceTimerState::kMade;
+}
+
 // Makes m's slice timer on first use. sysmon and the M itself may both get
-// here; the one that moves the state from 0 makes it, the other gives up
-// this time.
+// here; the one that moves the state out of kNone makes it, the other gives
+// up this time.
 bool slice_timer_ready(M* m) {
-  int state = m->slice_timer_state.load(std::memory_order_acquire);
-  if (state == 2) return true;
-  if (state != 0 || !m->slice_timer_state.compare_exchange_strong(state, 1, std::memory_order_acq_rel)) {
+  std::atomic<SliceTimerState>& st = m->preemption.slice_timer_state;
+  SliceTimerState state = st.load(std::memory_order_acquire);
+  if (state == SliceTimerState::kMade) return true;
+  static_assert(kSliceTimerTable.legal(SliceTimerState::kNone, SliceTimerState::kMaking));
+  if (state != SliceTimerState::kNone ||
+      !st.compare_exchange_strong(state, SliceTimerState::kMaking, std::memory_order_acq_rel)) {
     return false;
   }
   int tid = m->os_tid.load(std::memory_order_acquire);
@@ -273,11 +298,11 @@ bool slice_timer_ready(M* m) {
   ev.sigev_value.sival_int = static_cast<int>((kTagTimer << 24) | (static_cast<uint32_t>(m->id) & 0xFFFFFF));
   timer_t t;
   if (tid == 0 || timer_create(CLOCK_MONOTONIC, &ev, &t) != 0) {
-    m->slice_timer_state.store(0, std::memory_order_release);
+    set_slice_timer_state(m, SliceTimerState::kMaking, SliceTimerState::kNone);
     return false;
   }
-  m->slice_timer = t;
-  m->slice_timer_state.store(2, std::memory_order_release);
+  m->preemption.slice_timer = t;
+  set_slice_timer_state(m, SliceTimerState::kMaking, SliceTimerState::kMade);
   return true;
 }
 
@@ -285,12 +310,12 @@ bool arm_for(M* m, uint32_t tick, int64_t deadline) {
   if (!slice_timer_ready(m)) return false;
   // The tick first: a timer left armed from an earlier run fires for that
   // run's tick, which no longer matches once this store is seen.
-  m->slice_timer_tick.store(tick, std::memory_order_release);
-  m->slice_timer_deadline.store(deadline, std::memory_order_seq_cst);
+  m->preemption.slice_timer_tick.store(tick, std::memory_order_release);
+  m->preemption.slice_timer_deadline.store(deadline, std::memory_order_seq_cst);
   itimerspec its = {};
   its.it_value.tv_sec = static_cast<time_t>(deadline / 1000000000);
   its.it_value.tv_nsec = static_cast<long>(deadline % 1000000000);
-  return timer_settime(static_cast<timer_t>(m->slice_timer), TIMER_ABSTIME, &its, nullptr) == 0;
+  return timer_settime(static_cast<timer_t>(m->preemption.slice_timer), TIMER_ABSTIME, &its, nullptr) == 0;
 }
 
 // SchedHooks::slice_started, on the M that starts the run.
@@ -304,10 +329,10 @@ void slice_started(P* p, uint32_t tick) {
 // SchedHooks::slice_timer_stop; also arm_slice_timer's, when the M it
 // armed entered blocking() meanwhile.
 void slice_timer_stop(M* m) {
-  if (m->slice_timer_state.load(std::memory_order_acquire) != 2) return;
-  m->slice_timer_deadline.store(0, std::memory_order_seq_cst);
+  if (!slice_timer_made(m)) return;
+  m->preemption.slice_timer_deadline.store(0, std::memory_order_seq_cst);
   itimerspec its = {};
-  timer_settime(static_cast<timer_t>(m->slice_timer), 0, &its, nullptr);
+  timer_settime(static_cast<timer_t>(m->preemption.slice_timer), 0, &its, nullptr);
 }
 
 // SchedHooks::traceback_signal.
@@ -337,9 +362,9 @@ bool arm_slice_timer(P* p, uint32_t tick, int64_t deadline) {
   if (m == nullptr || m->in_blocking.load(std::memory_order_acquire)) return false;
   // Armed already for this run, as early: by the M itself when the run
   // began, with the exact start, which a look by sysmon can only know later.
-  if (m->slice_timer_state.load(std::memory_order_acquire) == 2 &&
-      m->slice_timer_tick.load(std::memory_order_acquire) == tick &&
-      m->slice_timer_deadline.load(std::memory_order_acquire) <= deadline) {
+  if (slice_timer_made(m) &&
+      m->preemption.slice_timer_tick.load(std::memory_order_acquire) == tick &&
+      m->preemption.slice_timer_deadline.load(std::memory_order_acquire) <= deadline) {
     return true;
   }
   if (!arm_for(m, tick, deadline)) return false;
@@ -355,18 +380,18 @@ bool arm_slice_timer(P* p, uint32_t tick, int64_t deadline) {
 #endif
 
 bool slice_timer_times(const M* m, uint32_t tick) {
-  return m != nullptr && m->slice_timer_state.load(std::memory_order_acquire) == 2 &&
-         m->slice_timer_deadline.load(std::memory_order_acquire) != 0 &&
-         m->slice_timer_tick.load(std::memory_order_acquire) == tick;
+  return m != nullptr && slice_timer_made(m) &&
+         m->preemption.slice_timer_deadline.load(std::memory_order_acquire) != 0 &&
+         m->preemption.slice_timer_tick.load(std::memory_order_acquire) == tick;
 }
 
 void delete_slice_timers() {
   MutexLock lock(sched.lock);
   for (M* m : sched.allm) {
-    if (m->slice_timer_state.load(std::memory_order_acquire) != 2) continue;
-    timer_delete(static_cast<timer_t>(m->slice_timer));
-    m->slice_timer = nullptr;
-    m->slice_timer_state.store(0, std::memory_order_release);
+    if (!slice_timer_made(m)) continue;
+    timer_delete(static_cast<timer_t>(m->preemption.slice_timer));
+    m->preemption.slice_timer = nullptr;
+    set_slice_timer_state(m, SliceTimerState::kMade, SliceTimerState::kNone);
   }
 }
 

@@ -65,7 +65,7 @@ std::vector<Blocked>* g_blocked = nullptr;
 
 std::vector<char>& copy_buffer() {
   static std::vector<char>* buf = new std::vector<char>;
-  size_t cap = std::min<size_t>(sched.stacks.stack_size(), size_t{1} << 20);
+  size_t cap = std::min<size_t>(runtime.stacks.stack_size(), size_t{1} << 20);
   if (buf->size() < cap) buf->resize(cap);
   return *buf;
 }
@@ -210,7 +210,7 @@ bool stall_check_blocked(int64_t now) {
     Blocked& b = (*g_blocked)[i];
     // Back in the runtime (ensurep_slow cleared the retake), or onto
     // another goroutine: the stall is over.
-    if (b.m->retake.load(std::memory_order_acquire) != kRetakeDone || relaxed_load(b.m->curg) != b.g) {
+    if (b.m->retake.load(std::memory_order_acquire) != RetakeState::kDone || relaxed_load(b.m->curg) != b.g) {
       (*g_blocked)[i] = g_blocked->back();
       g_blocked->pop_back();
       continue;

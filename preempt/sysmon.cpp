@@ -246,8 +246,7 @@ int retake(Sysmon* s, int64_t now, int64_t* next_deadline) {
           sched.nmspinning.load() + sched.npidle.load() > 0 && pd.syscallwhen + kSyscallRetakeNs > now) {
         continue;
       }
-      PStatus expected = PStatus::kBlocking;
-      if (p->status.compare_exchange_strong(expected, PStatus::kIdle, std::memory_order_acq_rel)) {
+      if (cas_status(p, PStatus::kBlocking, PStatus::kIdle)) {
         // p->m is already null (entersyscall cleared it).
         n++;
         handoffp(p);
@@ -286,13 +285,13 @@ void sysmon_loop(Sysmon* s) {
     }
     // Follow the default number of Ps (CPUs, cgroup limit) once a second.
     if (!sched.stopping.load(std::memory_order_relaxed)) procs_update_check(now);
-    int64_t next_sweep = sched.hooks.netpoll_sweep(now);
+    int64_t next_sweep = runtime.hooks.netpoll_sweep(now);
     // Dead goroutines' stacks the program stopped needing (a round that
     // released some counts as busy, so the rest follow quickly).
     if (gfree_scavenge(now, Scavenge::kUnneeded) > 0) acted++;
 
     // Poll the network if nobody has for a while.
-    if (sched.hooks.netpoll_waiters() > 0) {
+    if (runtime.hooks.netpoll_waiters() > 0) {
       int64_t last = sched.last_poll.load(std::memory_order_relaxed);
       if (last != 0 && last + kPollIntervalNs < now && !sched.netpoll_blocked.load()) {
         sched.last_poll.store(now, std::memory_order_relaxed);
@@ -303,13 +302,13 @@ void sysmon_loop(Sysmon* s) {
         // deadlock (Go's sysmon raises its idle-locked count around its
         // injectglist for the same reason). seq_cst: before the poll takes
         // any waiter off the count the deadlock check reads first.
-        sched.external_ops.fetch_add(1, std::memory_order_seq_cst);
+        runtime.external_ops.fetch_add(1, std::memory_order_seq_cst);
         // Not activity for the back-off (as in Go, where only retake
         // resets it): a server whose P never runs dry is polled here every
         // 10 ms for good, and each reset kept sysmon at a 20 µs pace, some
         // 1,000 wake-ups a second instead of 100.
-        if (sched.hooks.netpoll(0, &list) && !list.empty()) inject(&list);
-        sched.external_ops.fetch_sub(1, std::memory_order_release);
+        if (runtime.hooks.netpoll(0, &list) && !list.empty()) inject(&list);
+        runtime.external_ops.fetch_sub(1, std::memory_order_release);
       }
     }
     // Overdue timers while every P is idle: get an M, or wake the poller
@@ -320,7 +319,7 @@ void sysmon_loop(Sysmon* s) {
       if (!sched.netpoll_blocked.load()) {
         wakep();
       } else if (sched.poll_until.load() > next_timer) {
-        sched.hooks.netpoll_break();
+        runtime.hooks.netpoll_break();
       }
     }
 
@@ -362,7 +361,7 @@ void sysmon_start() {
   preempt_init();
   retake_init();
   stall_init();
-  sched.nsystem_threads.fetch_add(1);
+  runtime.nsystem_threads.fetch_add(1);
   sigquit_arm();
   s->thread = std::thread([s] {
     // SIGQUIT goes to this thread from its first round to its last.
@@ -389,8 +388,7 @@ void sysmon_stop() {
   s->wake.kick();
   s->thread.join();
   delete_slice_timers();
-  sched.nsystem_threads.fetch_sub(1);
-  sched.sysmon_wait.store(false);
+  runtime.nsystem_threads.fetch_sub(1);
   g_sysmon = nullptr;
   delete s;
 }

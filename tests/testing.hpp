@@ -211,11 +211,11 @@ inline std::string procs_name(const ::testing::TestParamInfo<int>& info) {
 
 // Skips a test that needs asynchronous preemption where the build has none:
 // the race detector's (preemption is cooperative there, docs/race.md), a
-// static link, another architecture.
+// static link without preempt/gort_text.ld, another architecture.
 #define SKIP_WITHOUT_ASYNC_PREEMPTION()                                                   \
   if (!gort::async_preemption_available()) {                                              \
     GTEST_SKIP() << "asynchronous preemption is not available in this build (TSan, not " \
-                    "x86-64, or gort linked statically)";                                 \
+                    "x86-64, or gort linked statically without its linker script)";       \
   }
 
 // Skips the calling test in the race detector's build, for `reason` (a

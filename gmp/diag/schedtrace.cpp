@@ -137,7 +137,7 @@ void schedtrace_format(int64_t start, int64_t now, bool detailed, std::string* o
   const size_t nprocs = static_cast<size_t>(sched.procs());
   absl::StrAppend(out, "SCHED ", (now - start) / 1000000, "ms: gomaxprocs=", nprocs,
                   " idleprocs=", sched.npidle.load(kRelaxed),
-                  " threads=", sched.mcount + sched.nsystem_threads.load(kRelaxed),
+                  " threads=", sched.mcount + runtime.nsystem_threads.load(kRelaxed),
                   " spinningthreads=", sched.nmspinning.load(kRelaxed),
                   " idlethreads=", sched.nmidle, " syscallthreads=", sched.nblocking.load(kRelaxed),
                   " runqueue=", sched.runqsize.load(kRelaxed));

@@ -413,7 +413,7 @@ void print_all(TraceWriter& w, G* skip, int level, Frozen world) ABSL_NO_THREAD_
   const bool frozen = world == Frozen::kYes;
   std::vector<char> buf;
   if (!frozen) {
-    size_t cap = sched.stacks.stack_size();
+    size_t cap = runtime.stacks.stack_size();
     buf.resize(cap < (size_t{1} << 20) ? cap : (size_t{1} << 20));
   }
   int64_t limit = sched.nallg + 1024;
@@ -505,7 +505,7 @@ void stack_body(void* arg) {
 
 __attribute__((noinline)) std::string stack(bool all) {
   std::string out;
-  if (!internal::sched.running.load(std::memory_order_acquire)) return out;
+  if (!internal::runtime.running.load(std::memory_order_acquire)) return out;
   StackCall c{all, &out, internal::getg(), {}, {}};
   if (c.g == nullptr && !all) return out;
   GORT_CURRENT_REGS(&c.regs, &c.view);

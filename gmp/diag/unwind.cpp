@@ -187,16 +187,44 @@ void sleep_briefly() {
 }
 
 bool signal_m(M* m) {
-  return sched.hooks.traceback_signal(m);
+  return runtime.hooks.traceback_signal(m);
 }
 
-// Takes back an unanswered request: if the handler got to it meanwhile,
-// waits for it to finish (it only copies memory).
+// ---- the request's state (TracebackState, gmp/m_traceback.hpp) ----
+
+[[noreturn, gnu::cold, gnu::noinline]] void bad_request(const M* m, TracebackState from, TracebackState to) {
+  bad_transition(kTracebackTable, "M", m->id, "traceback request", from, to,
+                 m->tb.state.load(std::memory_order_relaxed));
+}
+
+// By the one party that may leave `from`: the asker leaves kIdle and
+// kDone, the handler kBusy. Async-signal-safe.
+void set_request_state(M* m, TracebackState from, TracebackState to) {
+  if (!kTracebackTable.legal(from, to) || m->tb.state.load(std::memory_order_relaxed) != from) [[unlikely]] {
+    bad_request(m, from, to);
+  }
+  m->tb.state.store(to, std::memory_order_release);
+}
+
+// Out of kAsked, which the handler and a withdrawing asker race for: true
+// if this one won.
+bool cas_request_state(M* m, TracebackState from, TracebackState to) {
+  if (!kTracebackTable.legal(from, to)) [[unlikely]] bad_request(m, from, to);
+  return m->tb.state.compare_exchange_strong(from, to, std::memory_order_acq_rel);
+}
+
+// Takes back an unanswered request: one the handler has taken is waited
+// for (it only copies memory) and let go once answered, or taken back if
+// the handler declined it.
 void withdraw(M* m) {
-  uint32_t asked = kTbAsked;
-  if (m->tb.state.compare_exchange_strong(asked, kTbIdle, std::memory_order_acq_rel)) return;
-  while (m->tb.state.load(std::memory_order_acquire) == kTbBusy) sleep_briefly();
-  m->tb.state.store(kTbIdle, std::memory_order_release);
+  for (;;) {
+    if (cas_request_state(m, TracebackState::kAsked, TracebackState::kIdle)) return;
+    if (m->tb.state.load(std::memory_order_acquire) == TracebackState::kDone) {
+      set_request_state(m, TracebackState::kDone, TracebackState::kIdle);
+      return;
+    }
+    sleep_briefly();
+  }
 }
 
 void answer(M* m, RunningRegs* out, bool live) {
@@ -262,8 +290,8 @@ size_t copy_stack_from(const G* g, uintptr_t lo, char* buf, size_t cap) {
 
 G* goroutine_on_stack(uintptr_t sp) {
   StackSlot slot;
-  if (!sched.stacks.find(reinterpret_cast<void*>(sp), &slot) || slot.guard) return nullptr;
-  return reinterpret_cast<G*>(slot.lo + sched.stacks.stack_size() - kGSize);
+  if (!runtime.stacks.find(reinterpret_cast<void*>(sp), &slot) || slot.guard) return nullptr;
+  return reinterpret_cast<G*>(slot.lo + runtime.stacks.stack_size() - kGSize);
 }
 
 StackView copy_parked_stack(const G* g, const void* ctx, char* buf, size_t cap, UnwindRegs* regs) {
@@ -281,19 +309,19 @@ StackView copy_parked_stack(const G* g, const void* ctx, char* buf, size_t cap, 
 bool ask_running_m(M* m, G* g, char* buf, size_t cap, int64_t timeout_ns, RunningRegs* out) {
   *out = RunningRegs{};
   TracebackRequest& r = m->tb;
-  if (r.state.load(std::memory_order_acquire) != kTbIdle) return false;
+  if (r.state.load(std::memory_order_acquire) != TracebackState::kIdle) return false;
   r.freeze = false;
   r.buf = buf;
   r.cap = cap;
   r.g = nullptr;
   r.copied = 0;
-  r.state.store(kTbAsked, std::memory_order_release);
+  set_request_state(m, TracebackState::kIdle, TracebackState::kAsked);
   if (!signal_m(m)) {
     withdraw(m);
     return false;
   }
   int64_t deadline = nanotime() + timeout_ns;
-  while (r.state.load(std::memory_order_acquire) != kTbDone) {
+  while (r.state.load(std::memory_order_acquire) != TracebackState::kDone) {
     if (nanotime() > deadline) {
       withdraw(m);
       return false;
@@ -302,35 +330,35 @@ bool ask_running_m(M* m, G* g, char* buf, size_t cap, int64_t timeout_ns, Runnin
   }
   answer(m, out, false);
   bool ok = out->ok && r.g == g;
-  r.state.store(kTbIdle, std::memory_order_release);
+  set_request_state(m, TracebackState::kDone, TracebackState::kIdle);
   out->ok = ok;
   return ok;
 }
 
 bool freeze_m(M* m) {
   TracebackRequest& r = m->tb;
-  if (r.state.load(std::memory_order_acquire) != kTbIdle) return false;
+  if (r.state.load(std::memory_order_acquire) != TracebackState::kIdle) return false;
   r.freeze = true;
   r.buf = nullptr;
   r.cap = 0;
   r.g = nullptr;
-  r.state.store(kTbAsked, std::memory_order_release);
+  set_request_state(m, TracebackState::kIdle, TracebackState::kAsked);
   if (signal_m(m)) return true;
   withdraw(m);
   return false;
 }
 
 bool freeze_answered(M* m) {
-  uint32_t state = m->tb.state.load(std::memory_order_acquire);
-  if (state == kTbAsked && m->tb.freeze) signal_m(m);  // declined, or not delivered yet
-  return state == kTbDone;
+  TracebackState state = m->tb.state.load(std::memory_order_acquire);
+  if (state == TracebackState::kAsked && m->tb.freeze) signal_m(m);  // declined, or not delivered yet
+  return state == TracebackState::kDone;
 }
 
 bool frozen_regs_of(const G* g, RunningRegs* out) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   *out = RunningRegs{};
   for (M* m : sched.allm) {
     TracebackRequest& r = m->tb;
-    if (r.state.load(std::memory_order_acquire) != kTbDone || !r.freeze) continue;
+    if (r.state.load(std::memory_order_acquire) != TracebackState::kDone || !r.freeze) continue;
     if (r.g == g) {
       answer(m, out, true);
       return true;
@@ -349,9 +377,8 @@ bool frozen_regs_of(const G* g, RunningRegs* out) ABSL_NO_THREAD_SAFETY_ANALYSIS
 
 void traceback_signal_handler(M* m, const ucontext_t* uc) {
   TracebackRequest& r = m->tb;
-  uint32_t asked = kTbAsked;
-  if (r.state.load(std::memory_order_relaxed) != kTbAsked ||
-      !r.state.compare_exchange_strong(asked, kTbBusy, std::memory_order_acq_rel)) {
+  if (r.state.load(std::memory_order_relaxed) != TracebackState::kAsked ||
+      !cas_request_state(m, TracebackState::kAsked, TracebackState::kBusy)) {
     return;
   }
   G* g = m->curg;
@@ -361,7 +388,7 @@ void traceback_signal_handler(M* m, const ucontext_t* uc) {
   JumpSides jump;
   bool in_jump = in_jump_fcontext(in, &jump);
   if (r.freeze && landed_unpublished(m, sp, in_jump)) {
-    r.state.store(kTbAsked, std::memory_order_release);  // freeze_world asks again
+    set_request_state(m, TracebackState::kBusy, TracebackState::kAsked);  // freeze_world asks again
     return;
   }
   r.g = nullptr;
@@ -414,7 +441,7 @@ void traceback_signal_handler(M* m, const ucontext_t* uc) {
     r.copied = copy_stack_from(r.g, lo, r.buf, r.cap);
   }
   bool freeze = r.freeze;
-  r.state.store(kTbDone, std::memory_order_release);
+  set_request_state(m, TracebackState::kBusy, TracebackState::kDone);
   if (!freeze) return;
   // A dying process: hold still until it exits.
   for (;;) sys::pause();

@@ -85,7 +85,7 @@ bool supports_ipv4map() {
 }
 
 absl::Status runtime_check(std::string_view op) {
-  if (internal::sched.running.load(std::memory_order_acquire)) return absl::OkStatus();
+  if (internal::runtime.running.load(std::memory_order_acquire)) return absl::OkStatus();
   return absl::FailedPreconditionError(
       cat(op, ": the gort runtime is not running (call it inside gort::run)"));
 }

@@ -213,7 +213,7 @@ bool ensure_relay_locked() {
 }  // namespace
 
 void notify(const SendChan<int>& ch, std::initializer_list<int> sigs) {
-  if (!internal::sched.running.load(std::memory_order_acquire)) {
+  if (!internal::runtime.running.load(std::memory_order_acquire)) {
     throw panic_error("gort::signal::notify: the runtime is not running");
   }
   if (!ch) throw panic_error("os/signal: Notify using nil channel");

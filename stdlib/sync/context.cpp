@@ -199,7 +199,7 @@ std::string type_name(const std::type_info& t) {
 ValueNodeBase::~ValueNodeBase() { release_chain(&parent, depth); }
 
 void release_chain(Context* parent, uint32_t depth) {
-  if (depth % kChainChunk != 0 || !internal::ContextAccess::node(*parent) || !sched.running.load(std::memory_order_acquire)) return;
+  if (depth % kChainChunk != 0 || !internal::ContextAccess::node(*parent) || !runtime.running.load(std::memory_order_acquire)) return;
   try {
     gort::go([p = std::move(*parent)]() mutable { p = Context(); });
   } catch (const panic_error&) {

@@ -53,7 +53,7 @@ const Chan<std::monostate>& closed_chan() {
   return c;
 }
 
-bool runtime_running() { return sched.running.load(std::memory_order_acquire); }
+bool runtime_running() { return runtime.running.load(std::memory_order_acquire); }
 
 void require_running(const char* op, const char* why) {
   if (!runtime_running()) {

@@ -40,7 +40,7 @@ int64_t to_ns(absl::Duration d) {
 }
 
 void require_running(const char* what) {
-  if (!internal::sched.running.load(std::memory_order_acquire)) {
+  if (!internal::runtime.running.load(std::memory_order_acquire)) {
     throw panic_error(std::string(what) + ": the runtime is not running (call it inside gort::run)");
   }
 }

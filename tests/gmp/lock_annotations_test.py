@@ -23,7 +23,7 @@ struct Counters {
   int n ABSL_GUARDED_BY(mu) = 0;
   gort::RWMutex rw;
   int m ABSL_GUARDED_BY(rw) = 0;
-  WordLock word;
+  WordLock<LockRank::kChan> word;
   int w ABSL_GUARDED_BY(word) = 0;
 };
 """

@@ -98,7 +98,8 @@ TEST(LockRank, CheckedInGoroutinesAcrossParks) {
   // end the process.
   gort::run(
       [] {
-        gort::Chan<int> a, b;
+        auto a = gort::make_chan<int>();
+        auto b = gort::make_chan<int>(4);
         gort::Mutex mu;
         int sum = 0;
         gort::WaitGroup wg;
@@ -131,7 +132,7 @@ TEST(LockRank, OutOfOrderInAGoroutineIsFatal) {
   EXPECT_EXIT(
       {
         gort::run([] {
-          gort::Chan<int> done;
+          auto done = gort::make_chan<int>();
           gort::go([&] {
             RuntimeMutex<LockRank::kStackPool> pool;
             WordLock<LockRank::kTimer> timer;

@@ -67,6 +67,93 @@ TEST(RunResult, RunsAgainAfterReturning) {
   expect_no_leaks(before);
 }
 
+// Each run builds its scheduler state fresh and its tear-down empties it
+// again (gmp/run.cpp): what one run leaves behind (abandoned goroutines, a
+// number of Ps the program chose, its counts) shows neither between runs
+// nor in the next run. In a child: the environment is the test's own.
+TEST(RunFreshState, NothingCarriesOverToTheNextRun) {
+  auto child = [] {
+    unsetenv("GORT_MAXPROCS");
+    static Event never[8];
+    gort::Config cfg;
+    cfg.procs = 2;
+    gort::run(
+        [] {
+          for (Event& e : never) gort::go([&e] { e.wait(); });
+          EXPECT_EQ(gort::set_procs(3), 2);
+          EXPECT_TRUE(internal::sched.custom_procs.load());
+          EXPECT_TRUE(eventually([] {
+            for (const Event& e : never) {
+              if (!e.has_waiter()) return false;
+            }
+            return true;
+          }));
+        },
+        cfg);
+    // Between runs: nothing of the run is reachable.
+    EXPECT_FALSE(internal::runtime.running.load());
+    EXPECT_EQ(gort::procs(), 0);
+    EXPECT_EQ(gort::num_goroutine(), 0);
+    {
+      internal::MutexLock lock(internal::sched.lock);
+      EXPECT_TRUE(internal::sched.allm.empty());
+      EXPECT_EQ(internal::sched.allg, nullptr);
+      EXPECT_EQ(internal::sched.nallg, 0);
+      EXPECT_EQ(internal::sched.pidle, nullptr);
+    }
+    EXPECT_EQ(internal::sched.allp.allocated(), 0);
+    EXPECT_TRUE(internal::sched.stopping.load());
+    EXPECT_THROW(gort::go([] {}), gort::panic_error);
+    // The next run: the default number of Ps again, and only its own
+    // goroutines.
+    int default_procs = gort::run(
+        [] {
+          EXPECT_FALSE(internal::sched.custom_procs.load());
+          EXPECT_EQ(gort::goroutine_id(), 1);
+          EXPECT_EQ(gort::num_goroutine(), 1);
+          gort::RuntimeStats st = gort::runtime_stats();
+          EXPECT_EQ(st.goroutines_allocated, 1);
+          EXPECT_EQ(st.stall_reports, 0);
+          EXPECT_FALSE(internal::sched.gcwaiting.load());
+          EXPECT_FALSE(internal::sched.world_owner.load());
+          return gort::procs() == internal::default_procs() ? 1 : 0;
+        },
+        gort::Config{});
+    EXPECT_EQ(default_procs, 1);
+  };
+  GORT_EXPECT_SUBPROCESS_OK(30, child);
+}
+
+// A plain thread's go() is counted (Runtime::external_go) from before it
+// looks whether a run is under way: runs that start and end meanwhile must
+// neither lose the count nor free what the call uses. Each call starts a
+// goroutine, is dropped or panics; every run returns, and the count ends
+// at zero.
+TEST(RunFreshState, PlainThreadGoAcrossRuns) {
+  auto child = [] {
+    std::atomic<bool> stop{false};
+    std::atomic<int> started{0};
+    std::thread t([&] {
+      while (!stop.load()) {
+        try {
+          gort::go([&] { started.fetch_add(1); });
+        } catch (const gort::panic_error&) {
+        }
+      }
+    });
+    gort::Config cfg;
+    cfg.procs = 2;
+    for (int round = 0; round < 30; round++) {
+      gort::run([] { gort::yield(); }, cfg);
+    }
+    stop = true;
+    t.join();
+    EXPECT_EQ(internal::runtime.external_go.load(), 0);
+    EXPECT_EQ(internal::runtime.external_ops.load(), 0);
+  };
+  GORT_EXPECT_SUBPROCESS_OK(60, child);
+}
+
 TEST_P(Run, NestedRunPanics) {
   run_test([this] {
     bool threw = false;

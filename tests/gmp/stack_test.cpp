@@ -315,6 +315,29 @@ TEST(StackPool, PreparerStocksGuardedStacksAndIsJoined) {
   pool.destroy();
 }
 
+// Between bursts the helper sleeps on a Note (Go's notesleep): every
+// burst's first unprepared slot wakes it again, however many times it has
+// gone back to sleep (a lost wake-up leaves the count short; two wake-ups
+// of one sleep are a fatal error), and destroy() wakes it to stop.
+TEST(StackPool, PreparerWakesForEveryBurst) {
+  StackPool pool;
+  pool.init(64 * 1024);
+  std::atomic<int32_t> system_threads{0};
+  ASSERT_TRUE(pool.start_preparer(&system_threads));
+  std::vector<char*> all;
+  for (size_t round = 1; round <= 20; round++) {
+    ASSERT_TRUE(eventually([&] { return pool.prepared_ahead() >= round * StackPool::kPrepareStock; },
+                           std::chrono::seconds(30)))
+        << "round " << round << ": the helper was not woken";
+    // The stock, and one fresh slot, which wakes it.
+    std::vector<char*> burst(StackPool::kPrepareStock + 1);
+    pool.alloc(burst.data(), burst.size());
+    all.insert(all.end(), burst.begin(), burst.end());
+  }
+  pool.destroy();
+  EXPECT_EQ(system_threads.load(), 0);
+}
+
 // A P's refill while the helper runs: what it has prepared, or, with
 // nothing ready, kPrepareBatch fresh slots, so that the next refill comes
 // soon and finds what it prepared meanwhile. Without the helper: all.

@@ -3,8 +3,10 @@
 #
 # Installs the build into a temporary DESTDIR and builds hello.cpp against it
 # exactly as a user would (`c++ -std=c++20 hello.cpp $(pkg-config --cflags
-# --libs gort)`), then runs it. Exit 77 (skip) when there is no compiler or
-# pkg-config.
+# --libs gort)`), then runs it; then spinner.cpp against the installed
+# libgort.a with `pkg-config --static --cflags --libs gort` (-lgort read as
+# the archive), which must keep asynchronous preemption. Exit 77 (skip)
+# when there is no compiler or pkg-config.
 set -euo pipefail
 
 build_dir=$1
@@ -30,6 +32,8 @@ export PKG_CONFIG_PATH=$(dirname "$pc")
 # DESTDIR. PKG_CONFIG_SYSROOT_DIR prefixes every -I/-L path with it — unless
 # the .pc is already relocatable (prefix computed from ${pcfiledir}).
 prefix=$(pkg-config --variable=prefix gort)
+pc_libdir=$(pkg-config --variable=libdir gort)
+pc_includedir=$(pkg-config --variable=includedir gort)
 if [[ "$prefix" != "$destdir"* ]]; then
   export PKG_CONFIG_SYSROOT_DIR=$destdir
 fi
@@ -61,6 +65,34 @@ gort::run returned 7"
 if [[ "$out" != "$expected" ]]; then
   printf 'FAIL: unexpected output; wanted:\n%s\n' "$expected"
   exit 1
+fi
+
+# The static library, linked as `pkg-config --static --libs gort` says,
+# with -lgort read as the installed libgort.a. PKG_CONFIG_SYSROOT_DIR does
+# not fit --static (it would also move the absolute library paths of
+# Libs.private into DESTDIR, and it leaves the -Wl paths of the export list
+# and the linker script where they are): gort's own paths are moved here.
+# Not with a sanitizer, whose runtime defines the interposed libc calls
+# itself (docs/blocking-libraries.md, "Static links").
+if [[ -z "${GORT_SANITIZE:-}" || "$GORT_SANITIZE" == none ]]; then
+  static_flags=$(env -u PKG_CONFIG_SYSROOT_DIR pkg-config --static --cflags --libs gort)
+  inst_libdir=$pc_libdir
+  if [[ "$prefix" != "$destdir"* ]]; then
+    inst_libdir=$destdir$pc_libdir
+    static_flags="-I$destdir$pc_includedir ${static_flags//$pc_libdir\/gort\//$inst_libdir/gort/}"
+  fi
+  static_flags=$(sed "s|-lgort\b|$inst_libdir/libgort.a|" <<<"$static_flags")
+  echo "pkg-config --static --cflags --libs gort, -lgort as libgort.a: $static_flags"
+  # shellcheck disable=SC2086 # word splitting of the flags is intended
+  "$CXX" -std=c++20 -Wall -Wextra -o "$tmp/spinner" "$src_dir/spinner.cpp" $static_flags
+  libs=$(ldd "$tmp/spinner")
+  if [[ "$libs" == *libgort* ]]; then
+    printf 'FAIL: spinner loads a shared libgort:\n%s\n' "$libs"
+    exit 1
+  fi
+  out=$("$tmp/spinner") || { printf 'FAIL: spinner (linked with libgort.a): %s\n' "$out"; exit 1; }
+  echo "$out"
+  [[ "$out" == "the spinner was preempted" ]] || { echo "FAIL: unexpected output from spinner"; exit 1; }
 fi
 
 # The gdb extension lies where gdb auto-loads it for the installed library:

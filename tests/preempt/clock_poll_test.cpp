@@ -3,7 +3,7 @@
 // preempted, and a mutex holder that re-locks in such a loop lets a waiter
 // in: the vDSO and the clock functions are safe points, and Mutex::unlock
 // under contention is a cooperative preemption point (docs/preemption.md,
-// "Why only the main executable").
+// "Which code is preempted").
 //
 // Each case is on one P, where nothing else can run until the looping
 // goroutine gives the P up. The looping goroutines stop at a deadline far

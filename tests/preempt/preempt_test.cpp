@@ -203,11 +203,11 @@ TEST(Preempt, LateSignalStillPreemptsAfterSysmonRetried) {
       pthread_sigmask(SIG_BLOCK, &set, nullptr);
       // Blocked: no preemption, so this goroutine stays on this M.
       internal::M* m = current_m();
-      uint32_t sent0 = m->preempt_sent.load();
+      uint32_t sent0 = m->preemption.sent.load();
       // Well past the 1 ms slice: sysmon asks, then looks again every
       // ~100 µs while the signal stays pending.
       spin_for(30ms);
-      sent = m->preempt_sent.load() - sent0;
+      sent = m->preemption.sent.load() - sent0;
       before = self_async_preempts();
       unblock_signal_here(internal::preempt_signal());
       after = self_async_preempts();
@@ -217,8 +217,8 @@ TEST(Preempt, LateSignalStillPreemptsAfterSysmonRetried) {
   });
   EXPECT_EQ(after.load(), before.load() + 1)
       << "the pending preemption signal was delivered at a safe point but did not preempt";
-  // One signal, not one per look: the retries used to resend (~290 system
-  // calls here), though a signal that is not queued can only merge.
+  // One signal, not one per look: a retry that resent would cost ~290
+  // system calls here, though a signal that is not queued can only merge.
   EXPECT_LE(sent.load(), 2u) << "sysmon resent a signal that was still pending";
 #endif
 }

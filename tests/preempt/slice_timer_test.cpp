@@ -77,7 +77,8 @@ TEST(SliceTimer, ArmedByTheThreadWhenACpuBoundGoroutineResumes) {
         // Resumed after a preemption: this run's slice timer is armed.
         gort::NoPreempt np;
         gort::internal::M* m = gort::internal::getm();
-        if (m->slice_timer_state.load() != 2 || m->slice_timer_tick.load() != m->p->schedtick) {
+        if (m->preemption.slice_timer_state.load() != gort::internal::SliceTimerState::kMade ||
+            m->preemption.slice_timer_tick.load() != m->p->schedtick) {
           wrong.fetch_add(1);
         }
         checked.fetch_add(1);

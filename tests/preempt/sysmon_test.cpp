@@ -268,10 +268,10 @@ TEST_P(SysmonSteal, GoroutineQueuedBehindOneThatKeepsItsPIsStolen) {
 // ---- the whole process's cost: a spinner, an idle program ----
 
 // A CPU-bound goroutine is preempted every slice; sysmon must not fall back
-// to its 20 µs tick after each preemption as it once did (some 6,000
-// wake-ups a second, each taking the core from a goroutine on a small
-// machine), nor, with preemption off, re-ask the spinner every 100 µs. It
-// now wakes at its paced rounds (about 100 a second; the tests above count
+// to its 20 µs tick after each preemption (some 6,000 wake-ups a second,
+// each taking the core from a goroutine on a small machine), nor, with
+// preemption off, re-ask the spinner every 100 µs. It wakes at its paced
+// rounds (about 100 a second; the tests above count
 // sysmon's own sleeps). Counted here as the process's voluntary context
 // switches: sysmon's sleeps, nearly nothing else. Parameter:
 // Config::preempt.

@@ -1,17 +1,25 @@
 // tests/static/static_test.cpp — a program linked against the static
-// libgort.a: everything the runtime needs must be linked in by what the
-// program calls, with no static constructor left behind by the linker.
+// libgort.a as `pkg-config --static --libs gort` links it: everything the
+// runtime needs must be linked in by what the program calls, with no
+// static constructor left behind by the linker, and gort's code must lie
+// where asynchronous preemption finds it (preempt/gort_text.ld).
 //
 // With a static library the linker takes only the archive members that
 // resolve a symbol. A subsystem that installed itself from a static
 // constructor in a file nobody calls (as sysmon once did) would be left
 // out without a word. Each check below fails, or hangs into the watchdog,
-// when one of the areas wired in by run_main (stdlib/run_main.cpp) is missing:
+// when one of the areas wired in by run_main (stdlib/run_main.cpp) is
+// missing, or when the link did not place the code as the script says:
 //
 //   sysmon      a goroutine spinning on 1 P does not starve a second one
-//               whose timer fires meanwhile (gort linked into the executable
-//               has no async preemption, docs/preemption.md: sysmon sets the
-//               cooperative flag, which the spinner's WaitGroup::add honours);
+//               whose timer fires meanwhile (sysmon's request stops the
+//               spinner, asynchronously or at its WaitGroup::add);
+//   layout      preempt/gort_text.ld put gort's code in gort_text and
+//               another archive's in gort_archives_text, and the runtime
+//               preempts neither, only the program's own code;
+//   preempt     asynchronous preemption is on, and stops a goroutine
+//               spinning with no calls at all on 1 P so that another runs
+//               (the preemption demo's spinner);
 //   netpoll     a TCP echo over loopback on 1 P (the reader parks in the
 //               poller);
 //   oslock      parking while holding a std::mutex is a fatal error (the
@@ -19,7 +27,9 @@
 //   hooks       libc's blocking calls park goroutines: libstdc++'s
 //               nanosleep (std::this_thread::sleep_for) and a pipe read;
 //   exports     every interposed entry point of gmp/os/interpose.list is the
-//               executable's own and exported to the shared libraries.
+//               executable's own and exported to the shared libraries;
+//   register    registering the executable makes the other archive's code
+//               preemptible, never gort's.
 //
 // Exit status 0 and "PASS" on success; a FAIL line and status 1 otherwise.
 #include <gort/gort.hpp>
@@ -40,6 +50,20 @@
 #include <string_view>
 #include <thread>
 #include <vector>
+
+#include "gmp/g.hpp"
+#include "preempt/preempt.hpp"
+
+// tests/static/other_archive.cpp, in a static archive of its own.
+int other_archive_function(int x);
+
+// The bounds preempt/gort_text.ld gives the sections (null without it).
+extern "C" {
+__attribute__((weak, visibility("hidden"))) extern const char __start_gort_text[];
+__attribute__((weak, visibility("hidden"))) extern const char __stop_gort_text[];
+__attribute__((weak, visibility("hidden"))) extern const char __start_gort_archives_text[];
+__attribute__((weak, visibility("hidden"))) extern const char __stop_gort_archives_text[];
+}
 
 namespace {
 
@@ -109,6 +133,88 @@ void check_sysmon() {
       },
       cfg);
   if (rc != 1) fail("gort::run returned " + std::to_string(rc));
+}
+
+// The program's own code, as opposed to gort's and other archives'.
+__attribute__((noinline)) int program_function(int x) { return x * 5 + 2; }
+
+bool in_section(const void* f, const char* lo, const char* hi) {
+  auto a = reinterpret_cast<uintptr_t>(f);
+  return lo != nullptr && a >= reinterpret_cast<uintptr_t>(lo) && a < reinterpret_cast<uintptr_t>(hi);
+}
+
+const char* pc_kind_name(gort::internal::PcKind k) {
+  switch (k) {
+    case gort::internal::PcKind::kNo: return "not preemptible";
+    case gort::internal::PcKind::kYes: return "preemptible";
+    case gort::internal::PcKind::kClock: return "a clock function";
+  }
+  return "?";
+}
+
+void expect_kind(const char* what, const void* f, gort::internal::PcKind want) {
+  auto got = gort::internal::pc_kind(reinterpret_cast<uintptr_t>(f));
+  if (got != want) fail(std::string(what) + " is " + pc_kind_name(got) + ", want " + pc_kind_name(want));
+}
+
+const void* gort_function() { return reinterpret_cast<const void*>(&gort::async_preemption_available); }
+const void* other_function() { return reinterpret_cast<const void*>(&other_archive_function); }
+const void* own_function() { return reinterpret_cast<const void*>(&program_function); }
+
+void check_layout() {
+  begin("layout");
+  if (!in_section(gort_function(), __start_gort_text, __stop_gort_text)) {
+    fail("gort's code is not in gort_text: linked without preempt/gort_text.ld?");
+  }
+  if (!in_section(other_function(), __start_gort_archives_text, __stop_gort_archives_text)) {
+    fail("the other archive's code is not in gort_archives_text");
+  }
+  if (in_section(own_function(), __start_gort_text, __stop_gort_text) ||
+      in_section(own_function(), __start_gort_archives_text, __stop_gort_archives_text)) {
+    fail("the program's own code is in one of the archives' sections");
+  }
+  gort::internal::preempt_ranges_init();
+  expect_kind("the program's own code", own_function(), gort::internal::PcKind::kYes);
+  expect_kind("gort's code", gort_function(), gort::internal::PcKind::kNo);
+  expect_kind("the other archive's code", other_function(), gort::internal::PcKind::kNo);
+}
+
+// The preemption demo's spinner (samples/demo/preemption.cpp): no call in
+// the loop, so only an asynchronous preemption lets the other goroutine,
+// readied onto the same P, run and stop it. A failure hangs into the
+// watchdog.
+void check_preempt() {
+  begin("preempt");
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+  if (!gort::async_preemption_available()) fail("asynchronous preemption is not available");
+#else
+  return;  // no asynchronous preemption on this target or under TSan
+#endif
+  gort::Config cfg;
+  cfg.procs = 1;
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> spins{0};
+  uint32_t preempts = 0;
+  gort::run(
+      [&] {
+        auto done = gort::make_chan<int>();
+        gort::go([&, done] {
+          gort::go([&, done] {
+            stop.store(true, std::memory_order_relaxed);
+            done.send(1);
+          });
+          while (!stop.load(std::memory_order_relaxed)) {
+            spins.store(spins.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+          }
+          preempts = gort::internal::getg()->async_preempts;
+          done.send(2);
+        });
+        (void)done.recv();
+        (void)done.recv();
+        return 0;
+      },
+      cfg);
+  if (preempts == 0) fail("the other goroutine ran, but the spinner was never preempted asynchronously");
 }
 
 void check_netpoll() {
@@ -258,16 +364,28 @@ void check_exports() {
   if (n < 100) fail("the list names only " + std::to_string(n) + " functions");
 }
 
+// Registering the executable (an address in the other archive's code)
+// covers all of its code but gort's.
+void check_register() {
+  begin("register");
+  if (!gort::register_preemptible_object(other_function())) fail("register_preemptible_object refused");
+  expect_kind("the other archive's code, registered", other_function(), gort::internal::PcKind::kYes);
+  expect_kind("gort's code, in the registered executable", gort_function(), gort::internal::PcKind::kNo);
+}
+
 }  // namespace
 
 int main() {
   std::signal(SIGALRM, &on_alarm);
   check_static();
   check_sysmon();
+  check_layout();
+  check_preempt();
   check_netpoll();
   check_oslock();
   check_hooks();
   check_exports();
+  check_register();
   alarm(0);
   std::printf("PASS (async preemption %s)\n", gort::async_preemption_available() ? "on" : "off");
   return 0;

@@ -89,9 +89,9 @@ def _lower_state(v):
     return name[1:].lower() if name.startswith("k") else name
 
 
-def _sched():
+def _lookup(name):
     try:
-        sched = gdb.parse_and_eval("'gort::internal::sched'")
+        return gdb.parse_and_eval("'gort::internal::%s'" % name)
     except gdb.error as e:
         msg = str(e)
         if "unknown type" in msg or "debug info" in msg:
@@ -100,16 +100,27 @@ def _sched():
                 "Build gort with -g (Meson's default buildtype, debugoptimized, has it) or "
                 "install its debug symbols.")
         raise GortError(
-            "gort: no gort runtime here (gdb knows no gort::internal::sched: the program "
+            "gort: no gort runtime here (gdb knows no gort::internal::%s: the program "
             "does not use libgort, or its shared libraries are not loaded yet; load a core "
-            "file together with its executable).")
+            "file together with its executable)." % name)
+
+
+def _runtime():
+    """What outlives a run (gmp/sched.hpp, Runtime): `running`, the stack pool."""
+    runtime = _lookup("runtime")
     try:
-        if not bool(_atomic(sched["running"])):
+        if not bool(_atomic(runtime["running"])):
             raise GortError("gort: the runtime is not running (gort::run has not started, or "
                             "has returned).")
     except gdb.MemoryError:
         raise GortError("gort: cannot read the runtime's state (no process or core file?).")
-    return sched
+    return runtime
+
+
+def _sched():
+    """The run's state (gmp/sched.hpp, Sched), once a run is known to be under way."""
+    _runtime()
+    return _lookup("sched")
 
 
 def _all_gs(sched):
@@ -703,8 +714,7 @@ def _gcore(path):
     inf = gdb.selected_inferior()
     if inf.pid == 0 or not inf.threads():
         raise GortError("gort gcore: needs a live process")
-    sched = _sched()
-    stacks = sched["stacks"]
+    stacks = _runtime()["stacks"]
     slot = int(stacks["slot_"])
     stack = int(stacks["size_"])
     slabs = [(int(p["first"]), int(p["second"])) for p in _vector_items(stacks["slabs_"])]

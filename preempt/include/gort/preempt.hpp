@@ -17,6 +17,14 @@
 //
 //   gort::register_preemptible_object(reinterpret_cast<const void*>(&plugin_entry));
 //
+// gort's own code is never preempted, registered or not. An executable
+// linked with libgort.a as `pkg-config --static --libs gort` says keeps
+// gort's code in a section of its own and the code of other static
+// archives in another, which is treated as a shared library's (not
+// preempted unless registered); linked without that linker script, it has
+// no asynchronous preemption (docs/preemption.md, "Programs linked with
+// libgort.a").
+//
 // Because a goroutine may resume on another OS thread after any preemption,
 // `thread_local` variables are per *thread*, not per goroutine: a goroutine
 // that caches a thread_local's address (the compiler may do it for you)
@@ -70,11 +78,13 @@ class NoPreempt {
 // Returns false if the table (256 ranges) is full or the range is empty.
 GORT_API bool register_preemptible_code(const void* begin, const void* end);
 // Registers every executable segment of the loaded object (executable or
-// shared library) that contains `addr`. Returns false if addr is in none.
+// shared library) that contains `addr`, less gort's own code. Returns false
+// if addr is in none.
 GORT_API bool register_preemptible_object(const void* addr);
-// Whether asynchronous preemption works in this process (x86-64, not TSan,
-// gort linked as a shared library). When false, only cooperative
-// preemption at gort calls happens.
+// Whether asynchronous preemption works in this process: x86-64, not TSan,
+// and gort's own code found (the shared library, or a static link with
+// gort's linker script). When false, only cooperative preemption at gort
+// calls happens.
 GORT_API bool async_preemption_available();
 
 // Per-goroutine storage: each goroutine sees its own T, value-initialised

@@ -319,13 +319,13 @@ TEST(DeathStackOverflow, OnAStackReleasedAndHandedOutAgain) {
                 std::fprintf(stderr, "test setup: the dead goroutines were not released\n");
                 ::_exit(3);
               }
-              const size_t slabs = internal::sched.stacks.slabs();
+              const size_t slabs = internal::runtime.stacks.slabs();
               // Every stack again, the released ones included; the last
               // one overflows.
               Gate never;
               for (int i = 0; i < kBurst - 1; i++) gort::go([&] { never.wait(); });
               gort::go([slabs] {
-                if (internal::sched.stacks.slabs() != slabs) {
+                if (internal::runtime.stacks.slabs() != slabs) {
                   std::fprintf(stderr, "test setup: the pool grew instead of reusing stacks\n");
                   ::_exit(3);
                 }

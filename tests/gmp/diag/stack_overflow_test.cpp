@@ -29,7 +29,7 @@ TEST(StackOverflow, FrameJumpingTheGuardIntoTheStackBelow) {
               Event never;
               gort::go([main_g] {
                 G* g = internal::getg();
-                size_t size = internal::sched.stacks.stack_size();
+                size_t size = internal::runtime.stacks.stack_size();
                 // The slot below this one: [guard | stack], then our guard.
                 auto lo = reinterpret_cast<uintptr_t>(g->stack_lo);
                 uintptr_t guard_lo = lo - kGuardSize - size - kGuardSize;

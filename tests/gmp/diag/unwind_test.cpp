@@ -41,19 +41,19 @@ ucontext_t interrupted_at(uintptr_t sp) {
 }
 
 // Calls the handler as a freeze of this M would, with the registers of
-// uc, and reports the request's state once it returns (kTbAsked: declined;
+// uc, and reports the request's state once it returns (kAsked: declined;
 // a handler that holds still never returns, and the caller's alarm ends it).
-uint32_t freeze_here(const ucontext_t& uc) {
+internal::TracebackState freeze_here(const ucontext_t& uc) {
   M* m = internal::getm();
   m->tb.freeze = true;
   m->tb.buf = nullptr;
   m->tb.cap = 0;
   m->tb.g = nullptr;
-  m->tb.state.store(internal::kTbAsked);
+  m->tb.state.store(internal::TracebackState::kAsked);
   internal::traceback_signal_handler(m, &uc);
-  uint32_t state = m->tb.state.load();
+  internal::TracebackState state = m->tb.state.load();
   m->tb.freeze = false;
-  m->tb.state.store(internal::kTbIdle);
+  m->tb.state.store(internal::TracebackState::kIdle);
   return state;
 }
 
@@ -91,11 +91,11 @@ TEST(FreezeAnswer, DeclinesWhereASwitchHasLandedButNotStoredTheLeftContext) {
   EXPECT_EXIT(
       {
         ::alarm(10);
-        uint32_t state = internal::kTbDone;
+        internal::TracebackState state = internal::TracebackState::kDone;
         with_parked_goroutine([&state](G* g) {
           state = freeze_here(interrupted_at(reinterpret_cast<uintptr_t>(g->stack_hi) - 512));
         });
-        ::_exit(state == internal::kTbAsked ? 0 : 3);
+        ::_exit(state == internal::TracebackState::kAsked ? 0 : 3);
       },
       ::testing::ExitedWithCode(0), "");
 }

@@ -105,9 +105,10 @@ TEST_P(Signal, FromAPlainThread) {
 }
 
 // On one P whose only goroutine never parks (it yields), nothing but
-// sysmon polls the network. It must: sysmon used to wait for a first poll
-// that never came (last_poll started at 0, read as "never"), and the relay
-// goroutine, parked in the poller, was not woken for good.
+// sysmon polls the network. It must, even before any M ever polled: a
+// last_poll that read as "never" would make sysmon wait for a first poll
+// that never comes, and the relay goroutine, parked in the poller, would
+// not be woken for good.
 TEST(SignalOneP, ThePollerIsPolledWhileTheOnlyPNeverIdles) {
   gort::test::run_checked(1, [] {
     auto ch = gort::make_chan<int>(1);

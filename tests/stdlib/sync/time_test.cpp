@@ -128,8 +128,8 @@ TEST_P(Time, SleepOfZeroOrNegativeReturnsAtOnce) {
 // Timers still queued when main returns are abandoned with the run: their
 // state, and what their callbacks hold, is released at tear-down, which
 // must not use the runtime's structures it has already freed (the ASan
-// build checks that part: the reference hook used to take a lock through
-// the deleted main M).
+// build checks that part: a reference hook that took a lock through the
+// deleted main M would be a use after free).
 TEST(TimeShutdown, TimersPendingWhenMainReturnsAreReleased) {
   auto sentinel = std::make_shared<int>(0);
   for (int procs : {1, 2}) {

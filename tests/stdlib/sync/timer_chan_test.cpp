@@ -441,8 +441,8 @@ TEST_P(TimerChan, GoTestResetResult) {
 
 // ---- Go's TestMultiWakeupTimer / TestMultiWakeupTicker ----
 
-// Many goroutines waking one timer or ticker at once (these used to crash
-// Go's runtime under stress).
+// Many goroutines waking one timer or ticker at once (Go's test of the
+// same name: a stress case that crashed Go's runtime).
 TEST_P(TimerChan, GoTestMultiWakeupTicker) {
   run_test([this] {
     int goroutines = procs() * 2;
