@@ -18,9 +18,9 @@
 //                   defines to interpose (gmp/os/interpose.list): the
 //                   dynamic linker must find them in libgort before libc.
 //
-// Code outside the library that needs anything else links the test suites'
-// build of it (libgort_testing, where every symbol is visible), not
-// libgort.
+// The test suites, which reach gort::internal everywhere, link
+// libgort_testing instead: the same sources with every symbol visible
+// (tests/meson.build).
 #pragma once
 
 #define GORT_API __attribute__((visibility("default")))
