@@ -254,10 +254,12 @@ int resize_from_anywhere(int n) {
 
 }  // namespace
 
+#ifdef GORT_TESTING
 void procs_cgroup_root_for_test(const std::string& proc_self, const std::string& fs_prefix) {
   g_cgroup_proc_self = proc_self;
   g_cgroup_prefix = fs_prefix;
 }
+#endif
 
 void procs_default_init() {
   // Before sysmon starts, and no goroutine runs yet: nothing reads g_cgroup.

@@ -390,9 +390,11 @@ void procs_default_init();
 void procs_default_fini();  // closes the cgroup files (a run leaves no fd)
 int default_procs();
 void procs_update_check(int64_t now);
-// Tests: where procs_default_init looks (a fake /proc/self and a prefix
-// for the cgroup directories); empty strings restore the real ones.
+#ifdef GORT_TESTING
+// Where procs_default_init looks (a fake /proc/self and a prefix for the
+// cgroup directories); empty strings restore the real ones.
 void procs_cgroup_root_for_test(const std::string& proc_self, const std::string& fs_prefix);
+#endif
 // Calls fn once when the current run ends (after every goroutine stopped,
 // before the poller is destroyed), then forgets it. For subsystems that set
 // up process-wide state the first time a run uses them (os/signal's

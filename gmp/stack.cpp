@@ -333,9 +333,11 @@ size_t stack_group_len(char* const* lows, size_t n, size_t stack_size, size_t ta
   return len > 0 ? len : 1;  // a slot across a table boundary goes alone
 }
 
+#ifdef GORT_TESTING
 void stack_batch_prepare_for_test(bool enabled) {
   g_batch_prepare.store(enabled ? -1 : 0, std::memory_order_relaxed);
 }
+#endif
 
 bool stack_batch_prepare_works() { return g_batch_prepare.load(std::memory_order_relaxed) == 1; }
 

@@ -260,8 +260,10 @@ size_t stack_group_len(char* const* lows, size_t n, size_t stack_size, size_t ta
 // Whether fresh slots were last prepared in batches (process_madvise took
 // the guards and the populate); false before any was prepared.
 bool stack_batch_prepare_works();
-// Tests: false prepares one slot at a time from here on, as on a kernel
-// that refuses the batch; true lets the next preparation try again.
+#ifdef GORT_TESTING
+// false prepares one slot at a time from here on, as on a kernel that
+// refuses the batch; true lets the next preparation try again.
 void stack_batch_prepare_for_test(bool enabled);
+#endif
 
 }  // namespace gort::internal

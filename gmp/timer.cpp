@@ -103,12 +103,16 @@ P* current_p() {
   return sched.allp[0];
 }
 
+#ifdef GORT_TESTING
 std::atomic<bool> skip_poller_wake_for_test{false};
 std::atomic<void (*)(Timer*, P*)> claimed_hook_for_test{nullptr};
+#endif
 
 // The blocked poller (if any) must wake by `when`.
 void wake_poller(int64_t when) {
+#ifdef GORT_TESTING
   if (skip_poller_wake_for_test.load(std::memory_order_relaxed)) [[unlikely]] return;
+#endif
   // seq_cst loads, after update_timer0's seq_cst store (see there).
   int64_t until = sched.poll_until.load(std::memory_order_seq_cst);
   if (until != 0) {
@@ -130,9 +134,11 @@ void timers_init(P* p) {
   p->timer0 = &th->timer0;
 }
 
+#ifdef GORT_TESTING
 void timers_skip_poller_wake_for_test(bool skip) { skip_poller_wake_for_test.store(skip); }
 
 void timers_claimed_hook_for_test(void (*hook)(Timer* t, P* p)) { claimed_hook_for_test.store(hook); }
+#endif
 
 // The run is over: no M runs timers any more.
 void timers_destroy(P* p) ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -387,7 +393,9 @@ int64_t timers_run(P* p, int64_t now) {
       // kFiring only if nobody has, or a plain store of 0 would wipe that
       // push and the arming would fire at its old time with a current seq
       // (a stale value through a timer channel). After p: see reset_later.
+#ifdef GORT_TESTING
       if (auto* hook = claimed_hook_for_test.load(std::memory_order_relaxed)) [[unlikely]] hook(t, p);
+#endif
       int64_t firing = kFiring;
       t->modwhen.compare_exchange_strong(firing, 0, std::memory_order_seq_cst);
     }

@@ -141,13 +141,15 @@ int64_t timers_next();
 // Timers in p's heap (schedtrace's timerslen). Takes p's timer lock: call
 // it holding no other runtime lock.
 int32_t timers_len(P* p);
-// Tests: adding a timer does not wake the poller or an M (a lost wake-up,
-// for the backstop in sysmon to catch).
+#ifdef GORT_TESTING
+// Adding a timer does not wake the poller or an M (a lost wake-up, for the
+// backstop in sysmon to catch).
 void timers_skip_poller_wake_for_test(bool skip);
-// Tests: called by the M that runs p's heap (its lock held) right after it
+// Called by the M that runs p's heap (its lock held) right after it
 // claimed the one-shot timer t and made it idle, before it settles t's
 // modwhen.
 void timers_claimed_hook_for_test(void (*hook)(Timer* t, P* p));
+#endif
 // Creates p's heap (run() does it for every P).
 void timers_init(P* p);
 // Frees p's heap at shutdown (timers left in it are abandoned).

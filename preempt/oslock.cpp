@@ -142,27 +142,27 @@ extern "C" {
 
 // ---- mutexes (std::mutex, recursive_mutex, timed_mutex, ...) ----
 
-int pthread_mutex_lock(pthread_mutex_t* m) noexcept {
+GORT_INTERPOSE int pthread_mutex_lock(pthread_mutex_t* m) noexcept {
   oslock_add(1);
   return counted(GORT_NEXT(pthread_mutex_lock)(m));
 }
 
-int pthread_mutex_trylock(pthread_mutex_t* m) noexcept {
+GORT_INTERPOSE int pthread_mutex_trylock(pthread_mutex_t* m) noexcept {
   oslock_add(1);
   return counted(GORT_NEXT(pthread_mutex_trylock)(m));
 }
 
-int pthread_mutex_timedlock(pthread_mutex_t* m, const struct timespec* t) noexcept {
+GORT_INTERPOSE int pthread_mutex_timedlock(pthread_mutex_t* m, const struct timespec* t) noexcept {
   oslock_add(1);
   return counted(GORT_NEXT(pthread_mutex_timedlock)(m, t));
 }
 
-int pthread_mutex_clocklock(pthread_mutex_t* m, clockid_t c, const struct timespec* t) noexcept {
+GORT_INTERPOSE int pthread_mutex_clocklock(pthread_mutex_t* m, clockid_t c, const struct timespec* t) noexcept {
   oslock_add(1);
   return counted(GORT_NEXT(pthread_mutex_clocklock)(m, c, t));
 }
 
-int pthread_mutex_unlock(pthread_mutex_t* m) noexcept {
+GORT_INTERPOSE int pthread_mutex_unlock(pthread_mutex_t* m) noexcept {
   int r = GORT_NEXT(pthread_mutex_unlock)(m);
   if (r == 0) oslock_add(-1);
   return r;
@@ -170,47 +170,47 @@ int pthread_mutex_unlock(pthread_mutex_t* m) noexcept {
 
 // ---- rwlocks (std::shared_mutex, shared_timed_mutex) ----
 
-int pthread_rwlock_rdlock(pthread_rwlock_t* l) noexcept {
+GORT_INTERPOSE int pthread_rwlock_rdlock(pthread_rwlock_t* l) noexcept {
   oslock_add(1);
   return counted(GORT_NEXT(pthread_rwlock_rdlock)(l));
 }
 
-int pthread_rwlock_tryrdlock(pthread_rwlock_t* l) noexcept {
+GORT_INTERPOSE int pthread_rwlock_tryrdlock(pthread_rwlock_t* l) noexcept {
   oslock_add(1);
   return counted(GORT_NEXT(pthread_rwlock_tryrdlock)(l));
 }
 
-int pthread_rwlock_timedrdlock(pthread_rwlock_t* l, const struct timespec* t) noexcept {
+GORT_INTERPOSE int pthread_rwlock_timedrdlock(pthread_rwlock_t* l, const struct timespec* t) noexcept {
   oslock_add(1);
   return counted(GORT_NEXT(pthread_rwlock_timedrdlock)(l, t));
 }
 
-int pthread_rwlock_clockrdlock(pthread_rwlock_t* l, clockid_t c, const struct timespec* t) noexcept {
+GORT_INTERPOSE int pthread_rwlock_clockrdlock(pthread_rwlock_t* l, clockid_t c, const struct timespec* t) noexcept {
   oslock_add(1);
   return counted(GORT_NEXT(pthread_rwlock_clockrdlock)(l, c, t));
 }
 
-int pthread_rwlock_wrlock(pthread_rwlock_t* l) noexcept {
+GORT_INTERPOSE int pthread_rwlock_wrlock(pthread_rwlock_t* l) noexcept {
   oslock_add(1);
   return counted(GORT_NEXT(pthread_rwlock_wrlock)(l));
 }
 
-int pthread_rwlock_trywrlock(pthread_rwlock_t* l) noexcept {
+GORT_INTERPOSE int pthread_rwlock_trywrlock(pthread_rwlock_t* l) noexcept {
   oslock_add(1);
   return counted(GORT_NEXT(pthread_rwlock_trywrlock)(l));
 }
 
-int pthread_rwlock_timedwrlock(pthread_rwlock_t* l, const struct timespec* t) noexcept {
+GORT_INTERPOSE int pthread_rwlock_timedwrlock(pthread_rwlock_t* l, const struct timespec* t) noexcept {
   oslock_add(1);
   return counted(GORT_NEXT(pthread_rwlock_timedwrlock)(l, t));
 }
 
-int pthread_rwlock_clockwrlock(pthread_rwlock_t* l, clockid_t c, const struct timespec* t) noexcept {
+GORT_INTERPOSE int pthread_rwlock_clockwrlock(pthread_rwlock_t* l, clockid_t c, const struct timespec* t) noexcept {
   oslock_add(1);
   return counted(GORT_NEXT(pthread_rwlock_clockwrlock)(l, c, t));
 }
 
-int pthread_rwlock_unlock(pthread_rwlock_t* l) noexcept {
+GORT_INTERPOSE int pthread_rwlock_unlock(pthread_rwlock_t* l) noexcept {
   int r = GORT_NEXT(pthread_rwlock_unlock)(l);
   if (r == 0) oslock_add(-1);
   return r;
@@ -218,17 +218,17 @@ int pthread_rwlock_unlock(pthread_rwlock_t* l) noexcept {
 
 // ---- spinlocks ----
 
-int pthread_spin_lock(pthread_spinlock_t* l) noexcept {
+GORT_INTERPOSE int pthread_spin_lock(pthread_spinlock_t* l) noexcept {
   oslock_add(1);
   return counted(GORT_NEXT(pthread_spin_lock)(l));
 }
 
-int pthread_spin_trylock(pthread_spinlock_t* l) noexcept {
+GORT_INTERPOSE int pthread_spin_trylock(pthread_spinlock_t* l) noexcept {
   oslock_add(1);
   return counted(GORT_NEXT(pthread_spin_trylock)(l));
 }
 
-int pthread_spin_unlock(pthread_spinlock_t* l) noexcept {
+GORT_INTERPOSE int pthread_spin_unlock(pthread_spinlock_t* l) noexcept {
   int r = GORT_NEXT(pthread_spin_unlock)(l);
   if (r == 0) oslock_add(-1);
   return r;
@@ -236,7 +236,7 @@ int pthread_spin_unlock(pthread_spinlock_t* l) noexcept {
 
 // ---- one-time initialisation (std::call_once, function-local statics) ----
 
-int pthread_once(pthread_once_t* once, void (*init)()) {
+GORT_INTERPOSE int pthread_once(pthread_once_t* once, void (*init)()) {
 #if defined(__GLIBC__)
   // A done once holds nothing: answer it as glibc's own fast path does
   // (nptl/pthread_once.c: an acquire load, done when bit 2 is set), without
@@ -251,36 +251,36 @@ int pthread_once(pthread_once_t* once, void (*init)()) {
   return r;
 }
 
-int __cxa_guard_acquire(int64_t* guard) {
+GORT_INTERPOSE int __cxa_guard_acquire(int64_t* guard) {
   int r = GORT_NEXT(__cxa_guard_acquire)(guard);
   // 1: this thread runs the initialisation, until release or abort.
   if (r != 0) oslock_add(1);
   return r;
 }
 
-void __cxa_guard_release(int64_t* guard) noexcept {
+GORT_INTERPOSE void __cxa_guard_release(int64_t* guard) noexcept {
   GORT_NEXT(__cxa_guard_release)(guard);
   oslock_add(-1);
 }
 
-void __cxa_guard_abort(int64_t* guard) noexcept {
+GORT_INTERPOSE void __cxa_guard_abort(int64_t* guard) noexcept {
   GORT_NEXT(__cxa_guard_abort)(guard);
   oslock_add(-1);
 }
 
 // ---- stdio's FILE locks (flockfile ... *_unlocked ... funlockfile) ----
 
-void flockfile(FILE* f) noexcept {
+GORT_INTERPOSE void flockfile(FILE* f) noexcept {
   oslock_add(1);
   GORT_NEXT(flockfile)(f);
 }
 
-int ftrylockfile(FILE* f) noexcept {
+GORT_INTERPOSE int ftrylockfile(FILE* f) noexcept {
   oslock_add(1);
   return counted(GORT_NEXT(ftrylockfile)(f));
 }
 
-void funlockfile(FILE* f) noexcept {
+GORT_INTERPOSE void funlockfile(FILE* f) noexcept {
   GORT_NEXT(funlockfile)(f);
   oslock_add(-1);
 }

@@ -22,6 +22,7 @@
 
 #include "preempt/preempt.hpp"
 #include "gmp/os/sys.hpp"
+#include "gort/detail/api.hpp"
 
 namespace gort::internal {
 namespace {
@@ -72,34 +73,34 @@ ABSL_NAMESPACE_BEGIN
 using gort::internal::next;
 using gort::internal::oslock_add;
 
-void Mutex::Lock() {
+GORT_INTERPOSE void Mutex::Lock() {
   oslock_add(1);
   next(&gort::internal::g_lock, "Lock")(this);
 }
 
-void Mutex::Unlock() {
+GORT_INTERPOSE void Mutex::Unlock() {
   next(&gort::internal::g_unlock, "Unlock")(this);
   oslock_add(-1);
 }
 
-bool Mutex::TryLock() {
+GORT_INTERPOSE bool Mutex::TryLock() {
   oslock_add(1);
   bool ok = next(&gort::internal::g_trylock, "TryLock")(this);
   if (!ok) oslock_add(-1);
   return ok;
 }
 
-void Mutex::ReaderLock() {
+GORT_INTERPOSE void Mutex::ReaderLock() {
   oslock_add(1);
   next(&gort::internal::g_rlock, "ReaderLock")(this);
 }
 
-void Mutex::ReaderUnlock() {
+GORT_INTERPOSE void Mutex::ReaderUnlock() {
   next(&gort::internal::g_runlock, "ReaderUnlock")(this);
   oslock_add(-1);
 }
 
-bool Mutex::ReaderTryLock() {
+GORT_INTERPOSE bool Mutex::ReaderTryLock() {
   oslock_add(1);
   bool ok = next(&gort::internal::g_rtrylock, "ReaderTryLock")(this);
   if (!ok) oslock_add(-1);

@@ -84,14 +84,17 @@ enum class PreemptRequest {
 // Asks the G running on p to yield: sets its cooperative flag and, when
 // asynchronous preemption is on, signals its M.
 PreemptRequest preempt_one(P* p);
+#ifdef GORT_TESTING
 // Arms p's M's slice timer, from another thread, to deliver the preemption
 // signal at `deadline` (a nanotime) unless the run with schedtick `tick`
 // ends first. False if the timer cannot be used (no async preemption, no M,
-// the M is in blocking(), timer_create failed). Not used by sysmon: a
-// timer armed from outside can fire just after its M entered blocking()
-// and before either side stops it, interrupting f (EINTR); the M arms its
-// own (SchedHooks::slice_started), and entersyscall stops it first.
+// the M is in blocking(), timer_create failed). Not for the runtime
+// (sysmon): a timer armed from outside can fire just after its M entered
+// blocking() and before either side stops it, interrupting f (EINTR); the
+// M arms its own (SchedHooks::slice_started), and entersyscall stops it
+// first.
 bool arm_slice_timer(P* p, uint32_t tick, int64_t deadline);
+#endif
 // Deletes every M's slice timer (sysmon_stop, after the Ms have left).
 void delete_slice_timers();
 // Whether m's slice timer times its run with schedtick `tick`: it will

@@ -355,6 +355,7 @@ void install_slice_timer_hooks(SchedHooks* hooks) {
   hooks->preempt_p = [](P* p) { (void)preempt_one(p); };
 }
 
+#ifdef GORT_TESTING
 bool arm_slice_timer(P* p, uint32_t tick, int64_t deadline) {
   if (!sched.cfg.preempt || !g_supported) return false;
   M* m = relaxed_load(p->m);
@@ -376,6 +377,7 @@ bool arm_slice_timer(P* p, uint32_t tick, int64_t deadline) {
   }
   return true;
 }
+#endif
 
 bool slice_timer_times(const M* m, uint32_t tick) {
   return m != nullptr && slice_timer_made(m) &&

@@ -12,6 +12,11 @@
 //   GORT_NEXT_SLOT(ReadFn, read)      // a slot: std::atomic<ReadFn> next_read
 //   GORT_NEXT(read)(fd, buf, n)       // the next definition's call
 //
+// Each definition is marked GORT_INTERPOSE (gort/detail/api.hpp): the
+// library is built with hidden visibility, and an entry point the dynamic
+// linker cannot see interposes nothing. gmp/os/interpose.list names them
+// all; tests/abi checks that libgort exports exactly those.
+//
 // Cost: one load of the slot and an indirect call; the lookup happens once
 // (every slot is resolved before main by the files that define them).
 #pragma once
@@ -22,6 +27,7 @@
 #include <atomic>
 
 #include "gmp/os/sys.hpp"
+#include "gort/detail/api.hpp"
 
 namespace gort::internal {
 

@@ -258,7 +258,7 @@ int opened(Call&& call) {
 
 extern "C" {
 
-int socket(int domain, int type, int proto) noexcept {
+GORT_INTERPOSE int socket(int domain, int type, int proto) noexcept {
   if (!on_goroutine()) {
     int r = GORT_NEXT(socket)(domain, type, proto);
     if (r >= 0) hook::forget(r);
@@ -269,7 +269,7 @@ int socket(int domain, int type, int proto) noexcept {
   return r;
 }
 
-int socketpair(int domain, int type, int proto, int sv[2]) noexcept {
+GORT_INTERPOSE int socketpair(int domain, int type, int proto, int sv[2]) noexcept {
   bool g = on_goroutine();
   int r = GORT_NEXT(socketpair)(domain, g ? type | SOCK_NONBLOCK : type, proto, sv);
   if (r == 0) {
@@ -279,7 +279,7 @@ int socketpair(int domain, int type, int proto, int sv[2]) noexcept {
   return r;
 }
 
-int pipe2(int fds[2], int flags) noexcept {
+GORT_INTERPOSE int pipe2(int fds[2], int flags) noexcept {
   bool g = on_goroutine();
   int r = GORT_NEXT(pipe2)(fds, g ? flags | O_NONBLOCK : flags);
   if (r == 0) {
@@ -289,7 +289,7 @@ int pipe2(int fds[2], int flags) noexcept {
   return r;
 }
 
-int pipe(int fds[2]) noexcept {
+GORT_INTERPOSE int pipe(int fds[2]) noexcept {
   if (!on_goroutine()) {
     int r = GORT_NEXT(pipe)(fds);
     if (r == 0) {
@@ -301,27 +301,27 @@ int pipe(int fds[2]) noexcept {
   return pipe2(fds, 0);
 }
 
-int eventfd(unsigned init, int flags) noexcept {
+GORT_INTERPOSE int eventfd(unsigned init, int flags) noexcept {
   bool g = on_goroutine();
   int r = GORT_NEXT(eventfd)(init, g ? flags | EFD_NONBLOCK : flags);
   made(r, FdType::kOther, (flags & EFD_NONBLOCK) != 0, (flags & EFD_CLOEXEC) != 0);
   return r;
 }
 
-int timerfd_create(clockid_t clock, int flags) noexcept {
+GORT_INTERPOSE int timerfd_create(clockid_t clock, int flags) noexcept {
   bool g = on_goroutine();
   int r = GORT_NEXT(timerfd_create)(clock, g ? flags | TFD_NONBLOCK : flags);
   made(r, FdType::kOther, (flags & TFD_NONBLOCK) != 0, (flags & TFD_CLOEXEC) != 0);
   return r;
 }
 
-int dup(int fd) noexcept {
+GORT_INTERPOSE int dup(int fd) noexcept {
   int r = GORT_NEXT(dup)(fd);
   duplicated(fd, r, false);
   return r;
 }
 
-int dup2(int fd, int fd2) noexcept {
+GORT_INTERPOSE int dup2(int fd, int fd2) noexcept {
   if (fd == fd2) return GORT_NEXT(dup2)(fd, fd2);
   closing(fd2);
   int r = GORT_NEXT(dup2)(fd, fd2);
@@ -329,29 +329,29 @@ int dup2(int fd, int fd2) noexcept {
   return r;
 }
 
-int dup3(int fd, int fd2, int flags) noexcept {
+GORT_INTERPOSE int dup3(int fd, int fd2, int flags) noexcept {
   if (fd != fd2) closing(fd2);
   int r = GORT_NEXT(dup3)(fd, fd2, flags);
   duplicated(fd, r, (flags & O_CLOEXEC) != 0);
   return r;
 }
 
-int close(int fd) {
+GORT_INTERPOSE int close(int fd) {
   closing(fd);
   return GORT_NEXT(close)(fd);
 }
 
-int close_range(unsigned first, unsigned last, int flags) noexcept {
+GORT_INTERPOSE int close_range(unsigned first, unsigned last, int flags) noexcept {
   if (first <= last) close_range_slots(first, last, (flags & CLOSE_RANGE_CLOEXEC) != 0);
   return GORT_NEXT(close_range)(first, last, flags);
 }
 
-void closefrom(int low) noexcept {
+GORT_INTERPOSE void closefrom(int low) noexcept {
   if (low >= 0) close_range_slots(static_cast<unsigned>(low), ~0U, false);
   GORT_NEXT(closefrom)(low);
 }
 
-int fcntl(int fd, int cmd, ...) {
+GORT_INTERPOSE int fcntl(int fd, int cmd, ...) {
   va_list ap;
   va_start(ap, cmd);
   long arg = va_arg(ap, long);
@@ -359,7 +359,7 @@ int fcntl(int fd, int cmd, ...) {
   return fcntl_common(GORT_NEXT(fcntl), fd, cmd, arg);
 }
 
-int fcntl64(int fd, int cmd, ...) {
+GORT_INTERPOSE int fcntl64(int fd, int cmd, ...) {
   va_list ap;
   va_start(ap, cmd);
   long arg = va_arg(ap, long);
@@ -367,7 +367,7 @@ int fcntl64(int fd, int cmd, ...) {
   return fcntl_common(GORT_NEXT(fcntl64), fd, cmd, arg);
 }
 
-int ioctl(int fd, unsigned long req, ...) noexcept {
+GORT_INTERPOSE int ioctl(int fd, unsigned long req, ...) noexcept {
   va_list ap;
   va_start(ap, req);
   void* arg = va_arg(ap, void*);
@@ -392,7 +392,7 @@ int ioctl(int fd, unsigned long req, ...) noexcept {
   return r;
 }
 
-int setsockopt(int fd, int level, int name, const void* val, socklen_t len) noexcept {
+GORT_INTERPOSE int setsockopt(int fd, int level, int name, const void* val, socklen_t len) noexcept {
   int r = GORT_NEXT(setsockopt)(fd, level, name, val, len);
   if (r == 0 && level == SOL_SOCKET &&
       (name == SO_RCVTIMEO_OLD || name == SO_SNDTIMEO_OLD || name == SO_RCVTIMEO_NEW || name == SO_SNDTIMEO_NEW)) {
@@ -405,7 +405,7 @@ int setsockopt(int fd, int level, int name, const void* val, socklen_t len) noex
 
 // open and openat may block (a FIFO waits for its other end): on a
 // goroutine, in the system-call protocol. The number they return is new.
-int open(const char* path, int flags, ...) {
+GORT_INTERPOSE int open(const char* path, int flags, ...) {
   va_list ap;
   va_start(ap, flags);
   mode_t m = open_mode(flags, ap);
@@ -413,7 +413,7 @@ int open(const char* path, int flags, ...) {
   return opened([&] { return GORT_NEXT(open)(path, flags, m); });
 }
 
-int open64(const char* path, int flags, ...) {
+GORT_INTERPOSE int open64(const char* path, int flags, ...) {
   va_list ap;
   va_start(ap, flags);
   mode_t m = open_mode(flags, ap);
@@ -421,7 +421,7 @@ int open64(const char* path, int flags, ...) {
   return opened([&] { return GORT_NEXT(open64)(path, flags, m); });
 }
 
-int openat(int dirfd, const char* path, int flags, ...) {
+GORT_INTERPOSE int openat(int dirfd, const char* path, int flags, ...) {
   va_list ap;
   va_start(ap, flags);
   mode_t m = open_mode(flags, ap);
@@ -429,7 +429,7 @@ int openat(int dirfd, const char* path, int flags, ...) {
   return opened([&] { return GORT_NEXT(openat)(dirfd, path, flags, m); });
 }
 
-int openat64(int dirfd, const char* path, int flags, ...) {
+GORT_INTERPOSE int openat64(int dirfd, const char* path, int flags, ...) {
   va_list ap;
   va_start(ap, flags);
   mode_t m = open_mode(flags, ap);

@@ -175,7 +175,7 @@ extern "C" {
 
 // ---- reads ----
 
-ssize_t read(int fd, void* buf, size_t n) {
+GORT_INTERPOSE ssize_t read(int fd, void* buf, size_t n) {
   struct Ctx {
     int fd;
     void* buf;
@@ -195,7 +195,7 @@ ssize_t read(int fd, void* buf, size_t n) {
   return hook::io(fd, 'r', [&] { return GORT_NEXT(read)(fd, buf, n); }, nw);
 }
 
-ssize_t readv(int fd, const iovec* iov, int cnt) {
+GORT_INTERPOSE ssize_t readv(int fd, const iovec* iov, int cnt) {
   struct Ctx {
     int fd;
     const iovec* iov;
@@ -217,7 +217,7 @@ ssize_t readv(int fd, const iovec* iov, int cnt) {
   return hook::io(fd, 'r', [&] { return GORT_NEXT(readv)(fd, iov, cnt); }, nw);
 }
 
-ssize_t recv(int fd, void* buf, size_t n, int flags) {
+GORT_INTERPOSE ssize_t recv(int fd, void* buf, size_t n, int flags) {
   if ((flags & MSG_DONTWAIT) != 0) return GORT_NEXT(recv)(fd, buf, n, flags);
   struct Ctx {
     int fd;
@@ -234,7 +234,7 @@ ssize_t recv(int fd, void* buf, size_t n, int flags) {
   return hook::io(fd, 'r', [&] { return GORT_NEXT(recv)(fd, buf, n, flags); }, nw);
 }
 
-ssize_t recvfrom(int fd, void* buf, size_t n, int flags, sockaddr* from, socklen_t* fromlen) {
+GORT_INTERPOSE ssize_t recvfrom(int fd, void* buf, size_t n, int flags, sockaddr* from, socklen_t* fromlen) {
   if ((flags & MSG_DONTWAIT) != 0) return GORT_NEXT(recvfrom)(fd, buf, n, flags, from, fromlen);
   struct Ctx {
     int fd;
@@ -253,7 +253,7 @@ ssize_t recvfrom(int fd, void* buf, size_t n, int flags, sockaddr* from, socklen
   return hook::io(fd, 'r', [&] { return GORT_NEXT(recvfrom)(fd, buf, n, flags, from, fromlen); }, nw);
 }
 
-ssize_t recvmsg(int fd, msghdr* msg, int flags) {
+GORT_INTERPOSE ssize_t recvmsg(int fd, msghdr* msg, int flags) {
   if ((flags & MSG_DONTWAIT) != 0) return GORT_NEXT(recvmsg)(fd, msg, flags);
   struct Ctx {
     int fd;
@@ -269,7 +269,7 @@ ssize_t recvmsg(int fd, msghdr* msg, int flags) {
   return hook::io(fd, 'r', [&] { return GORT_NEXT(recvmsg)(fd, msg, flags); }, nw);
 }
 
-int recvmmsg(int fd, mmsghdr* vec, unsigned vlen, int flags, timespec* timeout) {
+GORT_INTERPOSE int recvmmsg(int fd, mmsghdr* vec, unsigned vlen, int flags, timespec* timeout) {
   PollDesc* pd;
   if ((flags & MSG_DONTWAIT) != 0 || vlen == 0 ||
       (hook::mode() == hook::Mode::kThread &&
@@ -304,24 +304,24 @@ int recvmmsg(int fd, mmsghdr* vec, unsigned vlen, int flags, timespec* timeout) 
   return static_cast<int>(got);
 }
 
-ssize_t __read_chk(int fd, void* buf, size_t n, size_t buflen) {
+GORT_INTERPOSE ssize_t __read_chk(int fd, void* buf, size_t n, size_t buflen) {
   if (n > buflen) __builtin_trap();
   return read(fd, buf, n);
 }
 
-ssize_t __recv_chk(int fd, void* buf, size_t n, size_t buflen, int flags) {
+GORT_INTERPOSE ssize_t __recv_chk(int fd, void* buf, size_t n, size_t buflen, int flags) {
   if (n > buflen) __builtin_trap();
   return recv(fd, buf, n, flags);
 }
 
-ssize_t __recvfrom_chk(int fd, void* buf, size_t n, size_t buflen, int flags, sockaddr* from, socklen_t* fromlen) {
+GORT_INTERPOSE ssize_t __recvfrom_chk(int fd, void* buf, size_t n, size_t buflen, int flags, sockaddr* from, socklen_t* fromlen) {
   if (n > buflen) __builtin_trap();
   return recvfrom(fd, buf, n, flags, from, fromlen);
 }
 
 // ---- writes ----
 
-ssize_t write(int fd, const void* buf, size_t n) {
+GORT_INTERPOSE ssize_t write(int fd, const void* buf, size_t n) {
   struct Ctx {
     int fd;
     const char* buf;
@@ -342,7 +342,7 @@ ssize_t write(int fd, const void* buf, size_t n) {
   return hook::write_all(fd, n, c.done, [&] { return GORT_NEXT(write)(fd, c.buf + c.done, n - c.done); }, nw);
 }
 
-ssize_t writev(int fd, const iovec* iov, int cnt) {
+GORT_INTERPOSE ssize_t writev(int fd, const iovec* iov, int cnt) {
   struct Ctx {
     int fd;
     const iovec* iov;
@@ -378,7 +378,7 @@ ssize_t writev(int fd, const iovec* iov, int cnt) {
       nw);
 }
 
-ssize_t send(int fd, const void* buf, size_t n, int flags) {
+GORT_INTERPOSE ssize_t send(int fd, const void* buf, size_t n, int flags) {
   if ((flags & MSG_DONTWAIT) != 0) return GORT_NEXT(send)(fd, buf, n, flags);
   struct Ctx {
     int fd;
@@ -396,7 +396,7 @@ ssize_t send(int fd, const void* buf, size_t n, int flags) {
   return hook::write_all(fd, n, c.done, [&] { return GORT_NEXT(send)(fd, c.buf + c.done, n - c.done, flags); }, nw);
 }
 
-ssize_t sendto(int fd, const void* buf, size_t n, int flags, const sockaddr* to, socklen_t tolen) {
+GORT_INTERPOSE ssize_t sendto(int fd, const void* buf, size_t n, int flags, const sockaddr* to, socklen_t tolen) {
   if ((flags & MSG_DONTWAIT) != 0) return GORT_NEXT(sendto)(fd, buf, n, flags, to, tolen);
   struct Ctx {
     int fd;
@@ -418,7 +418,7 @@ ssize_t sendto(int fd, const void* buf, size_t n, int flags, const sockaddr* to,
       fd, n, c.done, [&] { return GORT_NEXT(sendto)(fd, c.buf + c.done, n - c.done, flags, to, tolen); }, nw);
 }
 
-ssize_t sendmsg(int fd, const msghdr* msg, int flags) {
+GORT_INTERPOSE ssize_t sendmsg(int fd, const msghdr* msg, int flags) {
   if ((flags & MSG_DONTWAIT) != 0) return GORT_NEXT(sendmsg)(fd, msg, flags);
   // A partial send goes on with the bytes left and without the control
   // data, which went with the first part.
@@ -450,7 +450,7 @@ ssize_t sendmsg(int fd, const msghdr* msg, int flags) {
                          [&] { return GORT_NEXT(sendmsg)(fd, c.at(), flags); }, nw);
 }
 
-int sendmmsg(int fd, mmsghdr* vec, unsigned vlen, int flags) {
+GORT_INTERPOSE int sendmmsg(int fd, mmsghdr* vec, unsigned vlen, int flags) {
   if ((flags & MSG_DONTWAIT) != 0 || vlen == 0) return GORT_NEXT(sendmmsg)(fd, vec, vlen, flags);
   // Blocking: every message goes, each waiting for room as it must.
   unsigned sent = 0;
@@ -477,46 +477,46 @@ int sendmmsg(int fd, mmsghdr* vec, unsigned vlen, int flags) {
 
 // ---- files only: the system-call protocol ----
 
-ssize_t pread(int fd, void* buf, size_t n, off_t off) {
+GORT_INTERPOSE ssize_t pread(int fd, void* buf, size_t n, off_t off) {
   return file_io(fd, [&] { return GORT_NEXT(pread)(fd, buf, n, off); });
 }
-ssize_t pread64(int fd, void* buf, size_t n, off64_t off) {
+GORT_INTERPOSE ssize_t pread64(int fd, void* buf, size_t n, off64_t off) {
   return file_io(fd, [&] { return GORT_NEXT(pread64)(fd, buf, n, off); });
 }
-ssize_t pwrite(int fd, const void* buf, size_t n, off_t off) {
+GORT_INTERPOSE ssize_t pwrite(int fd, const void* buf, size_t n, off_t off) {
   return file_io(fd, [&] { return GORT_NEXT(pwrite)(fd, buf, n, off); });
 }
-ssize_t pwrite64(int fd, const void* buf, size_t n, off64_t off) {
+GORT_INTERPOSE ssize_t pwrite64(int fd, const void* buf, size_t n, off64_t off) {
   return file_io(fd, [&] { return GORT_NEXT(pwrite64)(fd, buf, n, off); });
 }
-ssize_t preadv(int fd, const iovec* iov, int cnt, off_t off) {
+GORT_INTERPOSE ssize_t preadv(int fd, const iovec* iov, int cnt, off_t off) {
   return file_io(fd, [&] { return GORT_NEXT(preadv)(fd, iov, cnt, off); });
 }
-ssize_t preadv64(int fd, const iovec* iov, int cnt, off64_t off) {
+GORT_INTERPOSE ssize_t preadv64(int fd, const iovec* iov, int cnt, off64_t off) {
   return file_io(fd, [&] { return GORT_NEXT(preadv64)(fd, iov, cnt, off); });
 }
-ssize_t pwritev(int fd, const iovec* iov, int cnt, off_t off) {
+GORT_INTERPOSE ssize_t pwritev(int fd, const iovec* iov, int cnt, off_t off) {
   return file_io(fd, [&] { return GORT_NEXT(pwritev)(fd, iov, cnt, off); });
 }
-ssize_t pwritev64(int fd, const iovec* iov, int cnt, off64_t off) {
+GORT_INTERPOSE ssize_t pwritev64(int fd, const iovec* iov, int cnt, off64_t off) {
   return file_io(fd, [&] { return GORT_NEXT(pwritev64)(fd, iov, cnt, off); });
 }
-ssize_t __pread_chk(int fd, void* buf, size_t n, off_t off, size_t buflen) {
+GORT_INTERPOSE ssize_t __pread_chk(int fd, void* buf, size_t n, off_t off, size_t buflen) {
   if (n > buflen) __builtin_trap();
   return pread(fd, buf, n, off);
 }
-ssize_t __pread64_chk(int fd, void* buf, size_t n, off64_t off, size_t buflen) {
+GORT_INTERPOSE ssize_t __pread64_chk(int fd, void* buf, size_t n, off64_t off, size_t buflen) {
   if (n > buflen) __builtin_trap();
   return pread64(fd, buf, n, off);
 }
 
 // ---- connections ----
 
-int accept(int fd, sockaddr* sa, socklen_t* len) { return accept_common(fd, sa, len, 0); }
+GORT_INTERPOSE int accept(int fd, sockaddr* sa, socklen_t* len) { return accept_common(fd, sa, len, 0); }
 
-int accept4(int fd, sockaddr* sa, socklen_t* len, int flags) { return accept_common(fd, sa, len, flags); }
+GORT_INTERPOSE int accept4(int fd, sockaddr* sa, socklen_t* len, int flags) { return accept_common(fd, sa, len, flags); }
 
-int connect(int fd, const sockaddr* sa, socklen_t len) {
+GORT_INTERPOSE int connect(int fd, const sockaddr* sa, socklen_t len) {
   hook::Mode m = hook::mode();
   PollDesc* pd = nullptr;
   if (m == hook::Mode::kThread) {
@@ -570,12 +570,12 @@ int connect(int fd, const sockaddr* sa, socklen_t len) {
 
 // ---- sendfile: a write, from a file ----
 
-ssize_t sendfile(int out, int in, off_t* off, size_t n) noexcept {
+GORT_INTERPOSE ssize_t sendfile(int out, int in, off_t* off, size_t n) noexcept {
   size_t done = 0;
   return hook::write_all(out, n, done, [&] { return GORT_NEXT(sendfile)(out, in, off, n - done); }, {});
 }
 
-ssize_t sendfile64(int out, int in, off64_t* off, size_t n) noexcept {
+GORT_INTERPOSE ssize_t sendfile64(int out, int in, off64_t* off, size_t n) noexcept {
   size_t done = 0;
   return hook::write_all(out, n, done, [&] { return GORT_NEXT(sendfile64)(out, in, off, n - done); }, {});
 }

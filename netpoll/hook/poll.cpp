@@ -289,7 +289,7 @@ int locked(Now&& now, Call&& call) {
 
 extern "C" {
 
-int poll(pollfd* fds, nfds_t n, int timeout) {
+GORT_INTERPOSE int poll(pollfd* fds, nfds_t n, int timeout) {
   switch (hook::mode()) {
     case hook::Mode::kThread:
       return GORT_NEXT(poll)(fds, n, timeout);
@@ -302,12 +302,12 @@ int poll(pollfd* fds, nfds_t n, int timeout) {
   return park_poll(fds, n, timeout == 0 ? 0 : deadline_ms(timeout));
 }
 
-int __poll_chk(pollfd* fds, nfds_t n, int timeout, size_t fdslen) {
+GORT_INTERPOSE int __poll_chk(pollfd* fds, nfds_t n, int timeout, size_t fdslen) {
   if (fdslen / sizeof(*fds) < n) __builtin_trap();
   return poll(fds, n, timeout);
 }
 
-int ppoll(pollfd* fds, nfds_t n, const timespec* ts, const sigset_t* mask) {
+GORT_INTERPOSE int ppoll(pollfd* fds, nfds_t n, const timespec* ts, const sigset_t* mask) {
   hook::Mode m = hook::mode();
   if (m == hook::Mode::kThread) return GORT_NEXT(ppoll)(fds, n, ts, mask);
   if (mask != nullptr || m == hook::Mode::kLocked) {
@@ -319,12 +319,12 @@ int ppoll(pollfd* fds, nfds_t n, const timespec* ts, const sigset_t* mask) {
   return park_poll(fds, n, now ? 0 : deadline_ts(ts));
 }
 
-int __ppoll_chk(pollfd* fds, nfds_t n, const timespec* ts, const sigset_t* mask, size_t fdslen) {
+GORT_INTERPOSE int __ppoll_chk(pollfd* fds, nfds_t n, const timespec* ts, const sigset_t* mask, size_t fdslen) {
   if (fdslen / sizeof(*fds) < n) __builtin_trap();
   return ppoll(fds, n, ts, mask);
 }
 
-int select(int nfds, fd_set* r, fd_set* w, fd_set* e, timeval* tv) {
+GORT_INTERPOSE int select(int nfds, fd_set* r, fd_set* w, fd_set* e, timeval* tv) {
   hook::Mode m = hook::mode();
   if (m == hook::Mode::kThread) return GORT_NEXT(select)(nfds, r, w, e, tv);
   if (m == hook::Mode::kLocked) return hook::in_syscall_block([&] { return GORT_NEXT(select)(nfds, r, w, e, tv); });
@@ -348,7 +348,7 @@ int select(int nfds, fd_set* r, fd_set* w, fd_set* e, timeval* tv) {
   return res;
 }
 
-int pselect(int nfds, fd_set* r, fd_set* w, fd_set* e, const timespec* ts, const sigset_t* mask) {
+GORT_INTERPOSE int pselect(int nfds, fd_set* r, fd_set* w, fd_set* e, const timespec* ts, const sigset_t* mask) {
   hook::Mode m = hook::mode();
   if (m == hook::Mode::kThread) return GORT_NEXT(pselect)(nfds, r, w, e, ts, mask);
   if (mask != nullptr || m == hook::Mode::kLocked) {
@@ -362,7 +362,7 @@ int pselect(int nfds, fd_set* r, fd_set* w, fd_set* e, const timespec* ts, const
   return park_select(nfds, r, w, e, now ? 0 : deadline_ts(ts));
 }
 
-int epoll_wait(int epfd, epoll_event* ev, int max, int timeout) {
+GORT_INTERPOSE int epoll_wait(int epfd, epoll_event* ev, int max, int timeout) {
   switch (hook::mode()) {
     case hook::Mode::kThread:
       return GORT_NEXT(epoll_wait)(epfd, ev, max, timeout);
@@ -376,7 +376,7 @@ int epoll_wait(int epfd, epoll_event* ev, int max, int timeout) {
   return park_epoll(epfd, ev, max, timeout == 0 ? 0 : deadline_ms(timeout));
 }
 
-int epoll_pwait(int epfd, epoll_event* ev, int max, int timeout, const sigset_t* mask) {
+GORT_INTERPOSE int epoll_pwait(int epfd, epoll_event* ev, int max, int timeout, const sigset_t* mask) {
   hook::Mode m = hook::mode();
   if (m == hook::Mode::kThread) return GORT_NEXT(epoll_pwait)(epfd, ev, max, timeout, mask);
   if (mask != nullptr || m == hook::Mode::kLocked) {
@@ -386,7 +386,7 @@ int epoll_pwait(int epfd, epoll_event* ev, int max, int timeout, const sigset_t*
   return park_epoll(epfd, ev, max, timeout == 0 ? 0 : deadline_ms(timeout));
 }
 
-int epoll_pwait2(int epfd, epoll_event* ev, int max, const timespec* ts, const sigset_t* mask) {
+GORT_INTERPOSE int epoll_pwait2(int epfd, epoll_event* ev, int max, const timespec* ts, const sigset_t* mask) {
   hook::Mode m = hook::mode();
   if (m == hook::Mode::kThread) return GORT_NEXT(epoll_pwait2)(epfd, ev, max, ts, mask);
   if (mask != nullptr || m == hook::Mode::kLocked) {

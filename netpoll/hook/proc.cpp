@@ -169,18 +169,18 @@ extern "C" {
 
 // ---- children ----
 
-pid_t fork() {
+GORT_INTERPOSE pid_t fork() {
   hook::before_child(-1);
   return GORT_NEXT(fork)();
 }
 
-int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* fa, const posix_spawnattr_t* attr,
+GORT_INTERPOSE int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* fa, const posix_spawnattr_t* attr,
                 char* const argv[], char* const envp[]) {
   hook::before_child(-1);
   return GORT_NEXT(posix_spawn)(pid, path, fa, attr, argv, envp);
 }
 
-int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* fa, const posix_spawnattr_t* attr,
+GORT_INTERPOSE int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* fa, const posix_spawnattr_t* attr,
                  char* const argv[], char* const envp[]) {
   hook::before_child(-1);
   return GORT_NEXT(posix_spawnp)(pid, file, fa, attr, argv, envp);
@@ -188,46 +188,46 @@ int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t*
 
 // The child will get a copy of fd (close-on-exec or not): it shares fd's
 // open file description.
-int posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t* fa, int fd, int newfd) noexcept {
+GORT_INTERPOSE int posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t* fa, int fd, int newfd) noexcept {
   hook::before_child(fd);
   return GORT_NEXT(posix_spawn_file_actions_adddup2)(fa, fd, newfd);
 }
 
-int system(const char* cmd) {
+GORT_INTERPOSE int system(const char* cmd) {
   hook::before_child(-1);
   return long_call([&] { return GORT_NEXT(system)(cmd); });
 }
 
-FILE* popen(const char* cmd, const char* type) {
+GORT_INTERPOSE FILE* popen(const char* cmd, const char* type) {
   hook::before_child(-1);
   return GORT_NEXT(popen)(cmd, type);
 }
 
-int pclose(FILE* f) {
+GORT_INTERPOSE int pclose(FILE* f) {
   return long_call([&] { return GORT_NEXT(pclose)(f); });
 }
 
-int execve(const char* path, char* const argv[], char* const envp[]) noexcept {
+GORT_INTERPOSE int execve(const char* path, char* const argv[], char* const envp[]) noexcept {
   hook::before_child(-1);
   return GORT_NEXT(execve)(path, argv, envp);
 }
 
-int execv(const char* path, char* const argv[]) noexcept {
+GORT_INTERPOSE int execv(const char* path, char* const argv[]) noexcept {
   hook::before_child(-1);
   return GORT_NEXT(execv)(path, argv);
 }
 
-int execvp(const char* file, char* const argv[]) noexcept {
+GORT_INTERPOSE int execvp(const char* file, char* const argv[]) noexcept {
   hook::before_child(-1);
   return GORT_NEXT(execvp)(file, argv);
 }
 
-int execvpe(const char* file, char* const argv[], char* const envp[]) noexcept {
+GORT_INTERPOSE int execvpe(const char* file, char* const argv[], char* const envp[]) noexcept {
   hook::before_child(-1);
   return GORT_NEXT(execvpe)(file, argv, envp);
 }
 
-int execl(const char* path, const char* arg0, ...) noexcept {
+GORT_INTERPOSE int execl(const char* path, const char* arg0, ...) noexcept {
   va_list ap;
   va_start(ap, arg0);
   std::vector<char*> argv = collect(arg0, ap, nullptr);
@@ -235,7 +235,7 @@ int execl(const char* path, const char* arg0, ...) noexcept {
   return execv(path, argv.data());
 }
 
-int execlp(const char* file, const char* arg0, ...) noexcept {
+GORT_INTERPOSE int execlp(const char* file, const char* arg0, ...) noexcept {
   va_list ap;
   va_start(ap, arg0);
   std::vector<char*> argv = collect(arg0, ap, nullptr);
@@ -243,7 +243,7 @@ int execlp(const char* file, const char* arg0, ...) noexcept {
   return execvp(file, argv.data());
 }
 
-int execle(const char* path, const char* arg0, ...) noexcept {
+GORT_INTERPOSE int execle(const char* path, const char* arg0, ...) noexcept {
   va_list ap;
   va_start(ap, arg0);
   char* const* env = nullptr;
@@ -252,28 +252,28 @@ int execle(const char* path, const char* arg0, ...) noexcept {
   return execve(path, argv.data(), env);
 }
 
-pid_t wait(int* status) {
+GORT_INTERPOSE pid_t wait(int* status) {
   return long_call([&] { return GORT_NEXT(wait)(status); });
 }
 
-pid_t waitpid(pid_t pid, int* status, int options) {
+GORT_INTERPOSE pid_t waitpid(pid_t pid, int* status, int options) {
   if ((options & WNOHANG) != 0) return GORT_NEXT(waitpid)(pid, status, options);
   return long_call([&] { return GORT_NEXT(waitpid)(pid, status, options); });
 }
 
-pid_t wait4(pid_t pid, int* status, int options, rusage* ru) noexcept {
+GORT_INTERPOSE pid_t wait4(pid_t pid, int* status, int options, rusage* ru) noexcept {
   if ((options & WNOHANG) != 0) return GORT_NEXT(wait4)(pid, status, options, ru);
   return long_call([&] { return GORT_NEXT(wait4)(pid, status, options, ru); });
 }
 
-int waitid(idtype_t type, id_t id, siginfo_t* info, int options) {
+GORT_INTERPOSE int waitid(idtype_t type, id_t id, siginfo_t* info, int options) {
   if ((options & WNOHANG) != 0) return GORT_NEXT(waitid)(type, id, info, options);
   return long_call([&] { return GORT_NEXT(waitid)(type, id, info, options); });
 }
 
 // ---- name resolution ----
 
-int getaddrinfo(const char* node, const char* service, const addrinfo* hints, addrinfo** res) {
+GORT_INTERPOSE int getaddrinfo(const char* node, const char* service, const addrinfo* hints, addrinfo** res) {
   if (hook::mode() == hook::Mode::kThread || node == nullptr) {
     return GORT_NEXT(getaddrinfo)(node, service, hints, res);
   }
@@ -290,89 +290,89 @@ int getaddrinfo(const char* node, const char* service, const addrinfo* hints, ad
   return long_call([&] { return GORT_NEXT(getaddrinfo)(node, service, hints, res); });
 }
 
-int getnameinfo(const sockaddr* sa, socklen_t salen, char* host, socklen_t hostlen, char* serv, socklen_t servlen,
+GORT_INTERPOSE int getnameinfo(const sockaddr* sa, socklen_t salen, char* host, socklen_t hostlen, char* serv, socklen_t servlen,
                 int flags) {
   bool numeric = (host == nullptr || (flags & NI_NUMERICHOST) != 0) && (serv == nullptr || (flags & NI_NUMERICSERV) != 0);
   if (numeric) return GORT_NEXT(getnameinfo)(sa, salen, host, hostlen, serv, servlen, flags);
   return long_call([&] { return GORT_NEXT(getnameinfo)(sa, salen, host, hostlen, serv, servlen, flags); });
 }
 
-hostent* gethostbyname(const char* name) {
+GORT_INTERPOSE hostent* gethostbyname(const char* name) {
   return long_call([&] { return GORT_NEXT(gethostbyname)(name); });
 }
 
-hostent* gethostbyname2(const char* name, int af) {
+GORT_INTERPOSE hostent* gethostbyname2(const char* name, int af) {
   return long_call([&] { return GORT_NEXT(gethostbyname2)(name, af); });
 }
 
-int gethostbyname_r(const char* name, hostent* ret, char* buf, size_t len, hostent** result, int* h_errnop) {
+GORT_INTERPOSE int gethostbyname_r(const char* name, hostent* ret, char* buf, size_t len, hostent** result, int* h_errnop) {
   return long_call([&] { return GORT_NEXT(gethostbyname_r)(name, ret, buf, len, result, h_errnop); });
 }
 
-int gethostbyname2_r(const char* name, int af, hostent* ret, char* buf, size_t len, hostent** result,
+GORT_INTERPOSE int gethostbyname2_r(const char* name, int af, hostent* ret, char* buf, size_t len, hostent** result,
                      int* h_errnop) {
   return long_call([&] { return GORT_NEXT(gethostbyname2_r)(name, af, ret, buf, len, result, h_errnop); });
 }
 
-hostent* gethostbyaddr(const void* addr, socklen_t len, int type) {
+GORT_INTERPOSE hostent* gethostbyaddr(const void* addr, socklen_t len, int type) {
   return long_call([&] { return GORT_NEXT(gethostbyaddr)(addr, len, type); });
 }
 
-int gethostbyaddr_r(const void* addr, socklen_t alen, int type, hostent* ret, char* buf, size_t len,
+GORT_INTERPOSE int gethostbyaddr_r(const void* addr, socklen_t alen, int type, hostent* ret, char* buf, size_t len,
                     hostent** result, int* h_errnop) {
   return long_call([&] { return GORT_NEXT(gethostbyaddr_r)(addr, alen, type, ret, buf, len, result, h_errnop); });
 }
 
 // ---- the disk, file locks, signals ----
 
-int fsync(int fd) {
+GORT_INTERPOSE int fsync(int fd) {
   return long_call([&] { return GORT_NEXT(fsync)(fd); });
 }
 
-int fdatasync(int fd) {
+GORT_INTERPOSE int fdatasync(int fd) {
   return long_call([&] { return GORT_NEXT(fdatasync)(fd); });
 }
 
-int syncfs(int fd) noexcept {
+GORT_INTERPOSE int syncfs(int fd) noexcept {
   return long_call([&] { return GORT_NEXT(syncfs)(fd); });
 }
 
-void sync() noexcept {
+GORT_INTERPOSE void sync() noexcept {
   long_call([&] {
     GORT_NEXT(sync)();
     return 0;
   });
 }
 
-int flock(int fd, int op) noexcept {
+GORT_INTERPOSE int flock(int fd, int op) noexcept {
   if ((op & LOCK_NB) != 0) return GORT_NEXT(flock)(fd, op);
   return long_call([&] { return GORT_NEXT(flock)(fd, op); });
 }
 
-int lockf(int fd, int cmd, off_t len) {
+GORT_INTERPOSE int lockf(int fd, int cmd, off_t len) {
   if (cmd != F_LOCK) return GORT_NEXT(lockf)(fd, cmd, len);
   return long_call([&] { return GORT_NEXT(lockf)(fd, cmd, len); });
 }
 
-int sigwait(const sigset_t* set, int* sig) {
+GORT_INTERPOSE int sigwait(const sigset_t* set, int* sig) {
   return long_call([&] { return GORT_NEXT(sigwait)(set, sig); });
 }
 
-int sigwaitinfo(const sigset_t* set, siginfo_t* info) {
+GORT_INTERPOSE int sigwaitinfo(const sigset_t* set, siginfo_t* info) {
   return long_call([&] { return GORT_NEXT(sigwaitinfo)(set, info); });
 }
 
-int sigtimedwait(const sigset_t* set, siginfo_t* info, const timespec* ts) {
+GORT_INTERPOSE int sigtimedwait(const sigset_t* set, siginfo_t* info, const timespec* ts) {
   // A zero timeout only takes a pending signal: not a wait.
   if (ts != nullptr && ts->tv_sec == 0 && ts->tv_nsec == 0) return GORT_NEXT(sigtimedwait)(set, info, ts);
   return long_call([&] { return GORT_NEXT(sigtimedwait)(set, info, ts); });
 }
 
-int pause() {
+GORT_INTERPOSE int pause() {
   return long_call([&] { return GORT_NEXT(pause)(); });
 }
 
-int sigsuspend(const sigset_t* set) {
+GORT_INTERPOSE int sigsuspend(const sigset_t* set) {
   return long_call([&] { return GORT_NEXT(sigsuspend)(set); });
 }
 

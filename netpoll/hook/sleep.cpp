@@ -83,24 +83,24 @@ bool park_for(int64_t ns) {
 
 extern "C" {
 
-unsigned sleep(unsigned seconds) {
+GORT_INTERPOSE unsigned sleep(unsigned seconds) {
   if (park_for(int64_t{seconds} * 1000000000)) return 0;
   return GORT_NEXT(sleep)(seconds);
 }
 
-int usleep(useconds_t us) {
+GORT_INTERPOSE int usleep(useconds_t us) {
   if (park_for(int64_t{us} * 1000)) return 0;
   return GORT_NEXT(usleep)(us);
 }
 
-int nanosleep(const timespec* req, timespec* rem) {
+GORT_INTERPOSE int nanosleep(const timespec* req, timespec* rem) {
   if (hook::mode() == hook::Mode::kThread || req == nullptr || !valid(req) || !park_for(ts_ns(*req))) {
     return GORT_NEXT(nanosleep)(req, rem);
   }
   return 0;
 }
 
-int clock_nanosleep(clockid_t clock, int flags, const timespec* req, timespec* rem) {
+GORT_INTERPOSE int clock_nanosleep(clockid_t clock, int flags, const timespec* req, timespec* rem) {
   if (hook::mode() == hook::Mode::kThread || req == nullptr || !valid(req)) {
     return GORT_NEXT(clock_nanosleep)(clock, flags, req, rem);
   }

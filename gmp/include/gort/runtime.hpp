@@ -47,6 +47,7 @@
 #include <utility>
 
 #include "absl/time/time.h"
+#include "gort/detail/api.hpp"
 
 namespace gort {
 
@@ -54,7 +55,7 @@ namespace gort {
 // panics on (`send on closed channel`, ...); `what()` is Go's message. An
 // exception of any type that escapes a goroutine ends the process as Go's
 // unrecovered panic does (`panic: <what()>`, exit status 2).
-class panic_error : public std::logic_error {
+class GORT_API panic_error : public std::logic_error {
  public:
   using std::logic_error::logic_error;
 };
@@ -104,27 +105,26 @@ using ClosureFn = void (*)(void* storage);
 // started is abandoned at shutdown). Returns null when main has returned
 // and the runtime is stopping: the spawn is dropped. Panics when the
 // runtime is not running.
-G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage);
+GORT_API G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage);
 // Makes a goroutine from newproc_alloc runnable.
-void newproc_start(G* g);
+GORT_API void newproc_start(G* g);
 // Gives back a G from newproc_alloc whose closure was never constructed.
-void newproc_abort(G* g);
+GORT_API void newproc_abort(G* g);
 
 // gort::run's entry (stdlib/run_main.cpp): wires the poller and sysmon into the
 // scheduler, then runs it.
-int run_main(void (*body)(void* arg, int* result), void* arg,
-             const Config& cfg);
+GORT_API int run_main(void (*body)(void* arg, int* result), void* arg, const Config& cfg);
 
 // gort::blocking's halves (Go's entersyscall / exitsyscall).
-void entersyscall();
-void exitsyscall();
+GORT_API void entersyscall();
+GORT_API void exitsyscall();
 
 // Goroutine-local storage, behind GoroutineLocal<T> (<gort/preempt.hpp>;
 // gmp/gls.cpp): a key per GoroutineLocal, and per goroutine (or plain
 // thread) a value for each key, destroyed with `destroy` when it exits.
-uint64_t gls_new_key();
-void* gls_get(uint64_t key);
-void gls_set(uint64_t key, void* value, void (*destroy)(void*));
+GORT_API uint64_t gls_new_key();
+GORT_API void* gls_get(uint64_t key);
+GORT_API void gls_set(uint64_t key, void* value, void (*destroy)(void*));
 
 template <class Tuple>
 void invoke_inline(void* storage) {
@@ -264,7 +264,7 @@ decltype(auto) blocking(F&& f) {
 //   { gort::RawLibc raw; n = ::read(fd, buf, sizeof buf); }
 //
 // Outside a goroutine it does nothing.
-class RawLibc {
+class GORT_API RawLibc {
  public:
   RawLibc() noexcept;
   ~RawLibc();
@@ -277,10 +277,10 @@ class RawLibc {
 
 // Go's runtime.Gosched: lets other goroutines run; the caller stays runnable
 // and resumes later. Called outside a goroutine it yields the OS thread.
-void yield();
+GORT_API void yield();
 
 // The number of Ps (GOMAXPROCS) of the running runtime; 0 when not running.
-int procs();
+GORT_API int procs();
 
 // Go's runtime.GOMAXPROCS(n): sets the number of Ps to n (at most 1024, as
 // Go clamps it) while goroutines run, and returns the previous number;
@@ -294,20 +294,20 @@ int procs();
 // panic_error when the runtime is not running.
 // Setting a number (n >= 1) stops the runtime from following the default
 // (as Config::procs and GORT_MAXPROCS do).
-int set_procs(int n);
+GORT_API int set_procs(int n);
 
 // Go's runtime.SetDefaultGOMAXPROCS: sets the number of Ps to the default
 // now (see Config::procs), and follows the default from then on, whatever
 // Config::procs, GORT_MAXPROCS or set_procs chose. Returns the previous
 // number. Callable as set_procs is; throws panic_error when the runtime
 // is not running.
-int set_default_procs();
+GORT_API int set_default_procs();
 
 // The number of goroutines that exist now (runnable, running or parked).
-int64_t num_goroutine();
+GORT_API int64_t num_goroutine();
 
 // The current goroutine's id (the main goroutine is 1); 0 outside a goroutine.
-int64_t goroutine_id();
+GORT_API int64_t goroutine_id();
 
 // A snapshot of the scheduler, for demos, tests and monitoring.
 struct RuntimeStats {
@@ -337,11 +337,11 @@ struct RuntimeStats {
   // reports"), including those folded into a summary line.
   int64_t stall_reports = 0;
 };
-RuntimeStats runtime_stats();
+GORT_API RuntimeStats runtime_stats();
 
 // True when the caller is a goroutine (as opposed to a plain OS thread or the
 // runtime's own threads).
-bool in_goroutine();
+GORT_API bool in_goroutine();
 
 // Go's runtime.Stack: the calling goroutine's traceback in Go's format
 // (`goroutine N [running]:`, then one function and `file:line` per frame,
@@ -354,6 +354,6 @@ bool in_goroutine();
 // registers, but the others keep running: a goroutine that moves while it
 // is read is read again (Go stops the world instead). From a plain thread,
 // `stack(false)` is empty. Outside gort::run, both are empty.
-std::string stack(bool all = false);
+GORT_API std::string stack(bool all = false);
 
 }  // namespace gort

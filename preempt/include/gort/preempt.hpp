@@ -55,12 +55,13 @@
 #include <cstdint>
 #include <utility>
 
+#include "gort/detail/api.hpp"
 #include "gort/runtime.hpp"
 
 namespace gort {
 
 namespace internal {
-void nopreempt_add(int delta);
+GORT_API void nopreempt_add(int delta);
 }  // namespace internal
 
 // Disables asynchronous preemption of the current goroutine for its scope
@@ -75,16 +76,16 @@ class NoPreempt {
 
 // Adds [begin, end) to the code that may be preempted asynchronously.
 // Returns false if the table (256 ranges) is full or the range is empty.
-bool register_preemptible_code(const void* begin, const void* end);
+GORT_API bool register_preemptible_code(const void* begin, const void* end);
 // Registers every executable segment of the loaded object (executable or
 // shared library) that contains `addr`, less gort's own code. Returns false
 // if addr is in none.
-bool register_preemptible_object(const void* addr);
+GORT_API bool register_preemptible_object(const void* addr);
 // Whether asynchronous preemption works in this process: x86-64, not TSan,
 // and gort's own code found (the shared library, or a static link with
 // gort's linker script). When false, only cooperative preemption at gort
 // calls happens.
-bool async_preemption_available();
+GORT_API bool async_preemption_available();
 
 // Per-goroutine storage: each goroutine sees its own T, value-initialised
 // on first access and destroyed when the goroutine exits. On a plain OS

@@ -61,6 +61,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "gort/chan.hpp"
+#include "gort/detail/api.hpp"
 
 namespace gort {
 
@@ -85,7 +86,7 @@ struct ContextNode {
 // The identity of a context value: the key object's address (two keys never
 // compare equal, whatever their names). Define keys as long-lived objects,
 // typically `inline const ContextKey<T> kName{"name"};` in your header.
-class ContextKeyBase {
+class GORT_API ContextKeyBase {
  public:
   ContextKeyBase(const ContextKeyBase&) = delete;
   ContextKeyBase& operator=(const ContextKeyBase&) = delete;
@@ -118,7 +119,7 @@ class ContextKey final : public ContextKeyBase {
   static const std::type_info& type() { return typeid(ContextKey); }
 };
 
-class Context {
+class GORT_API Context {
  public:
   // background().
   Context();
@@ -153,7 +154,7 @@ class Context {
   std::shared_ptr<internal::ContextNode> n_;  // null: background
 };
 
-std::ostream& operator<<(std::ostream& os, const Context& ctx);
+GORT_API std::ostream& operator<<(std::ostream& os, const Context& ctx);
 
 // A user-defined kind of context (Go: a type implementing context.Context).
 // Held by shared_ptr; create the handle with make_context<T>(args...). The
@@ -166,7 +167,7 @@ std::ostream& operator<<(std::ostream& os, const Context& ctx);
 // supports it (Go 1.21's AfterFunc method), else by a goroutine that waits
 // on both (Go 1.19's way; it ends when either is done). A WrappedContext
 // whose done() is its parent's costs neither: the child joins the parent.
-class CustomContext : private internal::ContextNode {
+class GORT_API CustomContext : private internal::ContextNode {
  public:
   CustomContext() : ContextNode(Kind::kCustom) {}
   CustomContext(const CustomContext&) = default;
@@ -195,7 +196,7 @@ class CustomContext : private internal::ContextNode {
 
 // A custom context that forwards everything to a parent; derive from it and
 // override what differs (Go: a struct embedding a context.Context).
-class WrappedContext : public CustomContext {
+class GORT_API WrappedContext : public CustomContext {
  public:
   explicit WrappedContext(Context parent) : parent_(std::move(parent)) {}
 
@@ -216,33 +217,33 @@ Context make_context(Args&&... args) {
 }
 
 // The root context: never cancelled, no deadline, no values.
-Context background();
+GORT_API Context background();
 // Like background(); says "the right context is not plumbed through yet"
 // (Go's TODO). to_string() tells them apart.
-Context todo();
+GORT_API Context todo();
 
 // A child that is cancelled when cancel is called or the parent is.
-[[nodiscard]] std::pair<Context, CancelFunc> with_cancel(const Context& parent);
+[[nodiscard]] GORT_API std::pair<Context, CancelFunc> with_cancel(const Context& parent);
 // Like with_cancel; cancel(cause) records a cause for cause() (Go 1.20).
-[[nodiscard]] std::pair<Context, CancelCauseFunc> with_cancel_cause(const Context& parent);
+[[nodiscard]] GORT_API std::pair<Context, CancelCauseFunc> with_cancel_cause(const Context& parent);
 // A child cancelled at t (or earlier, with the parent or by cancel) with
 // absl::DeadlineExceededError("context deadline exceeded"). If the parent's
 // deadline is earlier, this is with_cancel(parent). A deadline in the
 // future needs the runtime: outside gort::run it panics.
-[[nodiscard]] std::pair<Context, CancelFunc> with_deadline(const Context& parent, absl::Time t);
-[[nodiscard]] std::pair<Context, CancelFunc> with_timeout(const Context& parent, absl::Duration d);
+[[nodiscard]] GORT_API std::pair<Context, CancelFunc> with_deadline(const Context& parent, absl::Time t);
+[[nodiscard]] GORT_API std::pair<Context, CancelFunc> with_timeout(const Context& parent, absl::Duration d);
 // Like with_deadline/with_timeout; when the deadline passes, cause() reports
 // `cause` (Go 1.21). The CancelFunc sets no cause.
-[[nodiscard]] std::pair<Context, CancelFunc> with_deadline_cause(const Context& parent, absl::Time t, absl::Status cause);
-[[nodiscard]] std::pair<Context, CancelFunc> with_timeout_cause(const Context& parent, absl::Duration d, absl::Status cause);
+[[nodiscard]] GORT_API std::pair<Context, CancelFunc> with_deadline_cause(const Context& parent, absl::Time t, absl::Status cause);
+[[nodiscard]] GORT_API std::pair<Context, CancelFunc> with_timeout_cause(const Context& parent, absl::Duration d, absl::Status cause);
 
 // A child with the parent's values that is never cancelled: no deadline,
 // err() always OK, done() the nil channel, cause() OK (Go 1.21).
-Context without_cancel(const Context& parent);
+GORT_API Context without_cancel(const Context& parent);
 
 namespace internal {
 
-struct ValueNodeBase : ContextNode {
+struct GORT_API ValueNodeBase : ContextNode {
   ValueNodeBase() : ContextNode(Kind::kValue) {}
   ValueNodeBase(const ValueNodeBase&) = delete;
   ValueNodeBase& operator=(const ValueNodeBase&) = delete;
@@ -256,7 +257,7 @@ struct ValueNodeBase : ContextNode {
   std::string (*describe)(const void* value) = nullptr;
 };
 
-std::string type_name(const std::type_info& t);
+GORT_API std::string type_name(const std::type_info& t);
 
 template <class T>
 concept HasToString = requires(const T& v) {
@@ -307,7 +308,7 @@ struct ValueNode final : ValueNodeBase {
   T v;
 };
 
-Context link_value(const Context& parent, const ContextKeyBase& key, std::shared_ptr<ValueNodeBase> n);
+GORT_API Context link_value(const Context& parent, const ContextKeyBase& key, std::shared_ptr<ValueNodeBase> n);
 
 }  // namespace internal
 
@@ -322,13 +323,13 @@ template <class T>
 // Why ctx was cancelled: the cause given to the CancelCauseFunc (or to
 // with_deadline_cause) of the context whose cancellation reached ctx first,
 // else ctx.err(); OK while ctx is not cancelled.
-absl::Status cause(const Context& ctx);
+GORT_API absl::Status cause(const Context& ctx);
 
 // Go 1.21's AfterFunc: calls f in its own goroutine once ctx is done (at
 // once if it already is). The returned stop function unregisters f: it
 // returns true if that kept f from being started, false if f was already
 // started or stopped; it does not wait for f. If ctx is cancelled while the
 // runtime is not running, f does not run.
-std::function<bool()> after_func(const Context& ctx, std::function<void()> f);
+GORT_API std::function<bool()> after_func(const Context& ctx, std::function<void()> f);
 
 }  // namespace gort

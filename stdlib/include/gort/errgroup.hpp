@@ -46,12 +46,13 @@
 #include "absl/status/status.h"
 #include "gort/chan.hpp"
 #include "gort/context.hpp"
+#include "gort/detail/api.hpp"
 #include "gort/runtime.hpp"
 #include "gort/sync.hpp"
 
 namespace gort::errgroup {
 
-class Group {
+class GORT_API Group {
  public:
   // A group without a context: a failure cancels nothing, and there is no
   // limit (Go's zero Group).

@@ -46,6 +46,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "gort/context.hpp"
+#include "gort/detail/api.hpp"
 #include "gort/os.hpp"
 
 namespace gort::exec {
@@ -53,7 +54,7 @@ namespace gort::exec {
 // Where a standard stream of the child goes when no pipe was asked for.
 enum class Stdio : uint8_t { kNull, kInherit };
 
-class Cmd {
+class GORT_API Cmd {
  public:
   // Prefer command() / command_context(). `path` is used as given.
   Cmd(std::string path, std::vector<std::string> args);
@@ -121,12 +122,12 @@ class Cmd {
 
 // Go's exec.Command: `name` is looked up in $PATH at start() unless it
 // contains a slash; argv is {name, args...}.
-Cmd command(std::string name, std::vector<std::string> args = {});
+GORT_API Cmd command(std::string name, std::vector<std::string> args = {});
 // As command(), and the child is killed (SIGKILL) if ctx is done before it
 // exits.
-Cmd command_context(Context ctx, std::string name, std::vector<std::string> args = {});
+GORT_API Cmd command_context(Context ctx, std::string name, std::vector<std::string> args = {});
 // Go's exec.LookPath: the executable `file` would run, searched in $PATH
 // when it has no slash.
-absl::StatusOr<std::string> look_path(const std::string& file);
+GORT_API absl::StatusOr<std::string> look_path(const std::string& file);
 
 }  // namespace gort::exec

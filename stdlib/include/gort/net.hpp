@@ -95,6 +95,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "gort/context.hpp"
+#include "gort/detail/api.hpp"
 #include "gort/rawconn.hpp"
 
 namespace gort::net {
@@ -104,16 +105,16 @@ namespace gort::net {
 inline constexpr std::string_view kErrClosed = "use of closed network connection";
 
 // True for absl::FailedPreconditionError("use of closed network connection").
-bool is_closed_error(const absl::Status& s);
+GORT_API bool is_closed_error(const absl::Status& s);
 // True for a deadline that expired: an I/O call's "i/o timeout" or a dial's
 // timeout (the status code is DeadlineExceeded).
-bool is_timeout_error(const absl::Status& s);
+GORT_API bool is_timeout_error(const absl::Status& s);
 
 // A stream connection (TCP or Unix) or a connected datagram socket. Move-only;
 // closes the socket on destruction. A default-constructed or moved-from Conn
 // holds no socket: its calls return absl::InvalidArgumentError("invalid
 // argument") (Go's nil Conn).
-class Conn {
+class GORT_API Conn {
  public:
   Conn() = default;
   Conn(Conn&& o) noexcept : fd_(std::exchange(o.fd_, nullptr)) {}
@@ -201,7 +202,7 @@ class Conn {
 
 // A stream listener (TCP or Unix). Move-only; closes on destruction. A
 // Unix listener removes its socket file when closed (unless abstract).
-class Listener {
+class GORT_API Listener {
  public:
   Listener() = default;
   Listener(Listener&& o) noexcept : fd_(std::exchange(o.fd_, nullptr)) {}
@@ -235,7 +236,7 @@ class Listener {
 };
 
 // An unconnected datagram socket (UDP). Move-only; closes on destruction.
-class PacketConn {
+class GORT_API PacketConn {
  public:
   PacketConn() = default;
   PacketConn(PacketConn&& o) noexcept : fd_(std::exchange(o.fd_, nullptr)) {}
@@ -275,10 +276,10 @@ class PacketConn {
 // one dual-stack socket that reports "[::]:port", as in Go; a host name
 // listens on its first IPv4 address) or "unix" (a path). TCP listeners set
 // SO_REUSEADDR; the backlog is SOMAXCONN. Parks only to resolve a name.
-absl::StatusOr<Listener> listen(std::string_view network, std::string_view address);
+GORT_API absl::StatusOr<Listener> listen(std::string_view network, std::string_view address);
 
 // Opens a datagram socket bound to address: "udp", "udp4", "udp6".
-absl::StatusOr<PacketConn> listen_packet(std::string_view network, std::string_view address);
+GORT_API absl::StatusOr<PacketConn> listen_packet(std::string_view network, std::string_view address);
 
 // Connects to address on network ("tcp*", "unix", "udp*"). Host names are
 // resolved (getaddrinfo, inside gort::blocking) and their addresses tried
@@ -286,22 +287,22 @@ absl::StatusOr<PacketConn> listen_packet(std::string_view network, std::string_v
 // With a context: its cancellation or deadline aborts the resolution and
 // the connection attempt (Cancelled "operation was canceled" /
 // DeadlineExceeded "i/o timeout"). Parks.
-absl::StatusOr<Conn> dial(std::string_view network, std::string_view address);
-absl::StatusOr<Conn> dial(const Context& ctx, std::string_view network, std::string_view address);
+GORT_API absl::StatusOr<Conn> dial(std::string_view network, std::string_view address);
+GORT_API absl::StatusOr<Conn> dial(const Context& ctx, std::string_view network, std::string_view address);
 // dial with a time limit on the whole operation (resolution included); a
 // zero timeout means none, as Go's DialTimeout.
-absl::StatusOr<Conn> dial_timeout(std::string_view network, std::string_view address,
+GORT_API absl::StatusOr<Conn> dial_timeout(std::string_view network, std::string_view address,
                                   absl::Duration timeout);
 
 // Go's SplitHostPort: "host:port", "[host]:port" or "[host%zone]:port" into
 // host and port; InvalidArgument with Go's texts ("address 127.0.0.1:
 // missing port in address", "too many colons in address", ...).
-absl::StatusOr<std::pair<std::string, std::string>> split_host_port(std::string_view hostport);
+GORT_API absl::StatusOr<std::pair<std::string, std::string>> split_host_port(std::string_view hostport);
 // Go's JoinHostPort: "host:port", or "[host]:port" if host contains a colon.
-std::string join_host_port(std::string_view host, std::string_view port);
+GORT_API std::string join_host_port(std::string_view host, std::string_view port);
 // Go's LookupHost: the host's addresses as strings. A numeric address is
 // returned as is. May park.
-absl::StatusOr<std::vector<std::string>> lookup_host(std::string_view host);
-absl::StatusOr<std::vector<std::string>> lookup_host(const Context& ctx, std::string_view host);
+GORT_API absl::StatusOr<std::vector<std::string>> lookup_host(std::string_view host);
+GORT_API absl::StatusOr<std::vector<std::string>> lookup_host(const Context& ctx, std::string_view host);
 
 }  // namespace gort::net

@@ -70,6 +70,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "gort/detail/api.hpp"
 #include "gort/rawconn.hpp"
 
 namespace gort {
@@ -82,7 +83,7 @@ inline constexpr std::string_view kErrClosed = "file already closed";
 inline constexpr std::string_view kErrNoDeadline = "file type does not support deadline";
 
 // True for absl::FailedPreconditionError("file already closed").
-bool is_closed_error(const absl::Status& s);
+GORT_API bool is_closed_error(const absl::Status& s);
 
 // Whether a File closes the descriptor it was given (new_file).
 enum class Own : bool { kClose, kBorrow };
@@ -90,7 +91,7 @@ enum class Own : bool { kClose, kBorrow };
 // An open file descriptor. Move-only; closes it on destruction (unless
 // borrowed). A default-constructed or moved-from File holds nothing: its
 // calls return absl::InvalidArgumentError("invalid argument").
-class File {
+class GORT_API File {
  public:
   File() = default;
   File(File&& o) noexcept : fd_(std::exchange(o.fd_, nullptr)), name_(std::move(o.name_)) {}
@@ -152,7 +153,7 @@ class File {
 // the destructor only take it out of the poller, which must happen before
 // the owner closes it. A negative fd is InvalidArgument (`newfile name:
 // bad file descriptor`); so is a descriptor that is not open (EBADF).
-absl::StatusOr<File> new_file(int fd, std::string name, Own own = Own::kClose);
+GORT_API absl::StatusOr<File> new_file(int fd, std::string name, Own own = Own::kClose);
 
 // Go's os.OpenFile: opens path with flags (O_RDONLY, O_WRONLY, O_RDWR,
 // O_CREAT, O_TRUNC, O_APPEND, O_EXCL, ...; O_CLOEXEC is added) and, for a
@@ -161,13 +162,13 @@ absl::StatusOr<File> new_file(int fd, std::string name, Own own = Own::kClose);
 // itself runs inside gort::blocking: opening a FIFO for reading waits (the
 // thread, not the P) until a writer opens it, and vice versa, as in Go.
 // Errors: `open path: <strerror>` with the errno's code.
-absl::StatusOr<File> open(const std::string& path, int flags = O_RDONLY, mode_t perm = 0);
+GORT_API absl::StatusOr<File> open(const std::string& path, int flags = O_RDONLY, mode_t perm = 0);
 // Go's os.Create: O_RDWR | O_CREAT | O_TRUNC, 0666.
-absl::StatusOr<File> create(const std::string& path);
+GORT_API absl::StatusOr<File> create(const std::string& path);
 
 // Go's os.Pipe: a connected pair {read end, write end}, both polled,
 // named "|0" and "|1".
-absl::StatusOr<std::pair<File, File>> pipe();
+GORT_API absl::StatusOr<std::pair<File, File>> pipe();
 
 }  // namespace os
 }  // namespace gort

@@ -26,6 +26,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "gort/detail/api.hpp"
 
 namespace gort {
 
@@ -44,7 +45,7 @@ class File;
 // the runtime's rules. Obtained from File::syscall_conn or
 // net::Conn::syscall_conn; valid while that object lives (after its close,
 // calls return its closed error). Copyable; any goroutine may use it.
-class RawConn {
+class GORT_API RawConn {
  public:
   RawConn() = default;
 

@@ -42,13 +42,14 @@
 #include <initializer_list>
 
 #include "gort/chan.hpp"
+#include "gort/detail/api.hpp"
 
 namespace gort::signal {
 
-void notify(const SendChan<int>& ch, std::initializer_list<int> sigs = {});
-void stop(const SendChan<int>& ch);
-void ignore(std::initializer_list<int> sigs = {});
-bool ignored(int sig);
-void reset(std::initializer_list<int> sigs = {});
+GORT_API void notify(const SendChan<int>& ch, std::initializer_list<int> sigs = {});
+GORT_API void stop(const SendChan<int>& ch);
+GORT_API void ignore(std::initializer_list<int> sigs = {});
+GORT_API bool ignored(int sig);
+GORT_API void reset(std::initializer_list<int> sigs = {});
 
 }  // namespace gort::signal

@@ -46,6 +46,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "gort/detail/api.hpp"
 #include "gort/detail/race.hpp"
 #include "gort/detail/sema.hpp"
 #include "gort/detail/waitq.hpp"
@@ -64,7 +65,7 @@ class Context;
 // queue at the tail; it ends when the last waiter has waited less than 1 ms
 // or no waiter is left. lock() may park the caller; unlock() and try_lock()
 // never do. Any goroutine may unlock a Mutex locked by another, as in Go.
-class ABSL_LOCKABLE Mutex {
+class GORT_API ABSL_LOCKABLE Mutex {
  public:
   Mutex() = default;
   Mutex(const Mutex&) = delete;
@@ -116,7 +117,7 @@ class ABSL_LOCKABLE Mutex {
 // Go's sync.RWMutex: any number of readers or one writer. A writer that
 // calls lock() blocks new readers until it has had its turn, so a stream of
 // readers cannot starve writers. lock() and lock_shared() may park.
-class ABSL_LOCKABLE RWMutex {
+class GORT_API ABSL_LOCKABLE RWMutex {
  public:
   RWMutex() = default;
   RWMutex(const RWMutex&) = delete;
@@ -180,7 +181,7 @@ class ABSL_LOCKABLE RWMutex {
 // Go's sync.WaitGroup: wait() parks until the counter drops to zero.
 // Call add() before starting the goroutine that will call done(). A
 // WaitGroup may be reused once wait() has returned.
-class WaitGroup {
+class GORT_API WaitGroup {
  public:
   WaitGroup() = default;
   WaitGroup(const WaitGroup&) = delete;
@@ -203,7 +204,7 @@ class WaitGroup {
 // and the exception propagates to that caller. Once no other caller waits
 // in call(), whoever sees it done may destroy it, even while the run that
 // made it done is still returning (stdlib/sync/once.cpp).
-class Once {
+class GORT_API Once {
  public:
   Once() = default;
   Once(const Once&) = delete;
@@ -276,7 +277,7 @@ class Context;  // gort/context.hpp
 //   if (absl::Status s = slots.acquire(ctx, 1); !s.ok()) return s;  // ctx.err()
 //   ... use one of 4 slots ...
 //   slots.release(1);
-class Semaphore {
+class GORT_API Semaphore {
  public:
   explicit Semaphore(int64_t n);
   Semaphore(const Semaphore&) = delete;

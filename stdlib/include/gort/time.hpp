@@ -37,14 +37,15 @@
 
 #include "absl/time/time.h"
 #include "gort/chan.hpp"
+#include "gort/detail/api.hpp"
 
 namespace gort {
 
 // Parks the calling goroutine for at least d (returns at once if d <= 0).
 // From a plain thread, sleeps the thread.
-void sleep(absl::Duration d);
+GORT_API void sleep(absl::Duration d);
 
-class Timer {
+class GORT_API Timer {
  public:
   Timer() = default;
   // The channel the time is sent on when the timer fires (nil for timers
@@ -70,13 +71,13 @@ class Timer {
 };
 
 // A Timer that sends the current time on its channel after d.
-[[nodiscard]] Timer new_timer(absl::Duration d);
+[[nodiscard]] GORT_API Timer new_timer(absl::Duration d);
 // A Timer that, after d, calls f in its own goroutine.
-Timer after_func(absl::Duration d, std::function<void()> f);
+GORT_API Timer after_func(absl::Duration d, std::function<void()> f);
 // new_timer(d).chan().
-[[nodiscard]] Chan<absl::Time> after(absl::Duration d);
+[[nodiscard]] GORT_API Chan<absl::Time> after(absl::Duration d);
 
-class Ticker {
+class GORT_API Ticker {
  public:
   Ticker() = default;
   Chan<absl::Time> chan() const;
@@ -95,6 +96,6 @@ class Ticker {
 
 // A Ticker that sends the time on its channel every d. Panics
 // `non-positive interval for NewTicker` if d <= 0.
-[[nodiscard]] Ticker new_ticker(absl::Duration d);
+[[nodiscard]] GORT_API Ticker new_ticker(absl::Duration d);
 
 }  // namespace gort

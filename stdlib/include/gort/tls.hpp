@@ -57,6 +57,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "gort/context.hpp"
+#include "gort/detail/api.hpp"
 #include "gort/net.hpp"
 
 namespace gort::tls {
@@ -86,7 +87,7 @@ struct Config {
   mutable std::shared_ptr<Built> built_;
 };
 
-class Conn {
+class GORT_API Conn {
  public:
   Conn();
   Conn(Conn&&) noexcept;
@@ -142,13 +143,13 @@ class Conn {
 };
 
 // Go's tls.DialWithDialer: net::dial, then the handshake, both under ctx.
-absl::StatusOr<Conn> dial(const Context& ctx, std::string_view network, std::string_view addr, const Config& cfg);
-absl::StatusOr<Conn> dial(std::string_view network, std::string_view addr, const Config& cfg);
+GORT_API absl::StatusOr<Conn> dial(const Context& ctx, std::string_view network, std::string_view addr, const Config& cfg);
+GORT_API absl::StatusOr<Conn> dial(std::string_view network, std::string_view addr, const Config& cfg);
 
 // Go's tls.NewListener / tls.Listen: accept() returns server Conns whose
 // handshake runs on their first read or write (so a slow client never
 // holds up accept).
-class Listener {
+class GORT_API Listener {
  public:
   Listener() = default;
   Listener(net::Listener ln, Config cfg) : ln_(std::move(ln)), cfg_(std::move(cfg)) {}
@@ -161,6 +162,6 @@ class Listener {
   net::Listener ln_;
   Config cfg_;
 };
-absl::StatusOr<Listener> listen(std::string_view network, std::string_view addr, const Config& cfg);
+GORT_API absl::StatusOr<Listener> listen(std::string_view network, std::string_view addr, const Config& cfg);
 
 }  // namespace gort::tls

@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "absl/base/thread_annotations.h"
+#include "gort/detail/api.hpp"
 
 namespace gort::internal {
 
@@ -77,8 +78,8 @@ enum class LockRank : uint8_t {
 
 // The lock word's two halves (gmp/lock.cpp). `rank` is checked only in a
 // lock_rank build.
-void lock_word(std::atomic<uint32_t>* w, LockRank rank);
-void unlock_word(std::atomic<uint32_t>* w, LockRank rank);
+GORT_API void lock_word(std::atomic<uint32_t>* w, LockRank rank);
+GORT_API void unlock_word(std::atomic<uint32_t>* w, LockRank rank);
 
 // A runtime lock word of rank R (Go's runtime.mutex), a capability for
 // clang's thread-safety analysis. The rank is part of the type, so a lock

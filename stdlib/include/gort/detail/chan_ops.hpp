@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "gort/detail/api.hpp"
+
 namespace gort::internal {
 
 struct ChanCore;
@@ -25,20 +27,20 @@ struct ElemType {
   bool trivial;
 };
 
-ChanCore* chan_make(const ElemType* type, size_t cap);
-void chan_retain(ChanCore* c) noexcept;
-void chan_release(ChanCore* c) noexcept;
+GORT_API ChanCore* chan_make(const ElemType* type, size_t cap);
+GORT_API void chan_retain(ChanCore* c) noexcept;
+GORT_API void chan_release(ChanCore* c) noexcept;
 
 // All of these treat c == nullptr as the nil channel.
 // Blocks until *elem is handed over (it is moved from). Panics on a closed
 // channel; blocks forever on nil.
-void chan_send(ChanCore* c, void* elem);
+GORT_API void chan_send(ChanCore* c, void* elem);
 // Blocks until a value is moved into *out (uninitialised storage; returns
 // true) or the channel is closed and drained (returns false, *out untouched).
-bool chan_recv(ChanCore* c, void* out);
-void chan_close(ChanCore* c);
-size_t chan_len(const ChanCore* c) noexcept;
-size_t chan_cap(const ChanCore* c) noexcept;
+GORT_API bool chan_recv(ChanCore* c, void* out);
+GORT_API void chan_close(ChanCore* c);
+GORT_API size_t chan_len(const ChanCore* c) noexcept;
+GORT_API size_t chan_cap(const ChanCore* c) noexcept;
 
 struct SelectCase {
   ChanCore* c;       // null: a nil channel, never ready
@@ -51,6 +53,6 @@ struct SelectCase {
 // at random among the ready ones, and returns its index; with block == false
 // returns -1 if none is ready. A select with no non-nil case and block ==
 // true blocks forever.
-int selectgo(SelectCase* cases, int n, bool block);
+GORT_API int selectgo(SelectCase* cases, int n, bool block);
 
 }  // namespace gort::internal

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "gort/detail/api.hpp"
 #include "gort/detail/waitq.hpp"
 #include "gort/detail/word_lock.hpp"
 
@@ -29,7 +30,7 @@ enum class QueueAt : bool { kBack = false, kFront = true };
 // handoff: a Mutex in starvation mode).
 enum class Handoff : bool { kNo = false, kYes = true };
 
-class Sema {
+class GORT_API Sema {
  public:
   // Waits until the count is positive and decrements it. `reason` is a
   // WaitReason.
@@ -47,7 +48,7 @@ class Sema {
 
 // Go's notifyList (runtime/sema.go), the queue under Cond: tickets make a
 // signal wake exactly the goroutines that were waiting when it was sent.
-class NotifyList {
+class GORT_API NotifyList {
  public:
   uint32_t add();                 // take a ticket (before unlocking the user's mutex)
   void wait(uint32_t ticket);     // park until the ticket is notified
