@@ -46,7 +46,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 #include <vector>
 
 namespace {
@@ -298,70 +297,7 @@ void handle(gort::net::Conn& conn, const Hub& hub, int64_t id, size_t client_buf
   writer_done.recv();  // the writer is done with conn before conn goes away
 }
 
-// ---- the server: accept loop, limits, shutdown ------------------------------
-
-// Open connections, so that shutdown can close them (see echo_server).
-class ConnSet {
- public:
-  explicit ConnSet(int max_conns) : slots_(max_conns) {}
-  void acquire_slot() { slots_.acquire(); }
-  void release_slot() { slots_.release(); }
-  bool add(gort::net::Conn* c) {
-    std::lock_guard lock(mu_);
-    if (closing_) return false;
-    conns_.insert(c);
-    wg_.add(1);
-    return true;
-  }
-  void remove(gort::net::Conn* c) {
-    {
-      std::lock_guard lock(mu_);
-      conns_.erase(c);
-    }
-    wg_.done();
-  }
-  void close_all() {
-    std::lock_guard lock(mu_);
-    closing_ = true;
-    for (gort::net::Conn* c : conns_) (void)c->close();
-  }
-  static bool wait(const std::shared_ptr<ConnSet>& self, absl::Duration limit) {
-    auto done = gort::make_chan<std::monostate>();
-    gort::go([self, done] {
-      self->wg_.wait();
-      done.close();
-    });
-    bool ok = false;
-    gort::select(gort::on_recv(done, [&] { ok = true; }), gort::on_recv(gort::after(limit)));
-    return ok;
-  }
-
- private:
-  gort::Semaphore slots_;
-  gort::Mutex mu_;
-  bool closing_ = false;                        // guarded by mu_
-  std::unordered_set<gort::net::Conn*> conns_;  // guarded by mu_
-  gort::WaitGroup wg_;
-};
-
-absl::Status accept_loop(gort::net::Listener& ln, std::shared_ptr<ConnSet> conns, Hub hub,
-                         size_t client_buffer) {
-  for (int64_t id = 1;; id++) {
-    conns->acquire_slot();
-    auto c = ln.accept();
-    if (!c.ok()) {
-      conns->release_slot();
-      return c.status();
-    }
-    gort::go([conns, hub, id, client_buffer](gort::net::Conn conn) {
-      if (conns->add(&conn)) {
-        handle(conn, hub, id, client_buffer);
-        conns->remove(&conn);
-      }
-      conns->release_slot();
-    }, std::move(*c));
-  }
-}
+// ---- the server: gort::net::Server, shutdown ------------------------------
 
 bool parse_int(std::string_view s, int* out) {
   if (s.empty() || s.size() > 9) return false;
@@ -414,28 +350,38 @@ int serve(const Options& o) {
     broadcaster_done.close();
   });
 
-  auto conns = std::make_shared<ConnSet>(o.max_conns);
-  absl::Status accept_err;  // written before accept_done is closed
-  auto accept_done = gort::make_chan<std::monostate>();
+  // A connection per client (gort/server.hpp): the server runs the accept
+  // loop and the connection limit, and keeps the set of live connections.
   size_t client_buffer = static_cast<size_t>(o.client_buffer);
-  gort::go([&ln, &accept_err, conns, hub, client_buffer, accept_done] {
-    accept_err = accept_loop(*ln, conns, hub, client_buffer);
-    accept_done.close();
-  });
+  std::atomic<int64_t> next_id{1};
+  gort::net::ServerConfig scfg;
+  scfg.max_conns = o.max_conns;
+  gort::net::Server srv(
+      [&hub, &next_id, client_buffer](gort::net::ServerConn& c) {
+        handle(*c.net_conn(), hub, next_id.fetch_add(1), client_buffer);
+      },
+      scfg);
+  auto served = gort::make_chan<absl::Status>(1);
+  gort::go([&] { served.send(srv.serve(*ln)); });
 
   // Wait for SIGINT or SIGTERM (a channel value: gort::signal) or for the
   // accept loop to fail.
   bool stopping = false;
+  absl::Status accept_err;
   gort::select(gort::on_recv(sigs, [&](std::optional<int>) { stopping = true; }),
-               gort::on_recv(accept_done));
+               gort::on_recv(served, [&](std::optional<absl::Status> s) { accept_err = *s; }));
   gort::signal::stop(sigs);
-  (void)ln->close();        // wakes the blocked accept
-  hub.shutdown.close();     // the broadcaster says goodbye and closes every outgoing channel
+  (void)ln->close();     // no one joins from here on (serve returns)
+  hub.shutdown.close();  // the broadcaster says goodbye and closes every outgoing channel
   broadcaster_done.recv();
-  ConnSet::wait(conns, absl::Seconds(2));  // writers flush the goodbye and hang up
-  conns->close_all();       // the rest (e.g. still to send a nickname)
-  accept_done.recv();
-  ConnSet::wait(conns, absl::Seconds(3));
+  {
+    // Writers flush the goodbye and hang up; then the rest (e.g. still to
+    // send a nickname) are cut off.
+    auto [ctx, cancel] = gort::with_timeout(gort::background(), absl::Seconds(2));
+    if (!srv.shutdown(ctx).ok()) (void)srv.close();
+    cancel();
+  }
+  if (stopping) (void)served.recv();
   if (stopping) {
     std::fprintf(stderr, "chat_server: shutting down\n");
     return 0;

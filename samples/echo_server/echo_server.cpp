@@ -2,15 +2,16 @@
 // plain sequential read/write code; the netpoller parks a goroutine whose
 // socket is not ready, so thousands of idle connections cost no threads.
 //
-// It also shows what a real server needs around that loop:
-//   - a bound on concurrent connections (a gort::Semaphore taken before
-//     accept, as Go's netutil.LimitListener does),
-//   - an idle timeout (a read deadline renewed before every read),
+// The server around that loop is gort::net::Server (gort/server.hpp, Go's
+// http.Server lifecycle for any protocol):
+//   - a bound on concurrent connections (max_conns: at the limit, accept
+//     waits, as Go's netutil.LimitListener),
+//   - an idle timeout (idle_timeout: how long wait_input waits),
 //   - a graceful shutdown on SIGINT/SIGTERM: the signals arrive as values
 //     on a channel (gort::signal::notify, Go's signal.Notify); the main
-//     goroutine waits for one in a select, closes the listener (which wakes the blocked accept), closes every open
-//     connection (which wakes their blocked reads) and waits for the
-//     connection goroutines to finish.
+//     goroutine waits for one in a select, then Server::shutdown closes the
+//     listener and the idle connections and waits for the rest, up to 5 s,
+//     after which close() cuts them off.
 //
 // Usage: echo_server [-listen 127.0.0.1:7000] [-procs N] [-max-conns 10000]
 //                    [-idle-timeout SECONDS]
@@ -25,10 +26,8 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 
 namespace {
 
@@ -37,62 +36,6 @@ struct Options {
   int procs = 0;  // 0: GORT_MAXPROCS or the number of CPUs
   int max_conns = 10000;
   int idle_timeout_s = 300;  // 0: none
-};
-
-// The open connections, so that shutdown can close them. Handlers register
-// their Conn while they run and unregister it before destroying it; close()
-// from another goroutine is allowed and wakes the handler's blocked read.
-class ConnSet {
- public:
-  explicit ConnSet(int max_conns) : slots_(max_conns) {}
-
-  // Waits for a free connection slot (parks while max_conns are open).
-  void acquire_slot() { slots_.acquire(); }
-  void release_slot() { slots_.release(); }
-
-  // Registers c; false once shutdown has begun (the caller drops c).
-  bool add(gort::net::Conn* c) {
-    std::lock_guard lock(mu_);
-    if (closing_) return false;
-    conns_.insert(c);
-    wg_.add(1);
-    return true;
-  }
-  void remove(gort::net::Conn* c) {
-    {
-      std::lock_guard lock(mu_);
-      conns_.erase(c);
-    }
-    wg_.done();
-  }
-  // Closes every registered connection; later add() calls fail.
-  void close_all() {
-    std::lock_guard lock(mu_);
-    closing_ = true;
-    for (gort::net::Conn* c : conns_) (void)c->close();
-  }
-  // Waits until every registered connection is removed, at most `limit`.
-  bool wait(absl::Duration limit, const std::shared_ptr<ConnSet>& self) {
-    auto done = gort::make_chan<std::monostate>();
-    gort::go([self, done] {
-      self->wg_.wait();
-      done.close();
-    });
-    bool ok = false;
-    gort::select(gort::on_recv(done, [&] { ok = true; }), gort::on_recv(gort::after(limit)));
-    return ok;
-  }
-  size_t size() {
-    std::lock_guard lock(mu_);
-    return conns_.size();
-  }
-
- private:
-  gort::Semaphore slots_;
-  gort::Mutex mu_;
-  bool closing_ = false;                          // guarded by mu_
-  std::unordered_set<gort::net::Conn*> conns_;    // guarded by mu_
-  gort::WaitGroup wg_;
 };
 
 // One read and its echo. The buffer lives in this frame, which exists only
@@ -108,38 +51,15 @@ class ConnSet {
   return c.write(absl::MakeConstSpan(buf, *n)).ok();
 }
 
-// Echoes everything it reads until end of stream, an error or the idle
-// timeout. Sequential code: wait_readable parks this goroutine until bytes
-// arrive. (A plain `read` loop with the buffer in this frame works as well;
-// waiting without the buffer on the stack keeps an idle connection's
-// goroutine at one stack page instead of two, which matters with tens of
-// thousands of them.)
-void handle(gort::net::Conn& c, absl::Duration idle) {
-  for (;;) {
-    if (idle > absl::ZeroDuration()) (void)c.set_read_deadline(absl::Now() + idle);
-    if (!c.wait_readable().ok()) return;  // timeout or closed
-    if (!echo_some(c)) return;
-  }
-}
-
-// Accepts until the listener is closed (or fails); one goroutine per
-// connection.
-absl::Status accept_loop(gort::net::Listener& ln, std::shared_ptr<ConnSet> conns,
-                         absl::Duration idle) {
-  for (;;) {
-    conns->acquire_slot();
-    auto c = ln.accept();
-    if (!c.ok()) {
-      conns->release_slot();
-      return c.status();
-    }
-    gort::go([conns, idle](gort::net::Conn conn) {
-      if (conns->add(&conn)) {
-        handle(conn, idle);
-        conns->remove(&conn);  // before ~Conn: close_all may not touch it after this
-      }
-      conns->release_slot();
-    }, std::move(*c));
+// Echoes everything it reads until end of stream, an error, the idle
+// timeout or shutdown. Sequential code: wait_input parks this goroutine
+// until bytes arrive, and marks the connection idle meanwhile, so that a
+// shutdown closes it at once. (The buffer lives in echo_some's frame: an
+// idle connection's goroutine keeps one stack page instead of two, which
+// matters with tens of thousands of them.)
+void handle(gort::net::ServerConn& c) {
+  while (c.wait_input()) {
+    if (!echo_some(*c.net_conn())) return;
   }
 }
 
@@ -195,28 +115,27 @@ int serve(const Options& o) {
   std::printf("listening on %s\n", ln->addr().c_str());
   std::fflush(stdout);
 
-  auto conns = std::make_shared<ConnSet>(o.max_conns);
-  absl::Duration idle = absl::Seconds(o.idle_timeout_s);
-  // The accept loop's result; written before accept_done is closed.
-  absl::Status accept_err;
-  auto accept_done = gort::make_chan<std::monostate>();
-  gort::go([&ln, &accept_err, conns, idle, accept_done] {
-    accept_err = accept_loop(*ln, conns, idle);
-    accept_done.close();
-  });
+  gort::net::ServerConfig scfg;
+  scfg.max_conns = o.max_conns;
+  if (o.idle_timeout_s > 0) scfg.idle_timeout = absl::Seconds(o.idle_timeout_s);
+  gort::net::Server srv(handle, scfg);
+  auto served = gort::make_chan<absl::Status>(1);
+  gort::go([&] { served.send(srv.serve(*ln)); });
 
   // Wait for SIGINT or SIGTERM (a channel value: gort::signal) or for the
   // accept loop to fail.
   bool stopping = false;
+  absl::Status accept_err;
   gort::select(gort::on_recv(sigs, [&](std::optional<int>) { stopping = true; }),
-               gort::on_recv(accept_done));
+               gort::on_recv(served, [&](std::optional<absl::Status> s) { accept_err = *s; }));
   gort::signal::stop(sigs);
-  size_t open = conns->size();
-  (void)ln->close();   // wakes the blocked accept
-  conns->close_all();  // wakes every blocked read (and so frees the slot accept may wait for)
-  accept_done.recv();
-  bool drained = conns->wait(absl::Seconds(5), conns);
+  size_t open = srv.num_conns();
+  auto [ctx, cancel] = gort::with_timeout(gort::background(), absl::Seconds(5));
+  bool drained = srv.shutdown(ctx).ok();
+  cancel();
+  if (!drained) (void)srv.close();
   if (stopping) {
+    (void)served.recv();
     std::fprintf(stderr, "echo_server: shutting down (%zu connection(s) closed%s)\n", open,
                  drained ? "" : ", some did not finish in time");
     return 0;

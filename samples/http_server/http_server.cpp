@@ -10,9 +10,8 @@
 //   - bounded resources: a request line of at most 8 KiB (414 beyond),
 //     request line and headers at most 16 KiB and 100 header fields (431),
 //     bodies at most 1 MiB (413), at most -max-conns connections; an idle
-//     keep-alive connection is closed after -idle-timeout seconds (a read
-//     deadline), a client that stops reading is dropped after 30 s (a
-//     write deadline);
+//     keep-alive connection is closed after -idle-timeout seconds, a client
+//     that stops reading is dropped after 30 s (a write deadline);
 //   - Go's net/http answers for bad input: 400 for a malformed request, 501
 //     for an unknown method or a Transfer-Encoding, 405 with Allow for a
 //     method a route does not take, 505 for HTTP/2+, and after an error the
@@ -21,8 +20,11 @@
 //   - keep-alive rules: HTTP/1.1 keeps the connection unless "Connection:
 //     close"; HTTP/1.0 closes it unless "Connection: keep-alive";
 //     "Expect: 100-continue" gets an interim 100 response;
-//   - a graceful shutdown on SIGINT/SIGTERM (a polled flag, as in
-//     echo_server).
+//   - the server around it is gort::net::Server (gort/server.hpp): the
+//     accept loop, the connection limit, the idle timeout (a keep-alive
+//     connection waits in wait_input, without its read buffer), and a
+//     graceful shutdown on SIGINT/SIGTERM that closes idle connections at
+//     once and gives requests in progress 5 s (Go's http.Server.Shutdown).
 //
 // Routes:
 //   GET  /            "Hello, World!\n" (text/plain)
@@ -48,13 +50,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
-#include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -510,16 +509,25 @@ bool flush(C& c, std::string& out, absl::Time now) {
   return ok;
 }
 
-template <class C>
-void serve_conn(C& c, absl::Duration idle) {
+// One connection (plain or TLS behind gort::net::ServerConn): requests until
+// the client closes, asks to, or stays idle past the timeout.
+void serve_conn(gort::net::ServerConn& c, absl::Duration idle) {
   std::string in;   // bytes read and not yet consumed
   std::string out;  // responses not yet written
   DateCache date;
   char chunk[kReadChunk];
   bool sent_continue = false;
   Request req;  // reused: its header vector keeps its capacity
-  if (idle > absl::ZeroDuration()) (void)c.set_read_deadline(absl::Now() + idle);
   for (;;) {
+    // Between requests the connection is idle: wait_input parks without the
+    // read buffer, and a shutdown closes it at once. The server's idle
+    // timeout bounds the wait, and its read timeout (the same) the request
+    // that follows.
+    if (in.empty() && !c.wait_input()) return;
+    auto n = c.read(absl::MakeSpan(chunk));
+    if (!n.ok() || *n == 0) return;  // EOF, error, timeout, or closed by shutdown
+    in.append(chunk, *n);
+
     // Answer every complete request in the buffer. One clock reading serves
     // the batch: its Date headers and its write deadline.
     const absl::Time now = absl::Now();
@@ -561,84 +569,13 @@ void serve_conn(C& c, absl::Duration idle) {
       return;
     }
     in.erase(0, pos);
-    // The idle timeout counts from the last response: a keep-alive client
-    // has that long to send its next complete request.
-    if (wrote && idle > absl::ZeroDuration()) (void)c.set_read_deadline(absl::Now() + idle);
-
-    auto n = c.read(absl::MakeSpan(chunk));
-    if (!n.ok() || *n == 0) return;  // EOF, error, idle timeout, or closed by shutdown
-    in.append(chunk, *n);
+    // Part of the next request is here: the client has the idle timeout,
+    // from the last response, to send the rest.
+    if (!in.empty() && wrote && idle > absl::ZeroDuration()) (void)c.set_read_deadline(absl::Now() + idle);
   }
 }
 
-// ---- the server: accept loop, limits, shutdown ---------------------------
-
-// Open connections, so that shutdown can close them (see echo_server).
-class ConnSet {
- public:
-  explicit ConnSet(int max_conns) : slots_(max_conns) {}
-  void acquire_slot() { slots_.acquire(); }
-  void release_slot() { slots_.release(); }
-  // C: gort::net::Conn or gort::tls::Conn.
-  template <class C>
-  bool add(C* c) {
-    std::lock_guard lock(mu_);
-    if (closing_) return false;
-    conns_.emplace(c, [](void* p) { (void)static_cast<C*>(p)->close(); });
-    wg_.add(1);
-    return true;
-  }
-  void remove(void* c) {
-    {
-      std::lock_guard lock(mu_);
-      conns_.erase(c);
-    }
-    wg_.done();
-  }
-  void close_all() {
-    std::lock_guard lock(mu_);
-    closing_ = true;
-    for (auto& [c, close] : conns_) close(c);
-  }
-  static bool wait(const std::shared_ptr<ConnSet>& self, absl::Duration limit) {
-    auto done = gort::make_chan<std::monostate>();
-    gort::go([self, done] {
-      self->wg_.wait();
-      done.close();
-    });
-    bool ok = false;
-    gort::select(gort::on_recv(done, [&] { ok = true; }), gort::on_recv(gort::after(limit)));
-    return ok;
-  }
-
- private:
-  gort::Semaphore slots_;
-  gort::Mutex mu_;
-  bool closing_ = false;                        // guarded by mu_
-  std::unordered_map<void*, void (*)(void*)> conns_;  // guarded by mu_: conn -> its close
-  gort::WaitGroup wg_;
-};
-
-// L: gort::net::Listener, or gort::tls::Listener (its Conns run their
-// handshake on the first read, in their own goroutine).
-template <class L>
-absl::Status accept_loop(L& ln, std::shared_ptr<ConnSet> conns, absl::Duration idle) {
-  for (;;) {
-    conns->acquire_slot();
-    auto c = ln.accept();
-    if (!c.ok()) {
-      conns->release_slot();
-      return c.status();
-    }
-    gort::go([conns, idle](auto conn) {
-      if (conns->add(&conn)) {
-        serve_conn(conn, idle);
-        conns->remove(&conn);
-      }
-      conns->release_slot();
-    }, std::move(*c));
-  }
-}
+// ---- the server: gort::net::Server, shutdown ------------------------------
 
 bool parse_int(std::string_view s, int* out) {
   return parse_uint(s, out);
@@ -684,26 +621,30 @@ int serve_on(absl::StatusOr<L> ln, const Options& o) {
   std::printf("listening on %s\n", ln->addr().c_str());
   std::fflush(stdout);
 
-  auto conns = std::make_shared<ConnSet>(o.max_conns);
+  // gort/server.hpp: the accept loop (L: gort::net::Listener, or
+  // gort::tls::Listener, whose connections run their handshake on the first
+  // read, in their own goroutine), the connection limit, the timeouts.
   absl::Duration idle = absl::Seconds(o.idle_timeout_s);
-  // The accept loop's result; written before accept_done is closed.
-  absl::Status accept_err;
-  auto accept_done = gort::make_chan<std::monostate>();
-  gort::go([&ln, &accept_err, conns, idle, accept_done] {
-    accept_err = accept_loop(*ln, conns, idle);
-    accept_done.close();
-  });
+  gort::net::ServerConfig scfg;
+  scfg.max_conns = o.max_conns;
+  if (o.idle_timeout_s > 0) scfg.idle_timeout = scfg.read_timeout = idle;
+  gort::net::Server srv([idle](gort::net::ServerConn& c) { serve_conn(c, idle); }, scfg);
+  auto served = gort::make_chan<absl::Status>(1);
+  gort::go([&] { served.send(srv.serve(*ln)); });
 
   // Wait for SIGINT or SIGTERM (a channel value: gort::signal) or for the
   // accept loop to fail.
   bool stopping = false;
+  absl::Status accept_err;
   gort::select(gort::on_recv(sigs, [&](std::optional<int>) { stopping = true; }),
-               gort::on_recv(accept_done));
+               gort::on_recv(served, [&](std::optional<absl::Status> s) { accept_err = *s; }));
   gort::signal::stop(sigs);
-  (void)ln->close();   // wakes the blocked accept
-  conns->close_all();  // wakes every blocked read (and so frees the slot accept may wait for)
-  accept_done.recv();
-  ConnSet::wait(conns, absl::Seconds(5));
+  // Idle keep-alive connections are closed at once; requests in progress
+  // get 5 s (Go's http.Server.Shutdown).
+  auto [ctx, cancel] = gort::with_timeout(gort::background(), absl::Seconds(5));
+  if (!srv.shutdown(ctx).ok()) (void)srv.close();
+  cancel();
+  if (stopping) (void)served.recv();
   if (stopping) {
     std::fprintf(stderr, "http_server: shutting down\n");
     return 0;

@@ -12,7 +12,8 @@
 //     gort::Ticker that removes expired keys nobody touches;
 //   - bounded resources (argument, inline and query-buffer limits, a
 //     connection limit, an optional idle timeout), Redis's exact error texts,
-//     and a graceful shutdown on SIGINT/SIGTERM (as in echo_server).
+//     and a graceful shutdown on SIGINT/SIGTERM: gort::net::Server
+//     (gort/server.hpp) runs the accept loop, the limit and the shutdown.
 //
 // Commands: PING ECHO SET (EX PX EXAT PXAT NX XX KEEPTTL GET) GET SETNX SETEX
 // APPEND STRLEN DEL EXISTS TYPE INCR DECR INCRBY DECRBY MGET MSET EXPIRE
@@ -38,7 +39,6 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "resp.hpp"
@@ -499,15 +499,23 @@ bool flush(gort::net::Conn& c, std::string& out) {
   return ok;
 }
 
-void serve_conn(gort::net::Conn& c, Store& store, absl::Duration timeout) {
+void serve_conn(gort::net::ServerConn& sc, Store& store, absl::Duration timeout) {
+  gort::net::Conn& c = *sc.net_conn();
   std::string in, out, error;
   kv::Parser parser;
   std::vector<std::string_view> args;
   char chunk[kReadChunk];
   for (;;) {
-    if (timeout > absl::ZeroDuration()) (void)c.set_read_deadline(absl::Now() + timeout);
+    // Between commands the connection is idle (a shutdown closes it, the
+    // server's idle timeout bounds the wait); in the middle of one, each
+    // read gets the same timeout.
+    if (in.empty()) {
+      if (!sc.wait_input()) return;  // idle timeout, shutdown, error
+    } else if (timeout > absl::ZeroDuration()) {
+      (void)c.set_read_deadline(absl::Now() + timeout);
+    }
     auto n = c.read(absl::MakeSpan(chunk));
-    if (!n.ok() || *n == 0) return;  // EOF, error, idle timeout, or closed by shutdown
+    if (!n.ok() || *n == 0) return;  // EOF, error, timeout, or closed by shutdown
     in.append(chunk, *n);
 
     // Pipelining: run every complete command, then write all replies at once.
@@ -543,70 +551,7 @@ void serve_conn(gort::net::Conn& c, Store& store, absl::Duration timeout) {
   }
 }
 
-// ---- the server: accept loop, sweeper, limits, shutdown ------------------
-
-// Open connections, so that shutdown can close them (see echo_server).
-class ConnSet {
- public:
-  explicit ConnSet(int max_conns) : slots_(max_conns) {}
-  void acquire_slot() { slots_.acquire(); }
-  void release_slot() { slots_.release(); }
-  bool add(gort::net::Conn* c) {
-    std::lock_guard lock(mu_);
-    if (closing_) return false;
-    conns_.insert(c);
-    wg_.add(1);
-    return true;
-  }
-  void remove(gort::net::Conn* c) {
-    {
-      std::lock_guard lock(mu_);
-      conns_.erase(c);
-    }
-    wg_.done();
-  }
-  void close_all() {
-    std::lock_guard lock(mu_);
-    closing_ = true;
-    for (gort::net::Conn* c : conns_) (void)c->close();
-  }
-  static bool wait(const std::shared_ptr<ConnSet>& self, absl::Duration limit) {
-    auto done = gort::make_chan<std::monostate>();
-    gort::go([self, done] {
-      self->wg_.wait();
-      done.close();
-    });
-    bool ok = false;
-    gort::select(gort::on_recv(done, [&] { ok = true; }), gort::on_recv(gort::after(limit)));
-    return ok;
-  }
-
- private:
-  gort::Semaphore slots_;
-  gort::Mutex mu_;
-  bool closing_ = false;                        // guarded by mu_
-  std::unordered_set<gort::net::Conn*> conns_;  // guarded by mu_
-  gort::WaitGroup wg_;
-};
-
-absl::Status accept_loop(gort::net::Listener& ln, std::shared_ptr<ConnSet> conns,
-                         std::shared_ptr<Store> store, absl::Duration timeout) {
-  for (;;) {
-    conns->acquire_slot();
-    auto c = ln.accept();
-    if (!c.ok()) {
-      conns->release_slot();
-      return c.status();
-    }
-    gort::go([conns, store, timeout](gort::net::Conn conn) {
-      if (conns->add(&conn)) {
-        serve_conn(conn, *store, timeout);
-        conns->remove(&conn);
-      }
-      conns->release_slot();
-    }, std::move(*c));
-  }
-}
+// ---- the server: gort::net::Server, the sweeper, shutdown ---------------
 
 bool parse_int(std::string_view s, int* out) {
   int64_t v;
@@ -654,8 +599,11 @@ int serve(const Options& o) {
   std::fflush(stdout);
 
   auto store = std::make_shared<Store>();
-  auto conns = std::make_shared<ConnSet>(o.max_conns);
+  gort::net::ServerConfig scfg;
+  scfg.max_conns = o.max_conns;
   absl::Duration timeout = absl::Seconds(o.timeout_s);
+  if (o.timeout_s > 0) scfg.idle_timeout = timeout;
+  gort::net::Server srv([store, timeout](gort::net::ServerConn& c) { serve_conn(c, *store, timeout); }, scfg);
 
   // Active expiry: every 100 ms remove (a bounded number of) expired keys.
   auto stop_sweeper = gort::make_chan<std::monostate>();
@@ -670,23 +618,21 @@ int serve(const Options& o) {
     sweeper_done.close();
   });
 
-  absl::Status accept_err;  // written before accept_done is closed
-  auto accept_done = gort::make_chan<std::monostate>();
-  gort::go([&ln, &accept_err, conns, store, timeout, accept_done] {
-    accept_err = accept_loop(*ln, conns, store, timeout);
-    accept_done.close();
-  });
+  auto served = gort::make_chan<absl::Status>(1);
+  gort::go([&] { served.send(srv.serve(*ln)); });
 
   // Wait for SIGINT or SIGTERM (a channel value: gort::signal) or for the
   // accept loop to fail.
   bool stopping = false;
+  absl::Status accept_err;
   gort::select(gort::on_recv(sigs, [&](std::optional<int>) { stopping = true; }),
-               gort::on_recv(accept_done));
+               gort::on_recv(served, [&](std::optional<absl::Status> s) { accept_err = *s; }));
   gort::signal::stop(sigs);
-  (void)ln->close();   // wakes the blocked accept
-  conns->close_all();  // wakes every blocked read (and so frees the slot accept may wait for)
-  accept_done.recv();
-  ConnSet::wait(conns, absl::Seconds(5));
+  // Idle connections are closed at once; commands in progress get 5 s.
+  auto [ctx, cancel] = gort::with_timeout(gort::background(), absl::Seconds(5));
+  if (!srv.shutdown(ctx).ok()) (void)srv.close();
+  cancel();
+  if (stopping) (void)served.recv();
   stop_sweeper.close();
   sweeper_done.recv();
   if (stopping) {

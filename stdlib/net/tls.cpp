@@ -569,6 +569,17 @@ absl::StatusOr<size_t> Conn::write(absl::Span<const char> buf) {
   return absl::UnavailableError(cat("tls: ", r.err == SSL_ERROR_SSL ? r.reason : "write failed"));
 }
 
+absl::Status Conn::wait_readable() {
+  if (st_ == nullptr) return internal::invalid_error();
+  if (st_->hs_ok.load(std::memory_order_acquire)) {
+    st_->mu.lock();
+    bool pending = SSL_has_pending(st_->ssl) == 1;
+    st_->mu.unlock();
+    if (pending) return absl::OkStatus();
+  }
+  return st_->conn.wait_readable();
+}
+
 absl::Status Conn::close() {
   if (st_ == nullptr) return internal::invalid_error();
   if (st_->hs_ok.load(std::memory_order_acquire)) {

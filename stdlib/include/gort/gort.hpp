@@ -14,6 +14,7 @@
 #include "gort/os.hpp"
 #include "gort/preempt.hpp"
 #include "gort/runtime.hpp"
+#include "gort/server.hpp"
 #include "gort/signal.hpp"
 #include "gort/sync.hpp"
 #include "gort/time.hpp"

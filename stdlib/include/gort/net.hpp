@@ -127,9 +127,12 @@ class GORT_API Conn {
   // available. 0 with OK means end of stream (the peer closed or shut down
   // its writing side; Go's io.EOF), or that buf is empty. May park.
   absl::StatusOr<size_t> read(absl::Span<char> buf);
-  // Waits until a read would not block: data has arrived, or end of stream,
+  // Waits until the socket is readable: data has arrived, or end of stream,
   // or an error is pending (the read that follows reports them). Consumes
   // nothing. Fails like read on close and on the read deadline. May park.
+  // Rarely, a wake-up is stale (an event for data an earlier read already
+  // took, harvested after it): then the read that follows parks until data
+  // comes, as it would have without this call.
   //
   // For servers that hold many idle connections: a goroutine parked here
   // needs no read buffer, so one whose buffer lives on its stack (in a

@@ -109,6 +109,11 @@ class GORT_API Conn {
   // As net::Conn's; 0 with OK at the peer's close_notify (or end of stream).
   absl::StatusOr<size_t> read(absl::Span<char> buf);
   absl::StatusOr<size_t> write(absl::Span<const char> buf);
+  // As net::Conn's: waits until a read would not block. Returns at once
+  // when OpenSSL already holds input (a record read with an earlier one,
+  // SSL_has_pending); otherwise waits on the socket, which a record that
+  // carries no data (a TLS 1.3 session ticket) may also wake.
+  absl::Status wait_readable();
   absl::StatusOr<size_t> write_string(std::string_view s) {
     return write(absl::MakeConstSpan(s.data(), s.size()));
   }

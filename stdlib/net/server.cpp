@@ -1,0 +1,378 @@
+// The server lifecycle (gort/server.hpp): accept loops, the set of live
+// connections, idle tracking, shutdown and close.
+//
+// What is counted. `live` counts the accept loops in serve() and the
+// connection goroutines, each from the moment it is counted (under mu, only
+// while the server is open) until it has stopped touching the server.
+// Shutdown waits for it to reach zero; once the server is shutting down
+// nothing new is counted, so zero is final and `all_done` is closed once.
+//
+// A connection's state (ServerConn::State), an atomic word of its own, so
+// that a request takes no server-wide lock:
+//   kActive -> kIdle     wait_input begins (it then checks `stopping`)
+//   kIdle   -> kActive   the first read, write or close_write after it
+//                        returns (so a stale wake-up that leaves the
+//                        handler parked in read still counts as idle), or
+//                        wait_input failing
+//   kIdle   -> kClosed   shutdown closes an idle connection
+//   any     -> kClosed   close() closes every connection
+// wait_input's store and its look at `stopping`, and shutdown's store of
+// `stopping` and its scan, are sequentially consistent: either the scan
+// sees kIdle and closes the connection, or wait_input sees `stopping`.
+// A connection is on the list from its goroutine's start to its end; a
+// closer only calls close on it under mu, and the goroutine leaves the list
+// under mu before its Conn is destroyed.
+#include <cxxabi.h>
+
+#include <cstdio>
+#include <exception>
+#include <type_traits>
+#include <string>
+#include <typeinfo>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gort/chan.hpp"
+#include "gort/runtime.hpp"
+#include "gort/server.hpp"
+#include "gort/sync.hpp"
+#include "stdlib/net/room.hpp"
+
+namespace gort::net {
+
+namespace {
+
+// std::lock_guard, with the annotations clang's analysis reads.
+class ABSL_SCOPED_LOCKABLE Hold {
+ public:
+  explicit Hold(Mutex& mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) { mu_.lock(); }
+  ~Hold() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+  Hold(const Hold&) = delete;
+  Hold& operator=(const Hold&) = delete;
+
+ private:
+  Mutex& mu_;
+};
+
+}  // namespace
+
+absl::Status ServerClosedError() { return absl::FailedPreconditionError(std::string(kErrServerClosed)); }
+
+bool is_server_closed(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kFailedPrecondition && std::string_view(s.message().data(), s.message().size()) == kErrServerClosed;
+}
+
+// Hidden, though Server is exported whole: nothing outside the library names it.
+struct __attribute__((visibility("hidden"))) Server::Impl {
+  Impl(Handler h, const ServerConfig& c)
+      : handler(std::move(h)), cfg(c), slots(c.max_conns > 0 ? c.max_conns : 1) {
+    auto [b, bc] = with_cancel(background());
+    base = std::move(b);
+    cancel_base = std::move(bc);
+    auto [s, sc] = with_cancel(background());
+    stopping = std::move(s);
+    cancel_stopping = std::move(sc);
+  }
+
+  const Handler handler;
+  const ServerConfig cfg;
+  Semaphore slots;  // used only with a limit
+  Context base;     // ServerConn::context(): cancelled by close
+  CancelFunc cancel_base;
+  Context stopping;  // cancelled when shutdown or close begins
+  CancelFunc cancel_stopping;
+  Chan<std::monostate> all_done = make_chan<std::monostate>();
+
+  mutable Mutex mu;
+  bool shutting_down ABSL_GUARDED_BY(mu) = false;
+  bool closed ABSL_GUARDED_BY(mu) = false;
+  int64_t live ABSL_GUARDED_BY(mu) = 0;
+  size_t nconns ABSL_GUARDED_BY(mu) = 0;
+  std::atomic<bool> stopping_flag{false};  // shutting_down, read without mu
+  ServerConn* conns ABSL_GUARDED_BY(mu) = nullptr;
+  // The listeners being served, to close them.
+  std::vector<std::pair<void*, absl::Status (*)(void*)>> listeners ABSL_GUARDED_BY(mu);
+
+  bool limited() const { return cfg.max_conns > 0; }
+
+  // Counts one more accept loop or connection; false once stopping.
+  bool enter() {
+    Hold lock(mu);
+    if (shutting_down) return false;
+    live++;
+    return true;
+  }
+  void leave_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (--live == 0 && shutting_down) all_done.close();
+  }
+  void leave() {
+    Hold lock(mu);
+    leave_locked();
+  }
+
+  // Begins a shutdown (or a close): no new connection or serve from now on.
+  void begin_stop_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (shutting_down) return;
+    shutting_down = true;
+    stopping_flag.store(true, std::memory_order_seq_cst);
+    cancel_stopping();
+    if (live == 0) all_done.close();
+  }
+
+  absl::Status close_listeners_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    absl::Status first;
+    for (auto& [ln, close] : listeners) {
+      absl::Status s = close(ln);
+      if (!s.ok() && !is_closed_error(s) && first.ok()) first = s;
+    }
+    listeners.clear();
+    return first;
+  }
+
+  template <class L>
+  absl::Status serve(Server* srv, L& ln);
+  template <class C>
+  void run_conn(Server* srv, C conn);
+};
+
+namespace {
+
+// `gort: panic serving ADDR: TYPE: what` for the exception being handled.
+std::string describe_current(const std::string& addr) {
+  std::string type = "unknown exception";
+  if (const std::type_info* t = abi::__cxa_current_exception_type()) type = internal::type_name(*t);
+  std::string what;
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    try {
+      what = e.what();
+    } catch (...) {
+      what = "(what() threw)";
+    }
+  } catch (...) {
+  }
+  std::string line = absl::StrCat("gort: panic serving ", addr, ": ", type);
+  if (!what.empty()) absl::StrAppend(&line, ": ", what);
+  line += "\n";
+  return line;
+}
+
+net::Conn* as_net(net::Conn& c) { return &c; }
+net::Conn* as_net(tls::Conn&) { return nullptr; }
+tls::Conn* as_tls(net::Conn&) { return nullptr; }
+tls::Conn* as_tls(tls::Conn& c) { return &c; }
+
+}  // namespace
+
+template <class C>
+void Server::Impl::run_conn(Server* srv, C conn) {
+  ServerConn sc(srv, as_net(conn), as_tls(conn));
+  bool open;
+  {
+    Hold lock(mu);
+    open = !shutting_down;
+    if (open) {
+      sc.next_ = conns;
+      if (conns != nullptr) conns->prev_ = &sc;
+      conns = &sc;
+      nconns++;
+    }
+  }
+  if (open) {
+    sc.start_request();
+    try {
+      handler(sc);
+    } catch (...) {
+      std::string line = describe_current(sc.remote_addr());
+      std::fwrite(line.data(), 1, line.size(), stderr);
+    }
+  }
+  {
+    Hold lock(mu);
+    if (open) {
+      if (sc.prev_ != nullptr) sc.prev_->next_ = sc.next_;
+      else conns = sc.next_;
+      if (sc.next_ != nullptr) sc.next_->prev_ = sc.prev_;
+      nconns--;
+    }
+  }
+  // Closed (a TLS connection sends close_notify) before the slot is given
+  // back and the server may be destroyed.
+  (void)conn.close();
+  if (limited()) slots.release();
+  leave();
+}
+
+template <class L>
+absl::Status Server::Impl::serve(Server* srv, L& ln) {
+  {
+    Hold lock(mu);
+    if (shutting_down) return ServerClosedError();
+    live++;
+    listeners.emplace_back(&ln, [](void* p) { return static_cast<L*>(p)->close(); });
+  }
+  absl::Status result;
+  for (;;) {
+    if (limited() && !slots.acquire(stopping, 1).ok()) {
+      result = ServerClosedError();
+      break;
+    }
+    auto c = ln.accept();
+    if (!c.ok()) {
+      if (limited()) slots.release();
+      Hold lock(mu);
+      result = shutting_down ? ServerClosedError() : c.status();
+      break;
+    }
+    if (!enter()) {
+      (void)c->close();
+      if (limited()) slots.release();
+      result = ServerClosedError();
+      break;
+    }
+    using C = std::decay_t<decltype(*c)>;
+    go([this, srv](C conn) { run_conn(srv, std::move(conn)); }, std::move(*c));
+  }
+  Hold lock(mu);
+  std::erase_if(listeners, [&](const auto& l) { return l.first == static_cast<void*>(&ln); });
+  leave_locked();
+  return result;
+}
+
+Server::Server(Handler handler, ServerConfig cfg) : impl_(std::make_unique<Impl>(std::move(handler), cfg)) {
+  if (cfg.max_conns < 0) throw panic_error("gort::net::Server: negative max_conns");
+  if (!impl_->handler) throw panic_error("gort::net::Server: no handler");
+}
+
+Server::~Server() {
+  (void)close();
+  (void)impl_->all_done.recv();
+}
+
+absl::Status Server::serve(Listener& ln) { return impl_->serve(this, ln); }
+absl::Status Server::serve(tls::Listener& ln) { return impl_->serve(this, ln); }
+
+absl::Status Server::shutdown(const Context& ctx) {
+  Impl& s = *impl_;
+  {
+    Hold lock(s.mu);
+    s.begin_stop_locked();
+    (void)s.close_listeners_locked();
+    for (ServerConn* c = s.conns; c != nullptr; c = c->next_) {
+      uint8_t idle = ServerConn::kIdle;
+      if (c->state_.compare_exchange_strong(idle, ServerConn::kClosed, std::memory_order_seq_cst)) {
+        (void)c->close_conn();
+      }
+    }
+  }
+  absl::Status result;
+  select(on_recv(s.all_done), on_recv(ctx.done(), [&] { result = ctx.err(); }));
+  return result;
+}
+
+absl::Status Server::close() {
+  Impl& s = *impl_;
+  Hold lock(s.mu);
+  s.begin_stop_locked();
+  if (!s.closed) {
+    s.closed = true;
+    s.cancel_base();
+  }
+  absl::Status result = s.close_listeners_locked();
+  for (ServerConn* c = s.conns; c != nullptr; c = c->next_) {
+    if (c->state_.exchange(ServerConn::kClosed, std::memory_order_seq_cst) != ServerConn::kClosed) {
+      (void)c->close_conn();
+    }
+  }
+  return result;
+}
+
+size_t Server::num_conns() const {
+  Hold lock(impl_->mu);
+  return impl_->nconns;
+}
+
+size_t Server::num_idle() const {
+  Hold lock(impl_->mu);
+  size_t n = 0;
+  for (ServerConn* c = impl_->conns; c != nullptr; c = c->next_) {
+    n += c->state_.load(std::memory_order_relaxed) == ServerConn::kIdle;
+  }
+  return n;
+}
+
+// ServerConn
+
+namespace {
+absl::Time after(absl::Duration d) {
+  return d == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + d;
+}
+}  // namespace
+
+void ServerConn::start_request() {
+  const ServerConfig& cfg = srv_->impl_->cfg;
+  if (cfg.read_timeout != absl::InfiniteDuration() || cfg.idle_timeout != absl::InfiniteDuration()) {
+    (void)set_read_deadline(after(cfg.read_timeout));
+  }
+  if (cfg.write_timeout != absl::InfiniteDuration()) (void)set_write_deadline(after(cfg.write_timeout));
+}
+
+bool ServerConn::wait_input() {
+  Server::Impl& s = *srv_->impl_;
+  uint8_t st = kActive;
+  if (!state_.compare_exchange_strong(st, kIdle, std::memory_order_seq_cst) && st != kIdle) return false;
+  if (s.stopping_flag.load(std::memory_order_seq_cst)) {
+    touch();  // unless the shutdown's scan closed it meanwhile
+    return false;
+  }
+  absl::Duration idle = s.cfg.idle_timeout != absl::InfiniteDuration() ? s.cfg.idle_timeout : s.cfg.read_timeout;
+  if (idle != absl::InfiniteDuration() || s.cfg.read_timeout != absl::InfiniteDuration()) {
+    (void)set_read_deadline(after(idle));
+  }
+  absl::Status err = nc_ != nullptr ? nc_->wait_readable() : tc_->wait_readable();
+  if (!err.ok()) {
+    touch();
+    return false;
+  }
+  if (state_.load(std::memory_order_acquire) == kClosed) return false;
+  // Still idle until the read that follows returns (see the top of the file).
+  start_request();
+  return true;
+}
+
+void ServerConn::touch() {
+  uint8_t idle = kIdle;
+  if (state_.load(std::memory_order_relaxed) == kIdle) {
+    state_.compare_exchange_strong(idle, kActive, std::memory_order_acq_rel);
+  }
+}
+
+absl::Status ServerConn::close_conn() { return nc_ != nullptr ? nc_->close() : tc_->close(); }
+
+absl::StatusOr<size_t> ServerConn::read(absl::Span<char> buf) {
+  auto r = nc_ != nullptr ? nc_->read(buf) : tc_->read(buf);
+  touch();
+  return r;
+}
+absl::StatusOr<size_t> ServerConn::write(absl::Span<const char> buf) {
+  touch();
+  return nc_ != nullptr ? nc_->write(buf) : tc_->write(buf);
+}
+absl::Status ServerConn::close_write() {
+  touch();
+  return nc_ != nullptr ? nc_->close_write() : tc_->close_write();
+}
+absl::Status ServerConn::set_read_deadline(absl::Time t) {
+  return nc_ != nullptr ? nc_->set_read_deadline(t) : tc_->set_read_deadline(t);
+}
+absl::Status ServerConn::set_write_deadline(absl::Time t) {
+  return nc_ != nullptr ? nc_->set_write_deadline(t) : tc_->set_write_deadline(t);
+}
+std::string ServerConn::local_addr() const { return nc_ != nullptr ? nc_->local_addr() : tc_->local_addr(); }
+std::string ServerConn::remote_addr() const { return nc_ != nullptr ? nc_->remote_addr() : tc_->remote_addr(); }
+const Context& ServerConn::context() const { return srv_->impl_->base; }
+
+}  // namespace gort::net
