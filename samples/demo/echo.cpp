@@ -1,8 +1,9 @@
 // samples/demo/echo.cpp — section 4: an echo server and 1,000 concurrent
 // clients in one process on 2 Ps, all written as plain blocking code.
 //
-// The server is Go's classic shape: an accept loop that starts a goroutine
-// per connection, each a read/write loop. Every client is a goroutine too:
+// The server is Go's classic shape: a goroutine per connection, each a
+// read/write loop, under gort::net::Server (gort/server.hpp), which runs the
+// accept loop and the shutdown. Every client is a goroutine too:
 // it dials, waits until all clients are connected and the server has
 // accepted them all (so 1,000 connections really are open at once), then
 // sends its messages one at a time and checks every echo. No goroutine owns
@@ -64,31 +65,20 @@ void report_error(Totals* t, const char* what, const absl::Status& s) {
   if (t->errors.fetch_add(1) < 5) std::printf("  %s: %s\n", what, s.ToString().c_str());
 }
 
-void serve(gort::net::Conn c, Totals* t, gort::WaitGroup* handlers) {
+void serve(gort::net::ServerConn& c, Totals* t) {
+  t->accepted.fetch_add(1);
   int open = t->open.fetch_add(1) + 1;
   for (int peak = t->peak_open.load(); open > peak && !t->peak_open.compare_exchange_weak(peak, open);) {
   }
   char buf[4096];
-  for (;;) {
+  while (c.wait_input()) {
     auto n = c.read(absl::MakeSpan(buf));
     if (!n.ok() || *n == 0) break;  // the client closed (or failed): done
     if (!c.write(absl::MakeConstSpan(buf, *n)).ok()) break;
     t->server_bytes.fetch_add(static_cast<int64_t>(*n), std::memory_order_relaxed);
   }
   t->open.fetch_sub(1);
-  (void)c.close();
-  handlers->done();
-}
-
-void accept_loop(gort::net::Listener* ln, Totals* t, gort::WaitGroup* handlers) {
-  for (;;) {
-    auto c = ln->accept();
-    if (!c.ok()) return;  // the listener was closed
-    t->accepted.fetch_add(1);
-    handlers->add(1);
-    gort::go(serve, std::move(*c), t, handlers);
-  }
-}
+}  // the server closes the connection
 
 void client(int id, std::string addr, gort::Chan<std::monostate> start, Totals* t,
             gort::WaitGroup* connected, gort::WaitGroup* finished) {
@@ -157,13 +147,11 @@ bool echo_server() {
   std::fflush(stdout);
 
   Totals t;
-  gort::WaitGroup handlers, acceptor, connected, finished;
+  gort::WaitGroup connected, finished;
   auto start = Clock::now();
-  acceptor.add(1);
-  gort::go([&] {
-    accept_loop(&*ln, &t, &handlers);
-    acceptor.done();
-  });
+  gort::net::Server srv([&t](gort::net::ServerConn& c) { serve(c, &t); });
+  auto served = gort::make_chan<absl::Status>(1);
+  gort::go([&] { served.send(srv.serve(*ln)); });
   auto go_signal = gort::make_chan<std::monostate>();
   for (int i = 0; i < clients; i++) {
     connected.add(1);
@@ -186,9 +174,11 @@ bool echo_server() {
   go_signal.close();
   finished.wait();
   double exchange_ms = ms_since(exchange);
-  (void)ln->close();  // wakes the accept loop
-  acceptor.wait();
-  handlers.wait();
+  // Every client has hung up: the shutdown closes the listener and waits
+  // for the last handlers to see their end of stream.
+  absl::Status shut = srv.shutdown(gort::background());
+  absl::Status accept_result = served.recv().value_or(absl::OkStatus());
+  if (!gort::net::is_server_closed(accept_result)) report_error(&t, "serve", accept_result);
   double ms = ms_since(start);
 
   int64_t messages = t.messages_ok.load();
@@ -202,7 +192,7 @@ bool echo_server() {
   std::printf("  runtime: %d Ps, %d Ms (OS threads) for %d goroutines\n", st.procs, st.threads,
               2 * clients + 2);
   int64_t want = int64_t{clients} * kMessages;
-  return check(t.clients_ok.load() == clients && messages == want &&
+  return check(shut.ok() && t.clients_ok.load() == clients && messages == want &&
                    bytes == want * static_cast<int64_t>(kMessageSize) && t.peak_open.load() == clients,
                "every client got every echo back");
 }
