@@ -26,6 +26,11 @@
 //                       descriptors do not fit. (Both ends in one process
 //                       would need 2N: more than this machine's hard limit
 //                       of 20,000.)
+//   idle_sessions/procs:1  the same, served by a gort::net::Server of
+//                       sessions that wait for input without a goroutine
+//                       (gort/server.hpp); Go's twin runs idle_conns' code
+//                       (it has no such mode), so the ratio compares with
+//                       Go's goroutine per connection.
 //   timers/procs:2      100,000 goroutines, each sleeping 1–50 ms (the
 //                       durations come from splitmix64 seeded with 1, the
 //                       same sequence on both sides), all joined.
@@ -49,6 +54,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -280,7 +287,18 @@ bool write_all(int fd, std::string_view s) {
   _exit(0);  // the kernel closes the connections
 }
 
-void idle_conns(benchmark::State& state, int procs) {
+// idle_sessions: the server side is a gort::net::Server of sessions whose
+// first turn waits for input without a goroutine (gort/server.hpp).
+struct IdleSession : gort::net::Session {
+  gort::net::Next turn(gort::net::ServerConn& c) override {
+    char buf[4096];
+    auto n = c.read(absl::MakeSpan(buf));
+    if (!n.ok() || *n == 0) return gort::net::Next::kClose;
+    return c.write(absl::MakeConstSpan(buf, *n)).ok() ? gort::net::Next::kWaitInput : gort::net::Next::kClose;
+  }
+};
+
+void idle_conns_mode(benchmark::State& state, int procs, bool sessions) {
   const int64_t n = gortbench::scaled(kIdleConns);
   // This process holds the server ends only; the client process the others.
   const rlim_t need = static_cast<rlim_t>(n + 64);
@@ -311,8 +329,28 @@ void idle_conns(benchmark::State& state, int procs) {
   gort::run(
       [&] {
         EchoServer srv(/*lean=*/true);
-        if (auto s = srv.start(); !s.ok()) return fail.set("listen: " + status_text(s));
-        const std::string port = srv.addr().substr(srv.addr().rfind(':') + 1);
+        std::optional<gort::net::Server> ss;
+        gort::net::Listener sln;
+        gort::WaitGroup serving;
+        if (sessions) {
+          // Each connection's first turn waits for input in the server's
+          // poller: no goroutine, no stack.
+          ss.emplace(gort::net::Sessions{[](gort::net::ServerConn&) -> std::unique_ptr<gort::net::Session> {
+            return std::make_unique<IdleSession>();
+          }});
+          auto ln = gort::net::listen("tcp", "127.0.0.1:0");
+          if (!ln.ok()) return fail.set("listen: " + status_text(ln.status()));
+          sln = std::move(*ln);
+          serving.add(1);
+          gort::go([&] {
+            (void)ss->serve(sln);
+            serving.done();
+          });
+        } else if (auto s = srv.start(); !s.ok()) {
+          return fail.set("listen: " + status_text(s));
+        }
+        const std::string addr = sessions ? sln.addr() : srv.addr();
+        const std::string port = addr.substr(addr.rfind(':') + 1);
         const int64_t before = gortbench::rss_bytes();
         Stopwatch sw;
         if (!write_all(to_child[1], port + " " + std::to_string(n) + "\n")) {
@@ -329,14 +367,23 @@ void idle_conns(benchmark::State& state, int procs) {
           if (report != "ok") {
             fail.set(report.empty() ? "the client process died" : report);
           } else {
-            srv.wait_started(n);
+            if (sessions) {
+              while (ss->num_idle() < static_cast<size_t>(n)) gort::sleep(absl::Milliseconds(1));
+            } else {
+              srv.wait_started(n);
+            }
             delta = gortbench::rss_bytes() - before;
           }
         }
         seconds = sw.seconds();
         ::close(to_child[1]);  // the client exits; its connections close
         gort::blocking([&] { ::waitpid(pid, nullptr, 0); });
-        srv.stop();
+        if (sessions) {
+          (void)ss->shutdown(gort::background());
+          serving.wait();
+        } else {
+          srv.stop();
+        }
       },
       gort::Config{.procs = procs});
   ::close(from_child[0]);
@@ -345,6 +392,9 @@ void idle_conns(benchmark::State& state, int procs) {
   state.counters["bytes/conn"] = static_cast<double>(delta) / static_cast<double>(n);
   state.counters["peak_rss_MiB"] = gortbench::mib(gortbench::peak_rss_bytes());
 }
+
+void idle_conns(benchmark::State& state, int procs) { idle_conns_mode(state, procs, false); }
+void idle_sessions(benchmark::State& state, int procs) { idle_conns_mode(state, procs, true); }
 
 // splitmix64: the same sequence in the Go twin.
 uint64_t splitmix64(uint64_t* x) {
@@ -406,6 +456,7 @@ int main(int argc, char** argv) {
   gortbench::register_once("tcp_echo", 1, tcp_echo);
   gortbench::register_once("tcp_echo", 2, tcp_echo);
   gortbench::register_once("idle_conns", 1, idle_conns);
+  gortbench::register_once("idle_sessions", 1, idle_sessions);
   gortbench::register_once("timers", 2, timers);
   gortbench::register_once("timer_ops", 1, timer_ops);
   benchmark::Initialize(&argc, argv);

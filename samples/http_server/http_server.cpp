@@ -21,10 +21,14 @@
 //     close"; HTTP/1.0 closes it unless "Connection: keep-alive";
 //     "Expect: 100-continue" gets an interim 100 response;
 //   - the server around it is gort::net::Server (gort/server.hpp): the
-//     accept loop, the connection limit, the idle timeout (a keep-alive
-//     connection waits in wait_input, without its read buffer), and a
-//     graceful shutdown on SIGINT/SIGTERM that closes idle connections at
-//     once and gives requests in progress 5 s (Go's http.Server.Shutdown).
+//     accept loop, the connection limit, the idle timeout, and a graceful
+//     shutdown on SIGINT/SIGTERM that closes idle connections at once and
+//     gives requests in progress 5 s (Go's http.Server.Shutdown);
+//   - idle keep-alive connections hold no goroutine: each connection is a
+//     session (HttpSession) that answers what it has read and then waits
+//     for the next request in the server's poller, its read buffer back in
+//     the server's pool (-goroutines: a goroutine per connection instead,
+//     parked in wait_input between requests).
 //
 // Routes:
 //   GET  /            "Hello, World!\n" (text/plain)
@@ -34,7 +38,7 @@
 //   anything else     404
 //
 // Usage: http_server [-listen 127.0.0.1:8080] [-procs N] [-max-conns 10000]
-//                    [-idle-timeout 30] [-tls-cert FILE -tls-key FILE]
+//                    [-idle-timeout 30] [-goroutines] [-tls-cert FILE -tls-key FILE]
 // With -tls-cert and -tls-key it serves HTTPS (gort::tls; docs/tls.md).
 // Prints "listening on HOST:PORT" (use -listen 127.0.0.1:0 for a free port).
 // Try: curl -v http://127.0.0.1:8080/ http://127.0.0.1:8080/json
@@ -50,6 +54,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -74,6 +80,8 @@ struct Options {
   int procs = 0;
   int max_conns = 10000;
   int idle_timeout_s = 30;
+  // A goroutine per connection instead of sessions (idle without one).
+  bool goroutines = false;
   // HTTPS when both are set (PEM files): gort::tls, as Go's ListenAndServeTLS.
   std::string tls_cert, tls_key;
 };
@@ -366,23 +374,24 @@ const char* status_text(int code) {
   }
 }
 
-// The Date header's value, formatted at most once a second per connection.
-// `now` is the batch's clock reading (serve_conn).
-class DateCache {
- public:
-  const std::string& get(absl::Time now) {
-    int64_t s = absl::ToUnixSeconds(now);
-    if (s != last_) {
-      last_ = s;
-      value_ = absl::FormatTime("%a, %d %b %Y %H:%M:%S GMT", now, absl::UTCTimeZone());
-    }
-    return value_;
+// The Date header's value, formatted at most once a second for the whole
+// process, so that no connection keeps a copy. A plain std::mutex: it is
+// held for a copy, and nothing parks under it.
+void append_date(std::string& out, absl::Time now) {
+  static std::mutex mu;
+  static int64_t last = -1;
+  static char value[64];
+  static size_t len = 0;
+  int64_t s = absl::ToUnixSeconds(now);
+  std::lock_guard lock(mu);
+  if (s != last) {
+    std::string v = absl::FormatTime("%a, %d %b %Y %H:%M:%S GMT", now, absl::UTCTimeZone());
+    len = std::min(v.size(), sizeof value);
+    std::memcpy(value, v.data(), len);
+    last = s;
   }
-
- private:
-  int64_t last_ = -1;
-  std::string value_;
-};
+  out.append(value, len);
+}
 
 struct Response {
   int status = 200;
@@ -392,14 +401,16 @@ struct Response {
 };
 
 void append_response(std::string& out, const Response& r, bool head, bool keep_alive,
-                     bool http10, DateCache& date, absl::Time now) {
+                     bool http10, absl::Time now) {
   append(out, "HTTP/1.1 ", r.status, " ", status_text(r.status), "\r\n");
   if (r.status != 204) {
     append(out, "Content-Type: ", r.content_type, "\r\nContent-Length: ",
                     r.body.size(), "\r\n");
   }
   if (!r.allow.empty()) append(out, "Allow: ", r.allow, "\r\n");
-  append(out, "Date: ", date.get(now), "\r\nServer: gort\r\n");
+  out += "Date: ";
+  append_date(out, now);
+  out += "\r\nServer: gort\r\n";
   if (!keep_alive) {
     out += "Connection: close\r\n";
   } else if (http10) {
@@ -509,69 +520,109 @@ bool flush(C& c, std::string& out, absl::Time now) {
   return ok;
 }
 
-// One connection (plain or TLS behind gort::net::ServerConn): requests until
-// the client closes, asks to, or stays idle past the timeout.
-void serve_conn(gort::net::ServerConn& c, absl::Duration idle) {
-  std::string in;   // bytes read and not yet consumed
-  std::string out;  // responses not yet written
-  DateCache date;
-  char chunk[kReadChunk];
-  bool sent_continue = false;
-  Request req;  // reused: its header vector keeps its capacity
-  for (;;) {
-    // Between requests the connection is idle: wait_input parks without the
-    // read buffer, and a shutdown closes it at once. The server's idle
-    // timeout bounds the wait, and its read timeout (the same) the request
-    // that follows.
-    if (in.empty() && !c.wait_input()) return;
-    auto n = c.read(absl::MakeSpan(chunk));
-    if (!n.ok() || *n == 0) return;  // EOF, error, timeout, or closed by shutdown
-    in.append(chunk, *n);
+// What a connection does after answering what it had read.
+enum class After : uint8_t {
+  kIdle,   // everything answered: wait for the next request
+  kMore,   // part of a request is here: read the rest now
+  kClose,  // closed (by request, after an error, or a failed write)
+};
 
-    // Answer every complete request in the buffer. One clock reading serves
-    // the batch: its Date headers and its write deadline.
-    const absl::Time now = absl::Now();
-    size_t pos = 0;
-    bool close_after = false, graceful = false;
+// Answers every complete request at the front of `in` (consuming them) and
+// writes the responses in one go. `sent_continue` is the connection's: a
+// 100 Continue already sent for the request still incomplete.
+After answer(gort::net::ServerConn& c, std::string& in, bool& sent_continue, absl::Duration idle) {
+  // One clock reading serves the batch: its Date headers and its write
+  // deadline.
+  const absl::Time now = absl::Now();
+  std::string out;  // responses not yet written
+  Request req;
+  size_t pos = 0;
+  bool close_after = false, graceful = false;
+  for (;;) {
+    size_t used = 0;
+    ParseError err;
+    Parse p = parse_request(std::string_view(in).substr(pos), &req, &used, &err);
+    if (p == Parse::kIncomplete) {
+      if (req.expect_continue && !sent_continue) {
+        out += "HTTP/1.1 100 Continue\r\n\r\n";
+        sent_continue = true;
+      }
+      break;
+    }
+    if (p == Parse::kError) {
+      Response r = text(err.status, cat(err.status, " ", status_text(err.status), ": ", err.detail, "\n"));
+      append_response(out, r, false, false, false, now);
+      close_after = graceful = true;
+      break;
+    }
+    Response r = route(req);
+    append_response(out, r, req.method == "HEAD", req.keep_alive, req.minor == 0, now);
+    pos += used;
+    sent_continue = false;
+    if (!req.keep_alive) {
+      close_after = true;
+      break;
+    }
+    if (out.size() >= kFlushAt && !flush(c, out, absl::Now())) return After::kClose;
+  }
+  bool wrote = !out.empty();
+  if (!flush(c, out, now)) return After::kClose;
+  if (close_after) {
+    if (graceful) linger_close(c);
+    else (void)c.close_write();
+    return After::kClose;
+  }
+  in.erase(0, pos);
+  if (in.empty()) return After::kIdle;
+  // Part of the next request is here: the client has the idle timeout,
+  // from the last response, to send the rest.
+  if (wrote && idle > absl::ZeroDuration()) (void)c.set_read_deadline(absl::Now() + idle);
+  return After::kMore;
+}
+
+// Reads once into `in`; false at end of stream or on an error (a timeout,
+// or closed by shutdown).
+bool read_more(gort::net::ServerConn& c, std::string& in) {
+  char chunk[kReadChunk];
+  auto n = c.read(absl::MakeSpan(chunk));
+  if (!n.ok() || *n == 0) return false;
+  in.append(chunk, *n);
+  return true;
+}
+
+// A keep-alive connection as a session (the default): between requests it
+// waits for the next one without a goroutine or a stack, and its read
+// buffer goes back to the server's pool (docs/net.md, "Idle connections
+// without a goroutine").
+struct HttpSession : gort::net::Session {
+  explicit HttpSession(absl::Duration idle) : idle(idle) {}
+  gort::net::Next turn(gort::net::ServerConn& c) override {
+    std::string& in = c.buffer();
     for (;;) {
-      size_t used = 0;
-      ParseError err;
-      Parse p = parse_request(std::string_view(in).substr(pos), &req, &used, &err);
-      if (p == Parse::kIncomplete) {
-        if (req.expect_continue && !sent_continue) {
-          out += "HTTP/1.1 100 Continue\r\n\r\n";
-          sent_continue = true;
-        }
-        break;
+      if (!read_more(c, in)) return gort::net::Next::kClose;
+      switch (answer(c, in, sent_continue, idle)) {
+        case After::kIdle: return gort::net::Next::kWaitInput;
+        case After::kClose: return gort::net::Next::kClose;
+        case After::kMore: break;
       }
-      if (p == Parse::kError) {
-        Response r = text(err.status, cat(err.status, " ", status_text(err.status),
-                                                   ": ", err.detail, "\n"));
-        append_response(out, r, false, false, false, date, now);
-        close_after = graceful = true;
-        break;
-      }
-      Response r = route(req);
-      append_response(out, r, req.method == "HEAD", req.keep_alive, req.minor == 0, date, now);
-      pos += used;
-      sent_continue = false;
-      if (!req.keep_alive) {
-        close_after = true;
-        break;
-      }
-      if (out.size() >= kFlushAt && !flush(c, out, absl::Now())) return;
     }
-    bool wrote = !out.empty();
-    if (!flush(c, out, now)) return;
-    if (close_after) {
-      if (graceful) linger_close(c);
-      else (void)c.close_write();
-      return;
-    }
-    in.erase(0, pos);
-    // Part of the next request is here: the client has the idle timeout,
-    // from the last response, to send the rest.
-    if (!in.empty() && wrote && idle > absl::ZeroDuration()) (void)c.set_read_deadline(absl::Now() + idle);
+  }
+  absl::Duration idle;
+  bool sent_continue = false;
+};
+
+// The same with a goroutine per connection (-goroutines): between requests
+// it parks in wait_input, without the read buffer.
+void serve_conn(gort::net::ServerConn& c, absl::Duration idle) {
+  std::string in;  // bytes read and not yet consumed
+  bool sent_continue = false;
+  for (;;) {
+    // Between requests the connection is idle: a shutdown closes it at
+    // once. The server's idle timeout bounds the wait, and its read timeout
+    // (the same) the request that follows.
+    if (in.empty() && !c.wait_input()) return;
+    if (!read_more(c, in)) return;
+    if (answer(c, in, sent_continue, idle) == After::kClose) return;
   }
 }
 
@@ -591,6 +642,8 @@ bool parse_flags(int argc, char** argv, Options* o) {
     if (size_t eq = a.find('='); eq != std::string_view::npos) {
       name = a.substr(0, eq);
       value = a.substr(eq + 1);
+    } else if (name == "goroutines") {
+      value = "true";
     } else if (i + 1 < argc && name != "h" && name != "help") {
       value = argv[++i];
     } else {
@@ -600,6 +653,10 @@ bool parse_flags(int argc, char** argv, Options* o) {
     else if (name == "procs") { if (!parse_int(value, &o->procs)) return false; }
     else if (name == "max-conns") { if (!parse_int(value, &o->max_conns) || o->max_conns < 1) return false; }
     else if (name == "idle-timeout") { if (!parse_int(value, &o->idle_timeout_s)) return false; }
+    else if (name == "goroutines") {
+      if (value != "true" && value != "false") return false;
+      o->goroutines = value == "true";
+    }
     else if (name == "tls-cert") o->tls_cert = std::string(value);
     else if (name == "tls-key") o->tls_key = std::string(value);
     else return false;
@@ -628,7 +685,16 @@ int serve_on(absl::StatusOr<L> ln, const Options& o) {
   gort::net::ServerConfig scfg;
   scfg.max_conns = o.max_conns;
   if (o.idle_timeout_s > 0) scfg.idle_timeout = scfg.read_timeout = idle;
-  gort::net::Server srv([idle](gort::net::ServerConn& c) { serve_conn(c, idle); }, scfg);
+  std::optional<gort::net::Server> srv_storage;
+  if (o.goroutines) {
+    srv_storage.emplace([idle](gort::net::ServerConn& c) { serve_conn(c, idle); }, scfg);
+  } else {
+    srv_storage.emplace(gort::net::Sessions{[idle](gort::net::ServerConn&) -> std::unique_ptr<gort::net::Session> {
+                          return std::make_unique<HttpSession>(idle);
+                        }},
+                        scfg);
+  }
+  gort::net::Server& srv = *srv_storage;
   auto served = gort::make_chan<absl::Status>(1);
   gort::go([&] { served.send(srv.serve(*ln)); });
 
@@ -660,7 +726,7 @@ int main(int argc, char** argv) {
   if (!parse_flags(argc, argv, &o)) {
     std::fprintf(stderr,
                  "usage: %s [-listen 127.0.0.1:8080] [-procs N] [-max-conns N] "
-                 "[-idle-timeout SECONDS] [-tls-cert FILE -tls-key FILE]\n",
+                 "[-idle-timeout SECONDS] [-goroutines] [-tls-cert FILE -tls-key FILE]\n",
                  argv[0]);
     return 2;
   }

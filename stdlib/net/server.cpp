@@ -39,103 +39,15 @@
 #include "gort/server.hpp"
 #include "gort/sync.hpp"
 #include "stdlib/net/room.hpp"
+#include "stdlib/net/server_impl.hpp"
 
 namespace gort::net {
-
-namespace {
-
-// std::lock_guard, with the annotations clang's analysis reads.
-class ABSL_SCOPED_LOCKABLE Hold {
- public:
-  explicit Hold(Mutex& mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) { mu_.lock(); }
-  ~Hold() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
-  Hold(const Hold&) = delete;
-  Hold& operator=(const Hold&) = delete;
-
- private:
-  Mutex& mu_;
-};
-
-}  // namespace
 
 absl::Status ServerClosedError() { return absl::FailedPreconditionError(std::string(kErrServerClosed)); }
 
 bool is_server_closed(const absl::Status& s) {
   return s.code() == absl::StatusCode::kFailedPrecondition && std::string_view(s.message().data(), s.message().size()) == kErrServerClosed;
 }
-
-// Hidden, though Server is exported whole: nothing outside the library names it.
-struct __attribute__((visibility("hidden"))) Server::Impl {
-  Impl(Handler h, const ServerConfig& c)
-      : handler(std::move(h)), cfg(c), slots(c.max_conns > 0 ? c.max_conns : 1) {
-    auto [b, bc] = with_cancel(background());
-    base = std::move(b);
-    cancel_base = std::move(bc);
-    auto [s, sc] = with_cancel(background());
-    stopping = std::move(s);
-    cancel_stopping = std::move(sc);
-  }
-
-  const Handler handler;
-  const ServerConfig cfg;
-  Semaphore slots;  // used only with a limit
-  Context base;     // ServerConn::context(): cancelled by close
-  CancelFunc cancel_base;
-  Context stopping;  // cancelled when shutdown or close begins
-  CancelFunc cancel_stopping;
-  Chan<std::monostate> all_done = make_chan<std::monostate>();
-
-  mutable Mutex mu;
-  bool shutting_down ABSL_GUARDED_BY(mu) = false;
-  bool closed ABSL_GUARDED_BY(mu) = false;
-  int64_t live ABSL_GUARDED_BY(mu) = 0;
-  size_t nconns ABSL_GUARDED_BY(mu) = 0;
-  std::atomic<bool> stopping_flag{false};  // shutting_down, read without mu
-  ServerConn* conns ABSL_GUARDED_BY(mu) = nullptr;
-  // The listeners being served, to close them.
-  std::vector<std::pair<void*, absl::Status (*)(void*)>> listeners ABSL_GUARDED_BY(mu);
-
-  bool limited() const { return cfg.max_conns > 0; }
-
-  // Counts one more accept loop or connection; false once stopping.
-  bool enter() {
-    Hold lock(mu);
-    if (shutting_down) return false;
-    live++;
-    return true;
-  }
-  void leave_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (--live == 0 && shutting_down) all_done.close();
-  }
-  void leave() {
-    Hold lock(mu);
-    leave_locked();
-  }
-
-  // Begins a shutdown (or a close): no new connection or serve from now on.
-  void begin_stop_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (shutting_down) return;
-    shutting_down = true;
-    stopping_flag.store(true, std::memory_order_seq_cst);
-    cancel_stopping();
-    if (live == 0) all_done.close();
-  }
-
-  absl::Status close_listeners_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    absl::Status first;
-    for (auto& [ln, close] : listeners) {
-      absl::Status s = close(ln);
-      if (!s.ok() && !is_closed_error(s) && first.ok()) first = s;
-    }
-    listeners.clear();
-    return first;
-  }
-
-  template <class L>
-  absl::Status serve(Server* srv, L& ln);
-  template <class C>
-  void run_conn(Server* srv, C conn);
-};
 
 namespace {
 
@@ -168,42 +80,72 @@ tls::Conn* as_tls(tls::Conn& c) { return &c; }
 }  // namespace
 
 template <class C>
+IdleConnOf<C>::IdleConnOf(Server* srv, C c) : IdleConn(srv, as_net(conn), as_tls(conn)), conn(std::move(c)) {}
+
+void report_panic(const ServerConn& sc) {
+  std::string line = describe_current(sc.remote_addr());
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+template <class C>
 void Server::Impl::run_conn(Server* srv, C conn) {
+  if (sessions.make) {
+    run_session(srv, std::move(conn));
+    return;
+  }
   ServerConn sc(srv, as_net(conn), as_tls(conn));
   bool open;
   {
     Hold lock(mu);
     open = !shutting_down;
-    if (open) {
-      sc.next_ = conns;
-      if (conns != nullptr) conns->prev_ = &sc;
-      conns = &sc;
-      nconns++;
-    }
+    if (open) link_locked(&sc);
   }
   if (open) {
     sc.start_request();
     try {
       handler(sc);
     } catch (...) {
-      std::string line = describe_current(sc.remote_addr());
-      std::fwrite(line.data(), 1, line.size(), stderr);
+      report_panic(sc);
     }
   }
+  sc.release_buffer(/*all=*/true);
   {
     Hold lock(mu);
-    if (open) {
-      if (sc.prev_ != nullptr) sc.prev_->next_ = sc.next_;
-      else conns = sc.next_;
-      if (sc.next_ != nullptr) sc.next_->prev_ = sc.prev_;
-      nconns--;
-    }
+    if (open) unlink_locked(&sc);
   }
   // Closed (a TLS connection sends close_notify) before the slot is given
   // back and the server may be destroyed.
   (void)conn.close();
   if (limited()) slots.release();
   leave();
+}
+
+template <class C>
+void Server::Impl::run_session(Server* srv, C conn) {
+  auto* ic = new IdleConnOf<C>(srv, std::move(conn));
+  bool open;
+  {
+    Hold lock(mu);
+    open = !shutting_down;
+    if (open) link_locked(&ic->sc);
+  }
+  if (!open) {
+    delete ic;  // closes the connection
+    if (limited()) slots.release();
+    leave();
+    return;
+  }
+  ic->sc.start_request();
+  try {
+    ic->session = sessions.make(ic->sc);
+  } catch (...) {
+    report_panic(ic->sc);
+  }
+  if (ic->session == nullptr) {
+    finish(ic);
+    return;
+  }
+  run_turns(ic);
 }
 
 template <class L>
@@ -242,10 +184,19 @@ absl::Status Server::Impl::serve(Server* srv, L& ln) {
   return result;
 }
 
-Server::Server(Handler handler, ServerConfig cfg) : impl_(std::make_unique<Impl>(std::move(handler), cfg)) {
+Server::Server(Handler handler, ServerConfig cfg)
+    : impl_(std::make_unique<Impl>(std::move(handler), Sessions{}, cfg)) {
   if (cfg.max_conns < 0) throw panic_error("gort::net::Server: negative max_conns");
   if (!impl_->handler) throw panic_error("gort::net::Server: no handler");
 }
+
+Server::Server(Sessions sessions, ServerConfig cfg)
+    : impl_(std::make_unique<Impl>(Handler{}, std::move(sessions), cfg)) {
+  if (cfg.max_conns < 0) throw panic_error("gort::net::Server: negative max_conns");
+  if (!impl_->sessions.make) throw panic_error("gort::net::Server: no session factory");
+}
+
+Session::~Session() = default;
 
 Server::~Server() {
   (void)close();
@@ -268,6 +219,8 @@ absl::Status Server::shutdown(const Context& ctx) {
       }
     }
   }
+  // Those idle without a goroutine have nobody to end them but us.
+  for (IdleConn* ic : s.claim_all_idle()) s.finish(ic);
   absl::Status result;
   select(on_recv(s.all_done), on_recv(ctx.done(), [&] { result = ctx.err(); }));
   return result;
@@ -275,18 +228,22 @@ absl::Status Server::shutdown(const Context& ctx) {
 
 absl::Status Server::close() {
   Impl& s = *impl_;
-  Hold lock(s.mu);
-  s.begin_stop_locked();
-  if (!s.closed) {
-    s.closed = true;
-    s.cancel_base();
-  }
-  absl::Status result = s.close_listeners_locked();
-  for (ServerConn* c = s.conns; c != nullptr; c = c->next_) {
-    if (c->state_.exchange(ServerConn::kClosed, std::memory_order_seq_cst) != ServerConn::kClosed) {
-      (void)c->close_conn();
+  absl::Status result;
+  {
+    Hold lock(s.mu);
+    s.begin_stop_locked();
+    if (!s.closed) {
+      s.closed = true;
+      s.cancel_base();
+    }
+    result = s.close_listeners_locked();
+    for (ServerConn* c = s.conns; c != nullptr; c = c->next_) {
+      if (c->state_.exchange(ServerConn::kClosed, std::memory_order_seq_cst) != ServerConn::kClosed) {
+        (void)c->close_conn();
+      }
     }
   }
+  for (IdleConn* ic : s.claim_all_idle()) s.finish(ic);
   return result;
 }
 
@@ -332,6 +289,7 @@ bool ServerConn::wait_input() {
   if (idle != absl::InfiniteDuration() || s.cfg.read_timeout != absl::InfiniteDuration()) {
     (void)set_read_deadline(after(idle));
   }
+  release_buffer();  // an idle connection holds none
   absl::Status err = nc_ != nullptr ? nc_->wait_readable() : tc_->wait_readable();
   if (!err.ok()) {
     touch();
@@ -348,6 +306,19 @@ void ServerConn::touch() {
   if (state_.load(std::memory_order_relaxed) == kIdle) {
     state_.compare_exchange_strong(idle, kActive, std::memory_order_acq_rel);
   }
+}
+
+std::string& ServerConn::buffer() {
+  if (buf_ == nullptr) buf_ = srv_->impl_->buffers.get();
+  return *buf_;
+}
+
+void ServerConn::release_buffer(bool all) {
+  if (buf_ != nullptr && (all || buf_->empty())) srv_->impl_->buffers.put(std::exchange(buf_, nullptr));
+}
+
+bool ServerConn::input_pending() {
+  return (buf_ != nullptr && !buf_->empty()) || (tc_ != nullptr && tc_->input_pending());
 }
 
 absl::Status ServerConn::close_conn() { return nc_ != nullptr ? nc_->close() : tc_->close(); }

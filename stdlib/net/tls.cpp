@@ -569,14 +569,19 @@ absl::StatusOr<size_t> Conn::write(absl::Span<const char> buf) {
   return absl::UnavailableError(cat("tls: ", r.err == SSL_ERROR_SSL ? r.reason : "write failed"));
 }
 
+int Conn::native_handle() const { return st_ == nullptr ? -1 : st_->conn.native_handle(); }
+
+bool Conn::input_pending() const {
+  if (st_ == nullptr || !st_->hs_ok.load(std::memory_order_acquire)) return false;
+  st_->mu.lock();
+  bool pending = SSL_has_pending(st_->ssl) == 1;
+  st_->mu.unlock();
+  return pending;
+}
+
 absl::Status Conn::wait_readable() {
   if (st_ == nullptr) return internal::invalid_error();
-  if (st_->hs_ok.load(std::memory_order_acquire)) {
-    st_->mu.lock();
-    bool pending = SSL_has_pending(st_->ssl) == 1;
-    st_->mu.unlock();
-    if (pending) return absl::OkStatus();
-  }
+  if (input_pending()) return absl::OkStatus();
   return st_->conn.wait_readable();
 }
 

@@ -298,6 +298,8 @@ func main() {
 		{Workload: "tcp_echo", Procs: 1, Run: tcpEcho},
 		{Workload: "tcp_echo", Procs: 2, Run: tcpEcho},
 		{Workload: "idle_conns", Procs: 1, Run: idle},
+		// gort's stackless sessions; Go serves them as idle_conns does.
+		{Workload: "idle_sessions", Procs: 1, Run: idle},
 		{Workload: "timers", Procs: 2, Run: timers},
 		{Workload: "timer_ops", Procs: 1, Run: timerOpsCase},
 	})

@@ -54,6 +54,30 @@
 // on. The connection is closed when the handler returns (a TLS connection
 // sends close_notify).
 //
+// Idle connections without a goroutine (Sessions). A server built from a
+// session factory keeps each connection's state in the program's own
+// object and runs it in turns: a turn is plain blocking code on a
+// goroutine, and returns Next::kWaitInput to wait for the next input with
+// no goroutine and no stack. The connection stays registered with the
+// server's poller; when input comes, a goroutine from the warm pool runs
+// the next turn; when the idle timeout passes or the server shuts down, the
+// connection is closed and its session destroyed. Input already read ahead
+// (what is left in buffer(), or what OpenSSL holds) runs the next turn at
+// once instead. An idle connection costs its session, its descriptor's
+// bookkeeping and a registration (docs/net.md, "Idle connections without a
+// goroutine").
+//
+//   struct Echo : gort::net::Session {
+//     gort::net::Next turn(gort::net::ServerConn& c) override {
+//       std::string& in = c.buffer();               // pooled between turns
+//       ...read into it, answer what is complete, leave the rest in `in`...
+//       return gort::net::Next::kWaitInput;         // idle: no goroutine, no stack
+//     }
+//   };
+//   gort::net::Server srv(gort::net::Sessions{[](gort::net::ServerConn&) {
+//     return std::make_unique<Echo>();
+//   }});
+//
 // Thread-safety: serve, shutdown, close and the counters may be called from
 // any goroutine, concurrently. A ServerConn belongs to its handler's
 // goroutine (its read and write may be used by other goroutines the handler
@@ -104,6 +128,28 @@ struct ServerConfig {
 };
 
 class Server;
+class ServerConn;
+
+// How a session's turn ends.
+enum class Next : uint8_t {
+  kWaitInput,  // wait for the next input without a goroutine
+  kClose,      // close the connection and destroy the session
+};
+
+// A connection's own state in a session server (see the top of the file).
+// Destroyed when the connection ends, on whatever goroutine ends it.
+class GORT_API Session {
+ public:
+  virtual ~Session();
+  // One turn: plain blocking code on a goroutine. An exception is reported
+  // as a handler's is and closes the connection.
+  virtual Next turn(ServerConn& c) = 0;
+};
+
+// Makes the session of a new connection (null: close it at once).
+struct Sessions {
+  std::function<std::unique_ptr<Session>(ServerConn&)> make;
+};
 
 // One served connection, as its handler sees it: a net::Conn or a
 // tls::Conn behind one interface, so that a handler serves both.
@@ -130,6 +176,13 @@ class GORT_API ServerConn {
   std::string local_addr() const;
   std::string remote_addr() const;
 
+  // A read buffer the server pools: a connection holds one only while it
+  // is not empty, so idle connections hold none (wait_input and the end of
+  // a turn give an empty one back). Keep input read ahead here: in a
+  // session server a turn that ends with kWaitInput while it is not empty
+  // runs the next turn at once.
+  std::string& buffer();
+
   // The connection itself: exactly one is not null.
   net::Conn* net_conn() { return nc_; }
   tls::Conn* tls_conn() { return tc_; }
@@ -140,6 +193,7 @@ class GORT_API ServerConn {
 
  private:
   friend class Server;
+  friend struct IdleConn;
   ServerConn(Server* srv, net::Conn* nc, tls::Conn* tc) : srv_(srv), nc_(nc), tc_(tc) {}
 
   // stdlib/net/server.cpp has the state machine.
@@ -147,11 +201,15 @@ class GORT_API ServerConn {
   void start_request();
   void touch();
   absl::Status close_conn();
+  // Gives the buffer back to the pool: an empty one, or any with `all`.
+  void release_buffer(bool all = false);
+  bool input_pending();
 
   Server* srv_;
   net::Conn* nc_;
   tls::Conn* tc_;
   std::atomic<uint8_t> state_{kActive};
+  std::string* buf_ = nullptr;  // from the server's pool
   ServerConn* prev_ = nullptr;  // the server's list, under its lock
   ServerConn* next_ = nullptr;
 };
@@ -161,6 +219,7 @@ class GORT_API Server {
   using Handler = std::function<void(ServerConn&)>;
 
   explicit Server(Handler handler, ServerConfig cfg = {});
+  explicit Server(Sessions sessions, ServerConfig cfg = {});
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
   ~Server();

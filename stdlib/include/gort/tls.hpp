@@ -114,6 +114,8 @@ class GORT_API Conn {
   // SSL_has_pending); otherwise waits on the socket, which a record that
   // carries no data (a TLS 1.3 session ticket) may also wake.
   absl::Status wait_readable();
+  // Whether OpenSSL holds input that a read returns without the socket.
+  bool input_pending() const;
   absl::StatusOr<size_t> write_string(std::string_view s) {
     return write(absl::MakeConstSpan(s.data(), s.size()));
   }
@@ -128,6 +130,8 @@ class GORT_API Conn {
   absl::Status set_write_deadline(absl::Time t);
   std::string local_addr() const;
   std::string remote_addr() const;
+  // The socket's descriptor (-1 without one), as net::Conn's.
+  int native_handle() const;
 
   // After the handshake: the ALPN protocol chosen ("" if none), the SNI the
   // client sent (server side), the version ("TLSv1.3"), and the peer

@@ -1,0 +1,286 @@
+// Idle connections without a goroutine (gort/server.hpp, Sessions), and the
+// pooled read buffers.
+//
+// A session's turn that ends with Next::kWaitInput and has no input read
+// ahead gives its goroutine back: the connection goes into the server's own
+// epoll set (level-triggered, EPOLLONESHOT, keyed by a number, not a
+// pointer) and into a heap of idle deadlines. One goroutine per server
+// (watch) waits on that epoll set through the runtime's poller, as on any
+// descriptor, so it parks like a reader and the deadlock detector counts it;
+// its read deadline is the soonest idle deadline. When connections have
+// input it takes them out and starts a goroutine per connection for their
+// next turn; when deadlines pass it ends those connections.
+//
+// Who owns an idle connection: whoever takes it out of IdlePoller::conns
+// under IdlePoller::mu (the watcher, for input or a deadline; shutdown and
+// close, for all of them) runs its next turn or finishes it. An event for a
+// key no longer there is stale and ignored (the epoll set may report an
+// event harvested before the connection left it).
+//
+// Lock order: Server::Impl::mu, then IdlePoller::mu; the buffer pool's lock
+// is a leaf.
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <utility>
+#include <vector>
+
+#include "gort/runtime.hpp"
+#include "gort/server.hpp"
+#include "stdlib/net/room.hpp"
+#include "stdlib/net/server_impl.hpp"
+
+namespace gort::net {
+
+// The deadline heap (IdlePoller::heap; IdleConn::heap_index).
+
+void IdlePoller::heap_swap(size_t i, size_t j) {
+  std::swap(heap[i], heap[j]);
+  heap[i]->heap_index = static_cast<int32_t>(i);
+  heap[j]->heap_index = static_cast<int32_t>(j);
+}
+
+void IdlePoller::heap_up(size_t i) {
+  while (i > 0) {
+    size_t parent = (i - 1) / 2;
+    if (heap[parent]->deadline <= heap[i]->deadline) break;
+    heap_swap(i, parent);
+    i = parent;
+  }
+}
+
+void IdlePoller::heap_down(size_t i) {
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    if (l < heap.size() && heap[l]->deadline < heap[m]->deadline) m = l;
+    if (r < heap.size() && heap[r]->deadline < heap[m]->deadline) m = r;
+    if (m == i) return;
+    heap_swap(i, m);
+    i = m;
+  }
+}
+
+void IdlePoller::heap_push(IdleConn* ic) {
+  ic->heap_index = static_cast<int32_t>(heap.size());
+  heap.push_back(ic);
+  heap_up(heap.size() - 1);
+}
+
+void IdlePoller::heap_remove(IdleConn* ic) {
+  if (ic->heap_index < 0) return;
+  size_t i = static_cast<size_t>(ic->heap_index);
+  size_t last = heap.size() - 1;
+  if (i != last) heap_swap(i, last);
+  heap.pop_back();
+  ic->heap_index = -1;
+  if (i < heap.size()) {
+    heap_down(i);
+    heap_up(i);
+  }
+}
+
+// The buffer pool.
+
+std::string* BufferPool::get() {
+  {
+    Hold lock(mu);
+    if (!free.empty()) {
+      std::string* b = free.back().release();
+      free.pop_back();
+      return b;
+    }
+  }
+  return new std::string();
+}
+
+void BufferPool::put(std::string* b) {
+  b->clear();
+  if (b->capacity() <= kMaxCapacity) {
+    Hold lock(mu);
+    if (free.size() < kKeep) {
+      free.emplace_back(b);
+      return;
+    }
+  }
+  delete b;
+}
+
+BufferPool::~BufferPool() = default;
+
+IdlePoller::~IdlePoller() {
+  // A watcher that never ran (a shutdown began as it was started).
+  Hold lock(mu);
+  if (ep != nullptr) {
+    (void)ep->close();
+    internal::NetFD::release(ep);
+  }
+}
+
+// Turns.
+
+void Server::Impl::run_turns(IdleConn* ic) {
+  ServerConn& sc = ic->sc;
+  for (;;) {
+    Next next = Next::kClose;
+    try {
+      next = ic->session->turn(sc);
+    } catch (...) {
+      report_panic(sc);
+    }
+    if (next != Next::kWaitInput || sc.state_.load(std::memory_order_acquire) == ServerConn::kClosed) break;
+    if (sc.input_pending()) {
+      sc.start_request();  // input read ahead: the next turn now
+      continue;
+    }
+    sc.release_buffer();
+    if (arm(ic)) return;  // idle: this goroutine ends, the connection waits
+    break;
+  }
+  finish(ic);
+}
+
+void Server::Impl::finish(IdleConn* ic) {
+  {
+    Hold lock(mu);
+    unlink_locked(&ic->sc);
+  }
+  ic->sc.release_buffer(/*all=*/true);
+  (void)ic->sc.close_conn();  // a TLS connection sends close_notify
+  delete ic;                  // the session, then the connection
+  if (limited()) slots.release();
+  leave();
+}
+
+bool Server::Impl::arm(IdleConn* ic) {
+  ServerConn& sc = ic->sc;
+  uint8_t st = ServerConn::kActive;
+  if (!sc.state_.compare_exchange_strong(st, ServerConn::kIdle, std::memory_order_seq_cst)) return false;
+  if (stopping_flag.load(std::memory_order_seq_cst)) return false;
+  bool start = false;
+  {
+    Hold lock(idle.mu);
+    if (idle.stopped) return false;
+    if (!idle.started) {
+      idle.epfd = ::epoll_create1(EPOLL_CLOEXEC);
+      int err = 0;
+      if (idle.epfd >= 0) idle.ep = internal::NetFD::open_file(idle.epfd, internal::FdKind::kFile, true, &err);
+      if (idle.ep == nullptr) {
+        if (idle.epfd >= 0) ::close(idle.epfd);
+        idle.epfd = -1;
+        return false;  // no poller: the connection ends rather than idling with a goroutine
+      }
+      idle.started = start = true;
+    }
+    uint64_t key = idle.next_key++;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
+    ev.data.u64 = key;
+    if (::epoll_ctl(idle.epfd, ic->in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, ic->fd(), &ev) != 0) return false;
+    ic->in_epoll = true;
+    ic->key = key;
+    idle.conns.emplace(key, ic);
+    absl::Duration d = cfg.idle_timeout != absl::InfiniteDuration() ? cfg.idle_timeout : cfg.read_timeout;
+    ic->deadline = d == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + d;
+    if (ic->deadline != absl::InfiniteFuture()) {
+      idle.heap_push(ic);
+      // The soonest deadline is the watcher's read deadline.
+      if (idle.heap.front() == ic) (void)idle.ep->set_deadline(ic->deadline, 'r');
+    }
+  }
+  if (start) {
+    // The watcher counts in `live`, unless a shutdown began meanwhile: then
+    // it has already claimed or will claim this connection (idle.stopped),
+    // and the poller is released with the server.
+    bool counted;
+    {
+      Hold lock(mu);
+      counted = !shutting_down;
+      if (counted) live++;
+    }
+    if (counted) go([this] { watch(); });
+  }
+  return true;
+}
+
+std::vector<IdleConn*> Server::Impl::claim_all_idle() {
+  std::vector<IdleConn*> out;
+  Hold lock(idle.mu);
+  idle.stopped = true;
+  out.reserve(idle.conns.size());
+  for (auto& [key, ic] : idle.conns) {
+    ic->heap_index = -1;
+    out.push_back(ic);
+  }
+  idle.conns.clear();
+  idle.heap.clear();
+  if (idle.ep != nullptr) (void)idle.ep->close();  // the watcher wakes and leaves
+  return out;
+}
+
+void Server::Impl::watch() {
+  constexpr int kBatch = 128;
+  epoll_event evs[kBatch];
+  std::vector<IdleConn*> ready, expired;
+  internal::NetFD* ep;  // released only here, below
+  {
+    Hold lock(idle.mu);
+    ep = idle.ep;
+  }
+  for (;;) {
+    int n = 0;
+    int err = ep->raw_io('r', [&](int fd) {
+      n = ::epoll_wait(fd, evs, kBatch, 0);
+      return n != 0 && !(n < 0 && errno == EINTR);
+    });
+    bool stop;
+    {
+      Hold lock(idle.mu);
+      for (int i = 0; i < n; i++) {
+        auto it = idle.conns.find(evs[i].data.u64);
+        if (it == idle.conns.end()) continue;  // stale: someone else took it
+        IdleConn* ic = it->second;
+        idle.conns.erase(it);
+        idle.heap_remove(ic);
+        ready.push_back(ic);
+      }
+      absl::Time now = absl::Now();
+      while (!idle.heap.empty() && idle.heap.front()->deadline <= now) {
+        IdleConn* ic = idle.heap.front();
+        idle.heap_remove(ic);
+        idle.conns.erase(ic->key);
+        expired.push_back(ic);
+      }
+      stop = idle.stopped;
+      if (!stop) {
+        (void)idle.ep->set_deadline(idle.heap.empty() ? absl::InfiniteFuture() : idle.heap.front()->deadline, 'r');
+      }
+    }
+    for (IdleConn* ic : ready) {
+      ic->sc.touch();
+      if (ic->sc.state_.load(std::memory_order_acquire) == ServerConn::kClosed) {
+        go([this, ic] { finish(ic); });
+      } else {
+        go([this, ic] {
+          ic->sc.start_request();
+          run_turns(ic);
+        });
+      }
+    }
+    for (IdleConn* ic : expired) {
+      ic->sc.state_.store(ServerConn::kClosed, std::memory_order_release);
+      go([this, ic] { finish(ic); });
+    }
+    ready.clear();
+    expired.clear();
+    if (stop || err == internal::kErrClosing) break;
+  }
+  {
+    Hold lock(idle.mu);
+    idle.ep = nullptr;
+  }
+  internal::NetFD::release(ep);
+  leave();
+}
+
+}  // namespace gort::net

@@ -1,0 +1,205 @@
+// stdlib/net/server_impl.hpp — the server's state (gort/server.hpp), shared by
+// server.cpp (the lifecycle) and server_idle.cpp (idle connections without a
+// goroutine, and the pooled read buffers). Internal to stdlib/net.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "gort/chan.hpp"
+#include "gort/context.hpp"
+#include "gort/server.hpp"
+#include "gort/sync.hpp"
+#include "stdlib/net/net_fd.hpp"
+#include "stdlib/net/room.hpp"
+
+namespace gort::net {
+
+// std::lock_guard, with the annotations clang's analysis reads.
+class ABSL_SCOPED_LOCKABLE Hold {
+ public:
+  explicit Hold(Mutex& mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) { mu_.lock(); }
+  ~Hold() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+  Hold(const Hold&) = delete;
+  Hold& operator=(const Hold&) = delete;
+
+ private:
+  Mutex& mu_;
+};
+
+// Prints `gort: panic serving ADDR: TYPE: what` for the exception being
+// handled (Go's `http: panic serving`).
+__attribute__((visibility("hidden"))) void report_panic(const ServerConn& sc);
+
+// A connection of a session server, on the heap: it outlives the goroutine
+// of a turn. C (net::Conn or tls::Conn) is the template below.
+struct __attribute__((visibility("hidden"))) IdleConn {
+  IdleConn(Server* srv, net::Conn* nc, tls::Conn* tc) : sc(srv, nc, tc) {}
+  virtual ~IdleConn() = default;
+  int fd() { return sc.nc_ != nullptr ? sc.nc_->native_handle() : sc.tc_->native_handle(); }
+
+  ServerConn sc;
+  std::unique_ptr<Session> session;
+  // While idle, under IdlePoller::mu: its key in `conns`, its idle
+  // deadline and its place in the deadline heap (-1: none).
+  uint64_t key = 0;
+  absl::Time deadline = absl::InfiniteFuture();
+  int32_t heap_index = -1;
+  bool in_epoll = false;  // added to the server's epoll set once
+};
+
+template <class C>
+struct __attribute__((visibility("hidden"))) IdleConnOf final : IdleConn {
+  IdleConnOf(Server* srv, C c);
+  C conn;
+};
+
+// The server's own epoll set of idle connections, watched by one goroutine
+// parked on it through the runtime's poller (docs/net.md, "Idle connections
+// without a goroutine").
+struct __attribute__((visibility("hidden"))) IdlePoller {
+  Mutex mu;  // after Server::Impl::mu
+  int epfd = -1;
+  internal::NetFD* ep ABSL_GUARDED_BY(mu) = nullptr;  // epfd in the runtime's poller
+  bool started ABSL_GUARDED_BY(mu) = false;
+  bool stopped ABSL_GUARDED_BY(mu) = false;
+  uint64_t next_key ABSL_GUARDED_BY(mu) = 1;
+  absl::flat_hash_map<uint64_t, IdleConn*> conns ABSL_GUARDED_BY(mu);
+  std::vector<IdleConn*> heap ABSL_GUARDED_BY(mu);  // by deadline, soonest first
+
+  ~IdlePoller();
+  void heap_push(IdleConn* ic) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void heap_remove(IdleConn* ic) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void heap_up(size_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void heap_down(size_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void heap_swap(size_t i, size_t j) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+};
+
+// Read buffers lent to connections while they hold input (ServerConn::buffer).
+struct __attribute__((visibility("hidden"))) BufferPool {
+  static constexpr size_t kKeep = 256;           // buffers kept for reuse
+  static constexpr size_t kMaxCapacity = 64 << 10;  // larger ones are freed
+  Mutex mu;
+  std::vector<std::unique_ptr<std::string>> free ABSL_GUARDED_BY(mu);
+  std::string* get();
+  void put(std::string* b);
+  ~BufferPool();
+};
+
+// Hidden, though Server is exported whole: nothing outside the library names it.
+struct __attribute__((visibility("hidden"))) Server::Impl {
+  Impl(Handler h, Sessions ss, const ServerConfig& c)
+      : handler(std::move(h)), sessions(std::move(ss)), cfg(c), slots(c.max_conns > 0 ? c.max_conns : 1) {
+    auto [b, bc] = with_cancel(background());
+    base = std::move(b);
+    cancel_base = std::move(bc);
+    auto [s, sc] = with_cancel(background());
+    stopping = std::move(s);
+    cancel_stopping = std::move(sc);
+  }
+
+  const Handler handler;    // goroutine per connection, or
+  const Sessions sessions;  // sessions in turns
+  const ServerConfig cfg;
+  Semaphore slots;  // used only with a limit
+  Context base;     // ServerConn::context(): cancelled by close
+  CancelFunc cancel_base;
+  Context stopping;  // cancelled when shutdown or close begins
+  CancelFunc cancel_stopping;
+  Chan<std::monostate> all_done = make_chan<std::monostate>();
+
+  mutable Mutex mu;
+  bool shutting_down ABSL_GUARDED_BY(mu) = false;
+  bool closed ABSL_GUARDED_BY(mu) = false;
+  int64_t live ABSL_GUARDED_BY(mu) = 0;
+  size_t nconns ABSL_GUARDED_BY(mu) = 0;
+  std::atomic<bool> stopping_flag{false};  // shutting_down, read without mu
+  ServerConn* conns ABSL_GUARDED_BY(mu) = nullptr;
+  // The listeners being served, to close them.
+  std::vector<std::pair<void*, absl::Status (*)(void*)>> listeners ABSL_GUARDED_BY(mu);
+
+  bool limited() const { return cfg.max_conns > 0; }
+
+  // Counts one more accept loop or connection; false once stopping.
+  bool enter() {
+    Hold lock(mu);
+    if (shutting_down) return false;
+    live++;
+    return true;
+  }
+  void leave_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (--live == 0 && shutting_down) all_done.close();
+  }
+  void leave() {
+    Hold lock(mu);
+    leave_locked();
+  }
+
+  // Begins a shutdown (or a close): no new connection or serve from now on.
+  void begin_stop_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (shutting_down) return;
+    shutting_down = true;
+    stopping_flag.store(true, std::memory_order_seq_cst);
+    cancel_stopping();
+    if (live == 0) all_done.close();
+  }
+
+  absl::Status close_listeners_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    absl::Status first;
+    for (auto& [ln, close] : listeners) {
+      absl::Status s = close(ln);
+      if (!s.ok() && !is_closed_error(s) && first.ok()) first = s;
+    }
+    listeners.clear();
+    return first;
+  }
+
+  template <class L>
+  absl::Status serve(Server* srv, L& ln);
+  template <class C>
+  void run_conn(Server* srv, C conn);
+  template <class C>
+  void run_session(Server* srv, C conn);
+
+  void link_locked(ServerConn* sc) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    sc->next_ = conns;
+    if (conns != nullptr) conns->prev_ = sc;
+    conns = sc;
+    nconns++;
+  }
+  void unlink_locked(ServerConn* sc) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (sc->prev_ != nullptr) sc->prev_->next_ = sc->next_;
+    else conns = sc->next_;
+    if (sc->next_ != nullptr) sc->next_->prev_ = sc->prev_;
+    nconns--;
+  }
+
+  // Session servers (server_idle.cpp).
+  IdlePoller idle;
+  BufferPool buffers;
+  // Runs turns until the connection waits without a goroutine (armed in
+  // the poller) or ends (then finishes it).
+  void run_turns(IdleConn* ic);
+  // Ends a connection: off the list, closed, destroyed, its slot given
+  // back, uncounted.
+  void finish(IdleConn* ic);
+  // Registers ic as idle; false if the server is stopping (ic is not).
+  bool arm(IdleConn* ic);
+  // Takes every idle connection out of the poller (shutdown and close);
+  // the caller finishes them.
+  std::vector<IdleConn*> claim_all_idle();
+  // The poller's goroutine: starts the turns of connections with input,
+  // ends those past their idle timeout.
+  void watch();
+};
+
+
+}  // namespace gort::net

@@ -1,0 +1,293 @@
+// tests/stdlib/net/server_idle_test.cpp — session servers (stdlib/net/
+// server_idle.cpp): idle connections held without a goroutine and woken for
+// their next turn, input read ahead running the next turn at once, idle
+// timeouts, a peer that closes or half-closes while idle, a turn that also
+// waits with a goroutine, shutdown and close with idle sessions, and an
+// idle server that is not a deadlock; run_test checks that nothing leaks.
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "gort/chan.hpp"
+#include "gort/context.hpp"
+#include "gort/server.hpp"
+#include "gort/sync.hpp"
+#include "gort/time.hpp"
+#include "tests/stdlib/net/net_helpers.hpp"
+#include "tests/testing.hpp"
+
+namespace {
+
+using gort::net::Next;
+using gort::net::ServerConn;
+using gort::test::must;
+using gort::test::NetTest;
+using gort::test::read_exactly;
+using gort::test::write_str;
+
+std::atomic<int> g_sessions{0};  // live sessions
+
+// Answers each complete line ("x\n" -> "x!\n"), one line per turn; what is
+// left of the input stays in the pooled buffer.
+struct LineSession : gort::net::Session {
+  LineSession() { g_sessions.fetch_add(1); }
+  ~LineSession() override { g_sessions.fetch_sub(1); }
+  Next turn(ServerConn& c) override {
+    std::string& in = c.buffer();
+    size_t nl;
+    while ((nl = in.find('\n')) == std::string::npos) {
+      char chunk[256];
+      auto n = c.read(absl::MakeSpan(chunk));
+      if (!n.ok()) return Next::kClose;
+      if (*n == 0) {  // end of stream: a half-closed peer still gets an answer
+        (void)c.write_string("bye\n");
+        return Next::kClose;
+      }
+      in.append(chunk, *n);
+    }
+    std::string line = in.substr(0, nl);
+    in.erase(0, nl + 1);
+    turns++;
+    if (line == "wait") {
+      // A turn may also wait with its goroutine, as a handler does.
+      if (!c.wait_input()) return Next::kClose;
+      return Next::kWaitInput;
+    }
+    if (!c.write_string(line + "!\n").ok()) return Next::kClose;
+    return Next::kWaitInput;
+  }
+  int turns = 0;
+};
+
+gort::net::Sessions line_sessions() {
+  return gort::net::Sessions{[](ServerConn&) { return std::make_unique<LineSession>(); }};
+}
+
+struct Serving {
+  gort::Chan<absl::Status> done = gort::make_chan<absl::Status>(1);
+  Serving(gort::net::Server& srv, gort::net::Listener& ln) {
+    gort::go([&srv, &ln, d = done] { d.send(srv.serve(ln)); });
+  }
+  absl::Status result() { return done.recv().value_or(absl::InternalError("no result")); }
+};
+
+template <class F>
+bool eventually(F cond) {
+  for (int i = 0; i < 2000; i++) {
+    if (cond()) return true;
+    gort::sleep(absl::Milliseconds(5));
+  }
+  return cond();
+}
+
+TEST_P(NetTest, SessionsIdleWithoutAGoroutine) {
+  run_test([] {
+    constexpr int kConns = 100;
+    gort::net::Server srv(line_sessions());
+    auto ln = must(gort::net::listen("tcp", "127.0.0.1:0"));
+    if (!ln) return;
+    Serving serving(srv, ln);
+    int64_t before = gort::num_goroutine();
+    std::vector<gort::net::Conn> cs;
+    for (int i = 0; i < kConns; i++) {
+      cs.push_back(must(gort::net::dial("tcp", ln.addr())));
+      std::string m = "hello " + std::to_string(i);
+      EXPECT_TRUE(write_str(cs.back(), m + "\n").ok());
+      EXPECT_EQ(read_exactly(cs.back(), m.size() + 2).value_or(""), m + "!\n");
+    }
+    EXPECT_TRUE(eventually([&] { return srv.num_idle() == kConns; })) << srv.num_idle();
+    EXPECT_EQ(srv.num_conns(), static_cast<size_t>(kConns));
+    // The connections are idle with no goroutine each: one watcher only.
+    EXPECT_TRUE(eventually([&] { return gort::num_goroutine() <= before + 1; }))
+        << gort::num_goroutine() << " goroutines, " << before << " before";
+    // Each wakes for its next turn.
+    for (int i = 0; i < kConns; i++) {
+      EXPECT_TRUE(write_str(cs[i], "again\n").ok());
+      EXPECT_EQ(read_exactly(cs[i], 7).value_or(""), "again!\n");
+    }
+    // Shutdown closes them all at once and destroys their sessions.
+    EXPECT_TRUE(eventually([&] { return srv.num_idle() == kConns; }));
+    EXPECT_TRUE(srv.shutdown(gort::background()).ok());
+    EXPECT_EQ(g_sessions.load(), 0);
+    EXPECT_EQ(srv.num_conns(), 0u);
+    for (auto& c : cs) EXPECT_EQ(gort::test::read_to_eof(c).value_or("error"), "");
+    EXPECT_TRUE(gort::net::is_server_closed(serving.result()));
+  });
+}
+
+TEST_P(NetTest, SessionsInputReadAheadRunsTheNextTurnAtOnce) {
+  run_test([] {
+    gort::net::Server srv(line_sessions());
+    auto ln = must(gort::net::listen("tcp", "127.0.0.1:0"));
+    if (!ln) return;
+    Serving serving(srv, ln);
+    auto c = must(gort::net::dial("tcp", ln.addr()));
+    // Three pipelined lines in one write: one turn each, no further input.
+    EXPECT_TRUE(write_str(c, "a\nb\nc\n").ok());
+    EXPECT_EQ(read_exactly(c, 9).value_or(""), "a!\nb!\nc!\n");
+    // A line split across two writes, with an idle wait between.
+    EXPECT_TRUE(write_str(c, "sp").ok());
+    gort::sleep(absl::Milliseconds(20));
+    EXPECT_TRUE(write_str(c, "lit\n").ok());
+    EXPECT_EQ(read_exactly(c, 7).value_or(""), "split!\n");
+    EXPECT_TRUE(srv.shutdown(gort::background()).ok());
+    EXPECT_TRUE(gort::net::is_server_closed(serving.result()));
+  });
+}
+
+TEST_P(NetTest, SessionsPeerClosesOrHalfClosesWhileIdle) {
+  run_test([] {
+    gort::net::Server srv(line_sessions());
+    auto ln = must(gort::net::listen("tcp", "127.0.0.1:0"));
+    if (!ln) return;
+    Serving serving(srv, ln);
+    auto a = must(gort::net::dial("tcp", ln.addr()));
+    auto b = must(gort::net::dial("tcp", ln.addr()));
+    EXPECT_TRUE(write_str(a, "x\n").ok());
+    EXPECT_TRUE(write_str(b, "y\n").ok());
+    EXPECT_EQ(read_exactly(a, 3).value_or(""), "x!\n");
+    EXPECT_EQ(read_exactly(b, 3).value_or(""), "y!\n");
+    EXPECT_TRUE(eventually([&] { return srv.num_idle() == 2; }));
+    EXPECT_TRUE(a.close().ok());  // gone while idle: its session ends
+    EXPECT_TRUE(b.close_write().ok());  // half-closed: it still gets its answer
+    EXPECT_EQ(gort::test::read_to_eof(b).value_or("error"), "bye\n");
+    EXPECT_TRUE(eventually([&] { return srv.num_conns() == 0 && g_sessions.load() == 0; }));
+    EXPECT_TRUE(srv.shutdown(gort::background()).ok());
+    EXPECT_TRUE(gort::net::is_server_closed(serving.result()));
+  });
+}
+
+TEST_P(NetTest, SessionsIdleTimeout) {
+  run_test([] {
+    gort::net::Server srv(line_sessions(), {.idle_timeout = absl::Milliseconds(40)});
+    auto ln = must(gort::net::listen("tcp", "127.0.0.1:0"));
+    if (!ln) return;
+    Serving serving(srv, ln);
+    auto quiet = must(gort::net::dial("tcp", ln.addr()));
+    auto talker = must(gort::net::dial("tcp", ln.addr()));
+    EXPECT_TRUE(write_str(quiet, "q\n").ok());
+    EXPECT_EQ(read_exactly(quiet, 3).value_or(""), "q!\n");
+    // The talker keeps renewing its deadline; the quiet one times out.
+    absl::Time start = absl::Now();
+    for (int i = 0; i < 6; i++) {
+      EXPECT_TRUE(write_str(talker, "t\n").ok());
+      EXPECT_EQ(read_exactly(talker, 3).value_or(""), "t!\n");
+      gort::sleep(absl::Milliseconds(15));
+    }
+    EXPECT_EQ(gort::test::read_to_eof(quiet).value_or("error"), "");
+    EXPECT_GE(absl::Now() - start, absl::Milliseconds(20));
+    EXPECT_TRUE(write_str(talker, "still\n").ok());
+    EXPECT_EQ(read_exactly(talker, 7).value_or(""), "still!\n");
+    EXPECT_TRUE(srv.shutdown(gort::background()).ok());
+    EXPECT_EQ(g_sessions.load(), 0);
+    EXPECT_TRUE(gort::net::is_server_closed(serving.result()));
+  });
+}
+
+TEST_P(NetTest, SessionsTurnThatWaitsWithItsGoroutineAndThrows) {
+  run_test([] {
+    testing::internal::CaptureStderr();
+    struct Thrower : gort::net::Session {
+      Next turn(ServerConn& c) override {
+        char b[8];
+        auto n = c.read(absl::MakeSpan(b));
+        if (n.ok() && *n > 0 && b[0] == '!') throw std::runtime_error("bad input");
+        return Next::kWaitInput;
+      }
+    };
+    gort::net::Server srv(line_sessions());
+    gort::net::Server bad(gort::net::Sessions{[](ServerConn&) { return std::make_unique<Thrower>(); }});
+    auto ln = must(gort::net::listen("tcp", "127.0.0.1:0"));
+    auto ln2 = must(gort::net::listen("tcp", "127.0.0.1:0"));
+    if (!ln || !ln2) return;
+    Serving serving(srv, ln);
+    Serving serving2(bad, ln2);
+    auto c = must(gort::net::dial("tcp", ln.addr()));
+    EXPECT_TRUE(write_str(c, "wait\n").ok());  // that turn waits in wait_input
+    EXPECT_TRUE(eventually([&] { return srv.num_idle() == 1; }));
+    EXPECT_TRUE(write_str(c, "go\n").ok());
+    EXPECT_EQ(read_exactly(c, 4).value_or(""), "go!\n");
+    auto d = must(gort::net::dial("tcp", ln2.addr()));
+    EXPECT_TRUE(write_str(d, "!").ok());
+    EXPECT_EQ(gort::test::read_to_eof(d).value_or("error"), "");
+    EXPECT_TRUE(srv.shutdown(gort::background()).ok());
+    EXPECT_TRUE(bad.shutdown(gort::background()).ok());
+    EXPECT_TRUE(gort::net::is_server_closed(serving.result()));
+    EXPECT_TRUE(gort::net::is_server_closed(serving2.result()));
+    std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find(": std::runtime_error: bad input\n"), std::string::npos) << err;
+  });
+}
+
+TEST_P(NetTest, SessionsCloseAndDestroyWithIdleSessions) {
+  run_test([] {
+    auto ln = must(gort::net::listen("tcp", "127.0.0.1:0"));
+    if (!ln) return;
+    gort::net::Conn c;
+    gort::Chan<absl::Status> done = gort::make_chan<absl::Status>(1);
+    {
+      gort::net::Server srv(line_sessions());
+      gort::go([&srv, &ln, done] { done.send(srv.serve(ln)); });
+      c = must(gort::net::dial("tcp", ln.addr()));
+      EXPECT_TRUE(write_str(c, "z\n").ok());
+      EXPECT_EQ(read_exactly(c, 3).value_or(""), "z!\n");
+      EXPECT_TRUE(eventually([&] { return srv.num_idle() == 1; }));
+    }  // ~Server: close, then wait
+    EXPECT_EQ(g_sessions.load(), 0);
+    EXPECT_TRUE(gort::net::is_server_closed(done.recv().value_or(absl::OkStatus())));
+    EXPECT_EQ(gort::test::read_to_eof(c).value_or("error"), "");
+    EXPECT_THROW(gort::net::Server(gort::net::Sessions{}), gort::panic_error);
+  });
+}
+
+// Every goroutine blocked, the listener closed, sessions idle in the
+// server's poller: not a deadlock. A plain thread wakes one a little later.
+TEST(SessionsDeadlock, AnIdleServerIsNotADeadlock) {
+  auto child = [] {
+    int rc = gort::run([] {
+      auto quit = gort::make_chan<std::monostate>();
+      struct Quitter : gort::net::Session {
+        explicit Quitter(gort::Chan<std::monostate> q) : quit(std::move(q)) {}
+        Next turn(ServerConn& c) override {
+          if (first) {  // straight to the poller, without a goroutine
+            first = false;
+            return Next::kWaitInput;
+          }
+          char b[8];
+          auto n = c.read(absl::MakeSpan(b));
+          if (n.ok() && *n > 0) quit.close();
+          return Next::kClose;
+        }
+        gort::Chan<std::monostate> quit;
+        bool first = true;
+      };
+      gort::net::Server srv(gort::net::Sessions{[quit](ServerConn&) { return std::make_unique<Quitter>(quit); }});
+      auto ln = gort::net::listen("tcp", "127.0.0.1:0");
+      if (!ln.ok()) return 1;
+      std::string addr = ln->addr();
+      auto served = gort::make_chan<absl::Status>(1);
+      gort::go([&] { served.send(srv.serve(*ln)); });
+      std::atomic<bool> connected{false};
+      std::thread client([addr, &connected] {
+        auto c = gort::net::dial("tcp", addr);
+        connected = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        if (c.ok()) (void)c->write(absl::MakeConstSpan("q", 1));
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      });
+      while (!connected.load() || srv.num_conns() == 0) gort::sleep(absl::Milliseconds(1));
+      (void)ln->close();  // no goroutine waits in accept from here on
+      (void)served.recv();
+      (void)quit.recv();  // all goroutines blocked; only the idle session can end this
+      client.join();
+      return srv.shutdown(gort::background()).ok() ? 0 : 1;
+    });
+    if (rc != 0) std::_Exit(rc);
+  };
+  GORT_EXPECT_SUBPROCESS_OK(60, child);
+}
+
+}  // namespace
