@@ -3,19 +3,23 @@
 //
 // A session's turn that ends with Next::kWaitInput and has no input read
 // ahead gives its goroutine back: the connection goes into the server's own
-// epoll set (level-triggered, EPOLLONESHOT, keyed by a number, not a
-// pointer) and into a heap of idle deadlines. One goroutine per server
+// epoll set (level-triggered, EPOLLONESHOT) and into a heap of idle
+// deadlines. One goroutine per server
 // (watch) waits on that epoll set through the runtime's poller, as on any
 // descriptor, so it parks like a reader and the deadlock detector counts it;
 // its read deadline is the soonest idle deadline. When connections have
 // input it takes them out and starts a goroutine per connection for their
 // next turn; when deadlines pass it ends those connections.
 //
-// Who owns an idle connection: whoever takes it out of IdlePoller::conns
-// under IdlePoller::mu (the watcher, for input or a deadline; shutdown and
-// close, for all of them) runs its next turn or finishes it. An event for a
-// key no longer there is stale and ignored (the epoll set may report an
-// event harvested before the connection left it).
+// Who owns an idle connection: whoever takes it off IdlePoller's list under
+// IdlePoller::mu (the watcher, for input or a deadline; shutdown and close,
+// for all of them) runs its next turn or finishes it. An event names its
+// connection by address, so none may be reported for one that left the
+// list and may be gone: one-shot, an event disarms its connection, which
+// is not re-armed before its next turn ends; the watcher takes a connection
+// whose deadline passed out of the epoll set (EPOLL_CTL_DEL) before it lets
+// go of the lock; and once shutdown or close has taken them all
+// (IdlePoller::stopped), the watcher ignores what it harvested.
 //
 // Lock order: Server::Impl::mu, then IdlePoller::mu; the buffer pool's lock
 // is a leaf.
@@ -78,6 +82,23 @@ void IdlePoller::heap_remove(IdleConn* ic) {
     heap_down(i);
     heap_up(i);
   }
+}
+
+void IdlePoller::add_locked(IdleConn* ic) {
+  ic->armed = true;
+  ic->idle_prev = nullptr;
+  ic->idle_next = armed;
+  if (armed != nullptr) armed->idle_prev = ic;
+  armed = ic;
+}
+
+void IdlePoller::remove_locked(IdleConn* ic) {
+  if (ic->idle_prev != nullptr) ic->idle_prev->idle_next = ic->idle_next;
+  else armed = ic->idle_next;
+  if (ic->idle_next != nullptr) ic->idle_next->idle_prev = ic->idle_prev;
+  ic->idle_prev = ic->idle_next = nullptr;
+  ic->armed = false;
+  heap_remove(ic);
 }
 
 // The buffer pool.
@@ -155,7 +176,11 @@ void Server::Impl::finish(IdleConn* ic) {
 bool Server::Impl::arm(IdleConn* ic) {
   ServerConn& sc = ic->sc;
   uint8_t st = ServerConn::kActive;
-  if (!sc.state_.compare_exchange_strong(st, ServerConn::kIdle, std::memory_order_seq_cst)) return false;
+  // Already idle after a wait_input whose input this turn left unread.
+  if (!sc.state_.compare_exchange_strong(st, ServerConn::kIdle, std::memory_order_seq_cst) &&
+      st != ServerConn::kIdle) {
+    return false;
+  }
   if (stopping_flag.load(std::memory_order_seq_cst)) return false;
   bool start = false;
   {
@@ -172,14 +197,12 @@ bool Server::Impl::arm(IdleConn* ic) {
       }
       idle.started = start = true;
     }
-    uint64_t key = idle.next_key++;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
-    ev.data.u64 = key;
+    ev.data.ptr = ic;
     if (::epoll_ctl(idle.epfd, ic->in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, ic->fd(), &ev) != 0) return false;
     ic->in_epoll = true;
-    ic->key = key;
-    idle.conns.emplace(key, ic);
+    idle.add_locked(ic);
     absl::Duration d = cfg.idle_timeout != absl::InfiniteDuration() ? cfg.idle_timeout : cfg.read_timeout;
     ic->deadline = d == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + d;
     if (ic->deadline != absl::InfiniteFuture()) {
@@ -207,13 +230,10 @@ std::vector<IdleConn*> Server::Impl::claim_all_idle() {
   std::vector<IdleConn*> out;
   Hold lock(idle.mu);
   idle.stopped = true;
-  out.reserve(idle.conns.size());
-  for (auto& [key, ic] : idle.conns) {
-    ic->heap_index = -1;
+  while (IdleConn* ic = idle.armed) {
+    idle.remove_locked(ic);
     out.push_back(ic);
   }
-  idle.conns.clear();
-  idle.heap.clear();
   if (idle.ep != nullptr) (void)idle.ep->close();  // the watcher wakes and leaves
   return out;
 }
@@ -236,22 +256,20 @@ void Server::Impl::watch() {
     bool stop;
     {
       Hold lock(idle.mu);
-      for (int i = 0; i < n; i++) {
-        auto it = idle.conns.find(evs[i].data.u64);
-        if (it == idle.conns.end()) continue;  // stale: someone else took it
-        IdleConn* ic = it->second;
-        idle.conns.erase(it);
-        idle.heap_remove(ic);
+      stop = idle.stopped;
+      for (int i = 0; i < n && !stop; i++) {
+        auto* ic = static_cast<IdleConn*>(evs[i].data.ptr);
+        if (!ic->armed) continue;
+        idle.remove_locked(ic);
         ready.push_back(ic);
       }
       absl::Time now = absl::Now();
-      while (!idle.heap.empty() && idle.heap.front()->deadline <= now) {
+      while (!stop && !idle.heap.empty() && idle.heap.front()->deadline <= now) {
         IdleConn* ic = idle.heap.front();
-        idle.heap_remove(ic);
-        idle.conns.erase(ic->key);
+        idle.remove_locked(ic);
+        (void)::epoll_ctl(idle.epfd, EPOLL_CTL_DEL, ic->fd(), nullptr);
         expired.push_back(ic);
       }
-      stop = idle.stopped;
       if (!stop) {
         (void)idle.ep->set_deadline(idle.heap.empty() ? absl::InfiniteFuture() : idle.heap.front()->deadline, 'r');
       }

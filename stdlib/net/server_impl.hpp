@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 #include "gort/chan.hpp"
 #include "gort/context.hpp"
@@ -48,9 +47,11 @@ struct __attribute__((visibility("hidden"))) IdleConn {
 
   ServerConn sc;
   std::unique_ptr<Session> session;
-  // While idle, under IdlePoller::mu: its key in `conns`, its idle
+  // While idle, under IdlePoller::mu: on the poller's list, its idle
   // deadline and its place in the deadline heap (-1: none).
-  uint64_t key = 0;
+  bool armed = false;
+  IdleConn* idle_prev = nullptr;
+  IdleConn* idle_next = nullptr;
   absl::Time deadline = absl::InfiniteFuture();
   int32_t heap_index = -1;
   bool in_epoll = false;  // added to the server's epoll set once
@@ -71,11 +72,12 @@ struct __attribute__((visibility("hidden"))) IdlePoller {
   internal::NetFD* ep ABSL_GUARDED_BY(mu) = nullptr;  // epfd in the runtime's poller
   bool started ABSL_GUARDED_BY(mu) = false;
   bool stopped ABSL_GUARDED_BY(mu) = false;
-  uint64_t next_key ABSL_GUARDED_BY(mu) = 1;
-  absl::flat_hash_map<uint64_t, IdleConn*> conns ABSL_GUARDED_BY(mu);
+  IdleConn* armed ABSL_GUARDED_BY(mu) = nullptr;  // the idle connections, linked
   std::vector<IdleConn*> heap ABSL_GUARDED_BY(mu);  // by deadline, soonest first
 
   ~IdlePoller();
+  void add_locked(IdleConn* ic) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void remove_locked(IdleConn* ic) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void heap_push(IdleConn* ic) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void heap_remove(IdleConn* ic) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void heap_up(size_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
