@@ -14,7 +14,11 @@ connection (the kernel's socket buffers are not in it). The soft
 RLIMIT_NOFILE is raised to the hard limit; N is lowered (with a message)
 when N + 64 descriptors do not fit.
 
-Usage: bench/idle_http.py [--build-dir build] [--conns 10000] [--runs 3]
+With --tls the gort sides serve HTTPS (a throwaway self-signed certificate
+made with openssl; the Go twin has no TLS mode and is left out) and the
+client completes a TLS handshake on each connection first.
+
+Usage: bench/idle_http.py [--build-dir build] [--conns 10000] [--runs 3] [--tls]
 Prints one line per server and run, then the medians and the ratios.
 Standard library only (and serverbench.py beside it).
 """
@@ -23,8 +27,11 @@ import argparse
 import os
 import resource
 import socket
+import ssl
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -64,7 +71,15 @@ def read_response(s):
         body += chunk
 
 
-def measure(exe, args, n):
+def make_cert(d):
+    crt, key = os.path.join(d, "srv.crt"), os.path.join(d, "srv.key")
+    sb.run_cmd(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                "-nodes", "-keyout", key, "-out", crt, "-days", "1", "-subj", "/CN=localhost",
+                "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+    return crt, key
+
+
+def measure(exe, args, n, tls_ctx=None):
     with sb.Server(exe, ["-listen", "127.0.0.1:0", "-procs", "1", "-max-conns", str(n + 100),
                          "-idle-timeout", "600"] + args, cpus="0") as srv:
         host, port = srv.addr.rsplit(":", 1)
@@ -76,6 +91,8 @@ def measure(exe, args, n):
                 s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
                 s.bind(("127.0.0.%d" % (1 + i % 8), 0))
                 s.connect((host, int(port)))
+                if tls_ctx is not None:
+                    s = tls_ctx.wrap_socket(s, server_hostname="localhost")
                 s.sendall(REQUEST)
                 read_response(s)
                 socks.append(s)
@@ -93,6 +110,7 @@ def main():
     ap.add_argument("--build-dir", default="build")
     ap.add_argument("--conns", type=int, default=10000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--tls", action="store_true", help="HTTPS, gort only")
     args = ap.parse_args()
     build = os.path.abspath(args.build_dir)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -103,20 +121,31 @@ def main():
         n = hard - 64
         sb.log("RLIMIT_NOFILE allows %d descriptors: %d connections" % (hard, n))
     gort_exe = sb.ninja(build, ["samples/http_server/http_server"])[0]
-    go_exe = sb.build_go(build, "http_server")
-    sides = [("gort sessions", gort_exe, []), ("gort goroutines", gort_exe, ["-goroutines"]),
-             ("go", go_exe, [])]
+    tmp = tempfile.TemporaryDirectory()
+    tls_ctx, tls_args = None, []
+    if args.tls:
+        crt, key = make_cert(tmp.name)
+        tls_ctx = ssl.create_default_context(cafile=crt)
+        tls_args = ["-tls-cert", crt, "-tls-key", key]
+        sides = [("gort sessions", gort_exe, tls_args),
+                 ("gort goroutines", gort_exe, ["-goroutines"] + tls_args)]
+    else:
+        go_exe = sb.build_go(build, "http_server")
+        sides = [("gort sessions", gort_exe, []), ("gort goroutines", gort_exe, ["-goroutines"]),
+                 ("go", go_exe, [])]
     results = {name: [] for name, _, _ in sides}
     for run in range(args.runs):
         for name, exe, extra in sides:
-            b = measure(exe, extra, n)
+            b = measure(exe, extra, n, tls_ctx)
             results[name].append(b)
             print("run %d  %-16s %8.0f bytes/conn" % (run + 1, name, b), flush=True)
-    go = statistics.median(results["go"])
-    print("\n%d idle keep-alive connections, median of %d runs:" % (n, args.runs))
+    go = statistics.median(results["go"]) if "go" in results else None
+    print("\n%d idle keep-alive %s connections, median of %d runs:"
+          % (n, "HTTPS" if args.tls else "HTTP", args.runs))
     for name, _, _ in sides:
         m = statistics.median(results[name])
-        print("  %-16s %8.0f bytes/conn  (%.2fx Go)" % (name, m, m / go if go else float("nan")))
+        vs = "  (%.2fx Go)" % (m / go) if go else ""
+        print("  %-16s %8.0f bytes/conn%s" % (name, m, vs))
 
 
 if __name__ == "__main__":
