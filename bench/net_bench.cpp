@@ -50,6 +50,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -262,7 +263,9 @@ bool write_all(int fd, std::string_view s) {
 // The client process of idle_conns: reads "<port> <n>\n" from `in`, opens n
 // connections to 127.0.0.1:<port> with plain blocking sockets, writes "ok\n"
 // (or "error: ...\n") to `out`, then holds them until `in` reaches end of
-// file. Runs in a child forked before the runtime started.
+// file. On "wake\n" it writes one byte on every connection, then reads the
+// echo of each, and writes "woke <ns>\n": the time from the first write to
+// the last echo. Runs in a child forked before the runtime started.
 [[noreturn]] void idle_client(int in, int out) {
   std::string line;
   char ch;
@@ -275,14 +278,27 @@ bool write_all(int fd, std::string_view s) {
   sa.sin_port = htons(static_cast<uint16_t>(port));
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   std::string err;
+  std::vector<int> fds;
   for (long long i = 0; i < n && err.empty(); i++) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
       err = "error: client socket/connect #" + std::to_string(i) + ": " + std::strerror(errno) + "\n";
     }
+    fds.push_back(fd);
   }
   write_all(out, err.empty() ? "ok\n" : err);
-  while (::read(in, &ch, 1) > 0) {
+  for (;;) {
+    line.clear();
+    ssize_t r;
+    while ((r = ::read(in, &ch, 1)) == 1 && ch != '\n') line += ch;
+    if (r <= 0) break;
+    if (line != "wake") continue;
+    auto start = std::chrono::steady_clock::now();
+    bool ok = true;
+    for (int fd : fds) ok &= ::write(fd, "w", 1) == 1;
+    for (int fd : fds) ok &= ::read(fd, &ch, 1) == 1;
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+    write_all(out, ok ? "woke " + std::to_string(ns.count()) + "\n" : "error: wake\n");
   }
   _exit(0);  // the kernel closes the connections
 }
@@ -291,11 +307,16 @@ bool write_all(int fd, std::string_view s) {
 // first turn waits for input without a goroutine (gort/server.hpp).
 struct IdleSession : gort::net::Session {
   gort::net::Next turn(gort::net::ServerConn& c) override {
+    if (first) {  // a new connection: idle at once, until its first byte
+      first = false;
+      return gort::net::Next::kWaitInput;
+    }
     char buf[4096];
     auto n = c.read(absl::MakeSpan(buf));
     if (!n.ok() || *n == 0) return gort::net::Next::kClose;
     return c.write(absl::MakeConstSpan(buf, *n)).ok() ? gort::net::Next::kWaitInput : gort::net::Next::kClose;
   }
+  bool first = true;
 };
 
 void idle_conns_mode(benchmark::State& state, int procs, bool sessions) {
@@ -323,7 +344,7 @@ void idle_conns_mode(benchmark::State& state, int procs, bool sessions) {
   ::close(to_child[0]);
   ::close(from_child[1]);
 
-  double seconds = 0;
+  double seconds = 0, wake_ms = 0;
   int64_t delta = 0;
   Failure fail;
   gort::run(
@@ -373,6 +394,21 @@ void idle_conns_mode(benchmark::State& state, int procs, bool sessions) {
               srv.wait_started(n);
             }
             delta = gortbench::rss_bytes() - before;
+            // Wake every idle connection at once: one byte each, echoed.
+            std::string woke;
+            if (write_all(to_child[1], "wake\n")) {
+              woke = gort::blocking([&] {
+                std::string r;
+                char ch;
+                while (::read(from_child[0], &ch, 1) == 1 && ch != '\n') r += ch;
+                return r;
+              });
+            }
+            if (woke.rfind("woke ", 0) != 0) {
+              fail.set(woke.empty() ? "the client process died waking" : woke);
+            } else {
+              wake_ms = static_cast<double>(std::stoll(woke.substr(5))) / 1e6;
+            }
           }
         }
         seconds = sw.seconds();
@@ -390,6 +426,7 @@ void idle_conns_mode(benchmark::State& state, int procs, bool sessions) {
   if (fail.failed()) return state.SkipWithError(("idle_conns: " + fail.message()).c_str());
   state.SetIterationTime(seconds);
   state.counters["bytes/conn"] = static_cast<double>(delta) / static_cast<double>(n);
+  state.counters["wake_ms"] = wake_ms;
   state.counters["peak_rss_MiB"] = gortbench::mib(gortbench::peak_rss_bytes());
 }
 

@@ -175,7 +175,9 @@ func raiseNofile() uint64 {
 const idleClientEnv = "GORTBENCH_IDLE_CLIENT"
 
 // idleClient opens n connections to addr, prints "ok" (or the error) on
-// stdout, then holds them until stdin reaches end of file.
+// stdout, then holds them until stdin reaches end of file. On "wake" it
+// writes one byte on every connection, reads the echo of each, and prints
+// "woke <ns>": the time from the first write to the last echo.
 func idleClient(spec string) {
 	raiseNofile()
 	var addr string
@@ -194,7 +196,31 @@ func idleClient(spec string) {
 		conns = append(conns, c)
 	}
 	fmt.Println("ok")
-	io.Copy(io.Discard, os.Stdin)
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		if in.Text() != "wake" {
+			continue
+		}
+		start := time.Now()
+		ok := true
+		one := []byte{'w'}
+		for _, c := range conns {
+			if _, err := c.Write(one); err != nil {
+				ok = false
+			}
+		}
+		buf := make([]byte, 1)
+		for _, c := range conns {
+			if _, err := io.ReadFull(c, buf); err != nil {
+				ok = false
+			}
+		}
+		if ok {
+			fmt.Printf("woke %d\n", time.Since(start).Nanoseconds())
+		} else {
+			fmt.Println("error: wake")
+		}
+	}
 	os.Exit(0) // the kernel closes the connections
 }
 
@@ -225,12 +251,21 @@ func idle(r *harness.Result) {
 	if err := client.Start(); err != nil {
 		fail("idle_conns: starting the client process: %v", err)
 	}
-	report, _ := bufio.NewReader(fromClient).ReadString('\n')
+	replies := bufio.NewReader(fromClient)
+	report, _ := replies.ReadString('\n')
 	if strings.TrimSpace(report) != "ok" {
 		fail("idle_conns: client process: %q", report)
 	}
 	srv.waitStarted(int64(n))
 	delta := harness.RSSBytes() - before
+	// Wake every idle connection at once: one byte each, echoed.
+	io.WriteString(toClient, "wake\n")
+	woke, _ := replies.ReadString('\n')
+	var wakeNs int64
+	if _, err := fmt.Sscanf(woke, "woke %d", &wakeNs); err != nil {
+		fail("idle_conns: client process: %q", woke)
+	}
+	r.Report("wake_ms", float64(wakeNs)/1e6)
 	toClient.Close()
 	client.Wait()
 	srv.stop()
