@@ -1,4 +1,4 @@
-"""What libgort.so exports (docs/runtime.md, "What libgort exports"): its
+"""What libgort.so exports (docs/exports.md): its
 dynamic symbol table, demangled and normalised, must be the committed list
 (tests/abi/libgort.symbols), and the C and abseil entry points in it must be
 exactly the interposed ones (gmp/os/interpose.list).
@@ -34,7 +34,7 @@ HEADER = """\
 # libgort.so's dynamic symbols, demangled and normalised (one per line,
 # sorted): gort's API, what inline code in its installed headers calls, and
 # the interposed entry points. tests/abi/symbols_test.py compares the built
-# library with this list; docs/runtime.md, "What libgort exports", says what
+# library with this list; docs/exports.md, says what
 # belongs here. To regenerate it after a deliberate change:
 #
 #   python3 tests/abi/symbols_test.py build/libgort.so gmp/os/interpose.list \\
