@@ -8,6 +8,7 @@
 //   - read_exactly / read_to_eof / write_str: loops over Conn::read.
 //   - temp_dir(): a fresh directory for Unix sockets, removed at exit.
 //   - fnv(): a checksum for large transfers.
+//   - Serving: a Server's serve() on its own goroutine, and its result.
 #pragma once
 
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include <string_view>
 
 #include "gort/net.hpp"
+#include "gort/server.hpp"
 #include "tests/stdlib/helpers.hpp"
 
 namespace gort::test {
@@ -95,6 +97,17 @@ class TempDir {
 
  private:
   std::string path_;
+};
+
+// srv.serve(ln) on its own goroutine; result() waits for what it returned.
+// ln: a net::Listener or a tls::Listener, which must outlive the call.
+struct Serving {
+  gort::Chan<absl::Status> done = gort::make_chan<absl::Status>(1);
+  template <class L>
+  Serving(gort::net::Server& srv, L& ln) {
+    gort::go([&srv, &ln, d = done] { d.send(srv.serve(ln)); });
+  }
+  absl::Status result() { return done.recv().value_or(absl::InternalError("no result")); }
 };
 
 }  // namespace gort::test

@@ -24,7 +24,9 @@ namespace {
 using gort::net::Next;
 using gort::net::ServerConn;
 using gort::test::must;
+using gort::test::eventually;
 using gort::test::NetTest;
+using gort::test::Serving;
 using gort::test::read_exactly;
 using gort::test::write_str;
 
@@ -64,23 +66,6 @@ struct LineSession : gort::net::Session {
 
 gort::net::Sessions line_sessions() {
   return gort::net::Sessions{[](ServerConn&) { return std::make_unique<LineSession>(); }};
-}
-
-struct Serving {
-  gort::Chan<absl::Status> done = gort::make_chan<absl::Status>(1);
-  Serving(gort::net::Server& srv, gort::net::Listener& ln) {
-    gort::go([&srv, &ln, d = done] { d.send(srv.serve(ln)); });
-  }
-  absl::Status result() { return done.recv().value_or(absl::InternalError("no result")); }
-};
-
-template <class F>
-bool eventually(F cond) {
-  for (int i = 0; i < 2000; i++) {
-    if (cond()) return true;
-    gort::sleep(absl::Milliseconds(5));
-  }
-  return cond();
 }
 
 TEST_P(NetTest, SessionsIdleWithoutAGoroutine) {

@@ -22,7 +22,9 @@ namespace {
 
 using gort::test::msg;
 using gort::test::must;
+using gort::test::eventually;
 using gort::test::NetTest;
+using gort::test::Serving;
 using gort::test::read_exactly;
 using gort::test::write_str;
 
@@ -34,26 +36,6 @@ void echo(gort::net::ServerConn& c) {
     if (!n.ok() || *n == 0) return;
     if (!c.write(absl::MakeConstSpan(buf, *n)).ok()) return;
   }
-}
-
-// serve() on its own goroutine; result() waits for it.
-struct Serving {
-  gort::Chan<absl::Status> done = gort::make_chan<absl::Status>(1);
-  template <class L>
-  Serving(gort::net::Server& srv, L& ln) {
-    gort::go([&srv, &ln, d = done] { d.send(srv.serve(ln)); });
-  }
-  absl::Status result() { return done.recv().value_or(absl::InternalError("no result")); }
-};
-
-// Polls cond for up to 10 s (the state changes on another goroutine).
-template <class F>
-bool eventually(F cond) {
-  for (int i = 0; i < 2000; i++) {
-    if (cond()) return true;
-    gort::sleep(absl::Milliseconds(5));
-  }
-  return cond();
 }
 
 TEST_P(NetTest, ServerEchoesManyClientsAndShutsDown) {
