@@ -124,5 +124,13 @@ class ABSL_SCOPED_LOCKABLE UniqueLock {
 // stack-bound check in function prologues). Cheap; called at gort entry
 // points.
 void preempt_check();
+// preempt_check where a gort call that may park begins (a channel
+// operation, a blocking select, a contended Mutex, WaitGroup::wait, sleep,
+// a Conn's read...; `what` names it as park's fatal error would). With
+// GORT_DEBUG=parkcheck=1 it also applies park's rules (no OS lock held,
+// not inside gort::blocking) whether or not this call parks, so that a
+// latent mistake shows on the first run, not when timing changes
+// (docs/standard-cpp.md).
+void preempt_check_may_park(const char* what);
 
 }  // namespace gort::internal

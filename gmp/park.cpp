@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <mutex>
 
+#include "gmp/os/debugvars.hpp"
 #include "gmp/os/fatal.hpp"
 #include "gmp/proc.hpp"
 #include "gmp/sched.hpp"
@@ -261,6 +262,13 @@ void preempt_check() {
       m->oslocks.load(std::memory_order_relaxed) == 0) {
     preempt_park(g);
   }
+}
+
+void preempt_check_may_park(const char* what) {
+  M* m = getm();
+  if (m == nullptr || m->curg == nullptr) return;
+  if (debug.parkcheck != 0) [[unlikely]] check_may_switch(m, what);
+  preempt_check();
 }
 
 void goroutine_main(G* self) {

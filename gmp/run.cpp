@@ -272,6 +272,7 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
   if (cfg.time_slice <= absl::ZeroDuration()) cfg.time_slice = absl::Milliseconds(10);
   cfg.max_threads = resolve_max_threads(cfg.max_threads);
   cfg.hook_libc = cfg.hook_libc && debug.hooklibc != 0;
+  if (cfg.park_check) debug.parkcheck = 1;
   rebuild_sched(cfg, custom_procs);
   runtime.stacks.init(cfg.stack_size);
   runtime.hooks.diag_init();

@@ -1,11 +1,20 @@
 // gmp/sudog.cpp — blocking in and waking from a Sudog (gmp/sudog.hpp).
 #include "gmp/sudog.hpp"
 
+#include <string>
+
 #include "gmp/os/fatal.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
 
 namespace gort::internal {
+
+bool thread_may_wait() { return runtime.running.load(std::memory_order_acquire); }
+
+void thread_wait_outside_run(WaitReason reason) {
+  throw panic_error(std::string(wait_reason_string(reason)) +
+                    ": the runtime is not running (call it inside gort::run)");
+}
 
 void sudog_block(Sudog* s, bool (*unlock)(G*, void*), void* arg, WaitReason reason) {
   if (s->g != nullptr) {
@@ -29,6 +38,7 @@ bool never_unlock(G*, void*) { return true; }
 void block_forever(WaitReason reason, const char* woken) {
   Note note;
   Sudog s{.g = getg(), .note = &note};
+  if (!may_wait(s)) thread_wait_outside_run(reason);
   sudog_block(&s, &never_unlock, nullptr, reason);
   fatal(woken);
 }

@@ -66,6 +66,17 @@ struct Sudog {
   bool queued = false;
 };
 
+// Whether the caller may wait: a goroutine always may; a plain thread only
+// while a run is active, since outside one no goroutine exists that could
+// ever wake it (docs/standard-cpp.md). Every caller of sudog_block asks
+// first, before it queues its Sudog, releasing its lock and calling
+// thread_wait_outside_run when the answer is no.
+bool thread_may_wait();
+inline bool may_wait(const Sudog& s) { return s.g != nullptr || thread_may_wait(); }
+// Throws panic_error: "<Go's wait reason>: the runtime is not running (call
+// it inside gort::run)", the text gort::go gives.
+[[noreturn, gnu::cold]] void thread_wait_outside_run(WaitReason reason);
+
 // Blocks the owner of s (s->g, or the calling plain thread, which must have
 // set s->note) until sudog_ready(s). `unlock(g, arg)` releases the lock the
 // caller queued s under: for a goroutine once its context is saved (park's

@@ -161,9 +161,13 @@ inline void expect_goroutines_settle(int64_t n) {
 
 // gort::run(body) on `procs` Ps with the leak checks described above.
 // `all_exit`: every goroutine the body started has exited before it returns.
+// Config::park_check is on: a gort call that may park under an OS lock is
+// a fatal error even when it does not park.
 template <class F>
-void run_checked(const gort::Config& cfg, F&& body, bool all_exit = true) {
+void run_checked(const gort::Config& cfg_in, F&& body, bool all_exit = true) {
   ResourceSnapshot before;
+  gort::Config cfg = cfg_in;
+  cfg.park_check = true;
   gort::run(
       [&] {
         EXPECT_EQ(gort::procs(), cfg.procs);

@@ -19,6 +19,7 @@ struct DebugVar {
 constexpr DebugVar kDebugVars[] = {
     {"containermaxprocs", &DebugVars::containermaxprocs},
     {"hooklibc", &DebugVars::hooklibc},
+    {"parkcheck", &DebugVars::parkcheck},
     {"scheddetail", &DebugVars::scheddetail},
     {"schedtrace", &DebugVars::schedtrace},
     {"stallreport", &DebugVars::stallreport},

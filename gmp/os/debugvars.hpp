@@ -32,6 +32,10 @@ struct DebugVars {
   // 0: libc's blocking calls are left alone (Config::hook_libc;
   // netpoll/hook/, docs/blocking-libraries.md).
   int32_t hooklibc = 1;
+  // 1: every gort call that may park checks park's rules (no OS lock held,
+  // not inside gort::blocking) whether or not it parks this time
+  // (preempt_check_may_park, gmp/lock.hpp).
+  int32_t parkcheck = 0;
 };
 
 // Written by run() before any other runtime thread exists; read-only while

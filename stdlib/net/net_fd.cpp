@@ -26,6 +26,7 @@
 #include "gort/runtime.hpp"
 #include "gort/time.hpp"
 #include "netpoll/netpoll.hpp"
+#include "gmp/os/debugvars.hpp"
 #include "gmp/os/sys.hpp"
 
 namespace gort::internal {
@@ -271,6 +272,7 @@ class NetFD::Ref {
 // Inline, as the check it replaces was: it is on every read and write.
 __attribute__((always_inline)) inline int NetFD::prepare(int mode) {
   if (pd_ == nullptr) [[unlikely]] return 0;
+  if (internal::debug.parkcheck != 0) [[unlikely]] internal::preempt_check_may_park("IO wait");
   int err = from_poll(internal::poll_check(pd_, mode));
   // A call that fails at once (its deadline passed, the descriptor closed)
   // never reaches poll_wait's preemption point. A goroutine looping on such

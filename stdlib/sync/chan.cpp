@@ -218,6 +218,10 @@ namespace {
 bool wait_on(ChanCore* c, WaitQ* q, void* elem, WaitReason reason) ABSL_UNLOCK_FUNCTION(c->lock) {
   Note note;
   Sudog w{.g = getg(), .note = &note, .elem = elem, .c = c};
+  if (!may_wait(w)) [[unlikely]] {
+    c->lock.unlock();
+    thread_wait_outside_run(reason);
+  }
   q->push(&w);
   sudog_block(&w, &park_unlock<decltype(c->lock)>, &c->lock, reason);
   released_by_park(c->lock);
@@ -234,6 +238,7 @@ bool buffered_slow(ChanCore* c, void* elem) {
   for (;;) {
     Note note;
     Sudog w{.g = getg(), .note = &note, .elem = elem, .c = c};
+    if (!may_wait(w)) [[unlikely]] thread_wait_outside_run(kReason);
     c->lock.lock();
     queue<s>(c).push(&w);
     waiting<s>(c).store(1, std::memory_order_seq_cst);
@@ -265,7 +270,7 @@ bool buffered_slow(ChanCore* c, void* elem) {
 }  // namespace
 
 void chan_send(ChanCore* c, void* elem) {
-  preempt_check();
+  preempt_check_may_park("chan send");
   if (c == nullptr) block_forever(WaitReason::kChanSendNilChan, "a goroutine blocked forever was woken");
   RaceChanOp race(c, true);
   if (c->cap > 0) {
@@ -296,7 +301,7 @@ void chan_send(ChanCore* c, void* elem) {
 }
 
 bool chan_recv(ChanCore* c, void* out) {
-  preempt_check();
+  preempt_check_may_park("chan receive");
   if (c == nullptr) block_forever(WaitReason::kChanRecvNilChan, "a goroutine blocked forever was woken");
   RaceChanOp race(c, false);
   if (c->cap > 0) {

@@ -65,7 +65,7 @@ void Mutex::lock_slow(int32_t old) {
     return;
   }
   // About to wait: a cooperative preemption point.
-  internal::preempt_check();
+  internal::preempt_check_may_park("sync.Mutex.Lock");
   int64_t wait_start = 0;
   bool starving = false;
   bool awoke = false;

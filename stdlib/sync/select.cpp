@@ -197,6 +197,10 @@ int selectgo_impl(SelectCase* cases, int n, bool block) {
 
     // Block on every case at once.
     G* self = getg();
+    if (self == nullptr && !thread_may_wait()) [[unlikely]] {
+      unlock_all(ls);
+      thread_wait_outside_run(WaitReason::kSelect);
+    }
     Note note;
     std::atomic<uint32_t> done{0};
     Sudog* winner = nullptr;
@@ -254,7 +258,7 @@ int selectgo_impl(SelectCase* cases, int n, bool block) {
 // whichever runs, the value or the close was published first. Only the
 // case that ran acquires.
 int selectgo(SelectCase* cases, int n, bool block) {
-  preempt_check();
+  if (block) preempt_check_may_park("select"); else preempt_check();
   if constexpr (kRaceEnabled) {
     for (int i = 0; i < n; i++) {
       if (cases[i].c != nullptr) race_chan_start(cases[i].c, cases[i].is_send);

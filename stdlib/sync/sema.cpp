@@ -46,6 +46,10 @@ void Sema::acquire(QueueAt at, uint8_t reason) {
     lock_.unlock();
     return;
   }
+  if (!may_wait(s)) [[unlikely]] {
+    lock_.unlock();
+    thread_wait_outside_run(static_cast<WaitReason>(reason));
+  }
   nwait_.store(nwait_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   if (at == QueueAt::kFront) q_.push_front(&s); else q_.push(&s);
   sudog_block(&s, &park_unlock<decltype(lock_)>, &lock_, static_cast<WaitReason>(reason));
@@ -75,6 +79,7 @@ void Sema::release(Handoff handoff) {
 uint32_t NotifyList::add() { return wait_.fetch_add(1, std::memory_order_acq_rel); }
 
 void NotifyList::wait(uint32_t ticket) {
+  preempt_check_may_park("sync.Cond.Wait");
   lock_.lock();
   // Already notified? (tickets wrap: compare by signed difference)
   if (static_cast<int32_t>(ticket - notify_.load(std::memory_order_relaxed)) < 0) {
@@ -83,6 +88,10 @@ void NotifyList::wait(uint32_t ticket) {
   }
   Note note;
   Sudog s{.g = getg(), .note = &note, .ticket = ticket};
+  if (!may_wait(s)) [[unlikely]] {
+    lock_.unlock();
+    thread_wait_outside_run(WaitReason::kSyncCond);
+  }
   q_.push(&s);
   sudog_block(&s, &park_unlock<decltype(lock_)>, &lock_, WaitReason::kSyncCond);
   released_by_park(lock_);

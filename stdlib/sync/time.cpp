@@ -148,7 +148,7 @@ struct Timer::State {
 };
 
 void sleep(absl::Duration d) {
-  internal::preempt_check();
+  internal::preempt_check_may_park("sleep");
   if (d <= absl::ZeroDuration()) return;
   if (internal::getg() == nullptr) {
     absl::SleepFor(d);

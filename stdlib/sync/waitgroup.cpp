@@ -31,7 +31,7 @@ void WaitGroup::add(int64_t delta) {
 }
 
 void WaitGroup::wait() {
-  internal::preempt_check();
+  internal::preempt_check_may_park("sync.WaitGroup.Wait");
   uint64_t state = state_.load(std::memory_order_acquire);
   for (;;) {
     if ((state >> 32) == 0) {

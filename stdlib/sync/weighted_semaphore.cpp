@@ -59,7 +59,7 @@ bool Semaphore::try_acquire(int64_t n) {
 }
 
 void Semaphore::acquire(int64_t n) {
-  internal::preempt_check();
+  internal::preempt_check_may_park("semacquire");
   if (n < 0) throw panic_error("semaphore: negative acquire");
   lock_.lock();
   if (size_ - cur_ >= n && q_.empty()) {
@@ -75,6 +75,10 @@ void Semaphore::acquire(int64_t n) {
   }
   internal::Note note;
   Sudog s{.g = internal::getg(), .note = &note, .n = n};
+  if (!internal::may_wait(s)) [[unlikely]] {
+    lock_.unlock();
+    internal::thread_wait_outside_run(internal::WaitReason::kSemacquire);
+  }
   q_.push(&s);
   internal::sudog_block(&s, &internal::park_unlock<decltype(lock_)>, &lock_, internal::WaitReason::kSemacquire);
   internal::released_by_park(lock_);
@@ -100,7 +104,7 @@ void Semaphore::release(int64_t n) {
 }
 
 absl::Status Semaphore::acquire(const Context& ctx, int64_t n) {
-  internal::preempt_check();
+  internal::preempt_check_may_park("semacquire");
   if (n < 0) throw panic_error("semaphore: negative acquire");
   Chan<std::monostate> done = ctx.done();
   auto is_done = [&] {
