@@ -38,8 +38,9 @@
 // closed channel` / `close of nil channel`; receivers get every buffered value
 // and then std::nullopt forever once closed. send, recv, range-for (and
 // std::ranges algorithms and views over a channel) and a select without
-// default may park the calling goroutine; close, len, cap never do. All operations are safe from any goroutine; called from a plain
-// OS thread they wait by sleeping the thread.
+// default may park the calling goroutine; close, len, cap never do. All
+// operations are safe from any goroutine; called from a plain OS thread they
+// wait by sleeping the thread.
 //
 // T must be nothrow-move-constructible (the move happens under the channel
 // lock, or inside a buffer slot that others may be waiting on). Costs: an

@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/time.h"
+#include "gort/time.hpp"
 #include "tests/stdlib/helpers.hpp"
 
 namespace gort_stdlib_test {
@@ -169,6 +171,27 @@ TEST_P(ChanRange, IteratorKeepsTheChannel) {
     int sum = 0;
     for (; *it != std::default_sentinel; ++*it) sum += **it;
     EXPECT_EQ(sum, 6);
+  });
+}
+
+// A ticker's channel is never closed: range-for ends by break, a view by
+// take (the form docs and samples use, `for (absl::Time t : tick.chan())`).
+TEST_P(ChanRange, TickerChannel) {
+  run_test([] {
+    gort::Ticker tick = gort::new_ticker(absl::Milliseconds(1));
+    int n = 0;
+    absl::Time last = absl::InfinitePast();
+    for (absl::Time t : tick.chan()) {
+      EXPECT_GE(t, last);
+      last = t;
+      if (++n == 3) break;
+    }
+    for (absl::Time t : tick.chan() | std::views::take(2)) {
+      EXPECT_GE(t, last);
+      n++;
+    }
+    EXPECT_EQ(n, 5);
+    tick.stop();
   });
 }
 
