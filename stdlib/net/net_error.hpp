@@ -45,8 +45,10 @@ inline constexpr int kErrTimeout = -2;  // the deadline passed
 
 absl::Status closed_error();
 absl::Status timeout_error();
-// Calls on a Conn, Listener or PacketConn without a socket (Go's nil Conn:
-// syscall.EINVAL).
+// Calls on a handle that holds nothing: a default-constructed or moved-from
+// net::Conn, Listener, PacketConn, os::File or tls::Conn, a moved-from
+// exec::Cmd (Go's nil Conn or *File: syscall.EINVAL, os.ErrInvalid;
+// docs/standard-cpp.md, "Copying and moving handles").
 absl::Status invalid_error();
 
 // Go's OpError prefix: "op net", then " src->addr", " src" or " addr"

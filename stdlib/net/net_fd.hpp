@@ -247,7 +247,8 @@ class NetFD {
 
 // Go's `if !c.ok() { return syscall.EINVAL }`, for every call of Conn,
 // Listener and PacketConn that reports an error: a default-constructed or
-// moved-from one has no NetFD, and fails with "invalid argument".
+// moved-from one has no NetFD, and fails with "invalid argument" (the rule
+// for every I/O handle: docs/standard-cpp.md).
 // Otherwise returns call(fd).
 template <class F>
 auto with_fd(NetFD* fd, F&& call) -> decltype(call(fd)) {

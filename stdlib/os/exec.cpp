@@ -203,6 +203,7 @@ Cmd command_context(Context ctx, std::string name, std::vector<std::string> args
 }
 
 absl::StatusOr<os::File> Cmd::make_pipe(int which) {
+  if (st_ == nullptr) return internal::invalid_error();  // moved from
   if (st_->started.load()) return precondition(cat("exec: ", kStreamName[which], "Pipe after process started"));
   if (st_->child_fd[which] >= 0 || (which == 0 && st_->stdin_data.has_value())) {
     return precondition(cat("exec: ", kStreamName[which], " already set"));
@@ -228,6 +229,7 @@ absl::StatusOr<os::File> Cmd::stdout_pipe() { return make_pipe(1); }
 absl::StatusOr<os::File> Cmd::stderr_pipe() { return make_pipe(2); }
 
 absl::Status Cmd::set_stdin(std::string data) {
+  if (st_ == nullptr) return internal::invalid_error();
   if (st_->started.load()) return precondition("exec: already started");
   if (st_->child_fd[0] >= 0 || st_->stdin_data.has_value()) return precondition("exec: Stdin already set");
   st_->stdin_data = std::move(data);
@@ -235,6 +237,7 @@ absl::Status Cmd::set_stdin(std::string data) {
 }
 
 absl::Status Cmd::start() {
+  if (st_ == nullptr) return internal::invalid_error();
   State& st = *st_;
   if (st.started.load()) return precondition("exec: already started");
   if (st.ctx.has_value()) {
@@ -331,6 +334,7 @@ absl::Status Cmd::start() {
 }
 
 absl::Status Cmd::wait() {
+  if (st_ == nullptr) return internal::invalid_error();
   State& st = *st_;
   if (!st.started.load()) return precondition("exec: not started");
   if (st.waited.exchange(true)) return precondition("exec: Wait was already called");
@@ -378,7 +382,7 @@ absl::Status Cmd::run() {
   return wait();
 }
 
-absl::Status Cmd::signal(int sig) { return send_signal(*st_, sig); }
+absl::Status Cmd::signal(int sig) { return st_ == nullptr ? internal::invalid_error() : send_signal(*st_, sig); }
 
 absl::Status Cmd::kill() { return signal(SIGKILL); }
 

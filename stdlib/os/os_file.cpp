@@ -73,7 +73,7 @@ bool is_closed_error(const absl::Status& s) {
 File& File::operator=(File&& o) noexcept {
   if (this != &o) {
     internal::move_fd(fd_, o.fd_);
-    name_ = std::move(o.name_);
+    name_ = std::exchange(o.name_, {});
   }
   return *this;
 }

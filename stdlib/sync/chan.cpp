@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
+#include <string>
 
 #include "gmp/diag/fatal.hpp"
 #include "gmp/lock.hpp"
@@ -126,6 +127,10 @@ void chan_release(ChanCore* c) noexcept {
   } else {
     ::operator delete(static_cast<void*>(c), std::align_val_t(align));
   }
+}
+
+__attribute__((cold, noinline)) void panic_moved_from(const char* op) {
+  throw panic_error(std::string(op) + " moved-from gort::Chan");
 }
 
 void recv_from_sender(ChanCore* c, Sudog* s, void* out) {
@@ -271,7 +276,10 @@ bool buffered_slow(ChanCore* c, void* elem) {
 
 void chan_send(ChanCore* c, void* elem) {
   preempt_check_may_park("chan send");
-  if (c == nullptr) block_forever(WaitReason::kChanSendNilChan, "a goroutine blocked forever was woken");
+  if (!is_chan(c)) [[unlikely]] {
+    if (c != nullptr) panic_moved_from("send on");
+    block_forever(WaitReason::kChanSendNilChan, "a goroutine blocked forever was woken");
+  }
   RaceChanOp race(c, true);
   if (c->cap > 0) {
     RingResult r = ring_send(c, elem);
@@ -302,7 +310,10 @@ void chan_send(ChanCore* c, void* elem) {
 
 bool chan_recv(ChanCore* c, void* out) {
   preempt_check_may_park("chan receive");
-  if (c == nullptr) block_forever(WaitReason::kChanRecvNilChan, "a goroutine blocked forever was woken");
+  if (!is_chan(c)) [[unlikely]] {
+    if (c != nullptr) panic_moved_from("receive from");
+    block_forever(WaitReason::kChanRecvNilChan, "a goroutine blocked forever was woken");
+  }
   RaceChanOp race(c, false);
   if (c->cap > 0) {
     RingResult r = ring_recv(c, out);
@@ -330,7 +341,10 @@ bool chan_recv(ChanCore* c, void* out) {
 
 void chan_close(ChanCore* c) {
   preempt_check();
-  if (c == nullptr) throw panic_error("close of nil channel");
+  if (!is_chan(c)) [[unlikely]] {
+    if (c != nullptr) panic_moved_from("close of");
+    throw panic_error("close of nil channel");
+  }
   race_release(race_sent(c));  // before every receive that sees the close
   RaceIgnore ignore;
   c->lock.lock();
@@ -355,8 +369,20 @@ void chan_close(ChanCore* c) {
   wl.wake_all();
 }
 
-size_t chan_len(const ChanCore* c) noexcept { return c == nullptr || c->cap == 0 || c->timer ? 0 : ring_len(c); }
+size_t chan_len(const ChanCore* c) {
+  if (!is_chan(c)) [[unlikely]] {
+    if (c != nullptr) panic_moved_from("len of");
+    return 0;
+  }
+  return c->cap == 0 || c->timer ? 0 : ring_len(c);
+}
 
-size_t chan_cap(const ChanCore* c) noexcept { return c == nullptr || c->timer ? 0 : c->cap; }
+size_t chan_cap(const ChanCore* c) {
+  if (!is_chan(c)) [[unlikely]] {
+    if (c != nullptr) panic_moved_from("cap of");
+    return 0;
+  }
+  return c->timer ? 0 : c->cap;
+}
 
 }  // namespace gort::internal

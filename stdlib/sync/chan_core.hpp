@@ -76,6 +76,12 @@ struct ChanCore {
 // Unbuffered: receives from sender s (already dequeued) into out. Lock held.
 void recv_from_sender(ChanCore* c, Sudog* s, void* out);
 
+// Panics `<op> moved-from gort::Chan`, op being "send on", "receive from",
+// ...: an operation reached with moved_from_chan() (chan_ops.hpp). Out of
+// line and cold: the operations branch here only after their is_chan test
+// has failed and the handle is not nil.
+[[noreturn]] void panic_moved_from(const char* op);
+
 // Moves an element (dst is uninitialised). Trivial types are copied here,
 // with a fixed-size copy for the common sizes, instead of through the
 // type's function pointer.

@@ -168,7 +168,10 @@ int selectgo_impl(SelectCase* cases, int n, bool block) {
   // Fisher-Yates).
   int npoll = 0;
   for (int i = 0; i < n; i++) {
-    if (cases[i].c == nullptr) continue;
+    if (!is_chan(cases[i].c)) [[unlikely]] {
+      if (cases[i].c != nullptr) panic_moved_from("select on");
+      continue;
+    }
     int j = static_cast<int>(fastrandn(static_cast<uint32_t>(npoll + 1)));
     poll[npoll] = poll[j];
     poll[j] = i;
@@ -261,7 +264,7 @@ int selectgo(SelectCase* cases, int n, bool block) {
   if (block) preempt_check_may_park("select"); else preempt_check();
   if constexpr (kRaceEnabled) {
     for (int i = 0; i < n; i++) {
-      if (cases[i].c != nullptr) race_chan_start(cases[i].c, cases[i].is_send);
+      if (is_chan(cases[i].c)) race_chan_start(cases[i].c, cases[i].is_send);
     }
     int i;
     {

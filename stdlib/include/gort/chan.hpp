@@ -3,9 +3,12 @@
 // Chan<T> is a copyable handle to a channel (Go's `chan T`); copies refer to
 // the same channel, which lives until the last copy is gone. A
 // default-constructed Chan is the nil channel: send and recv block forever,
-// close panics, and select never picks it. Give each goroutine its own copy
-// (capture by value): a send can still be running when its value has been
-// received, and must not find the channel destroyed (docs/channels.md).
+// close panics, and select never picks it. A moved-from Chan is not nil:
+// every use of it (send, recv, close, len, cap, range, a select case) panics
+// `<op> moved-from gort::Chan`, where a nil channel would hang silently;
+// assign to it to use it again. Give each goroutine its own copy (capture by
+// value): a send can still be running when its value has been received, and
+// must not find the channel destroyed (docs/channels.md).
 //
 //   auto results = gort::make_chan<int>();       // unbuffered
 //   for (int i = 0; i < 3; i++) gort::go([results, i] { results.send(i * i); });
@@ -20,6 +23,10 @@
 //       gort::on_send(out, 42, [] { ... }),
 //       gort::on_default([] { ... }));
 //
+//   // A std::ranges::input_range that receives lazily: take(3) receives
+//   // three values and leaves the fourth in the channel.
+//   for (int v : results | std::views::take(3)) use(v);
+//
 //   void produce(gort::SendChan<int> out);   // Go's chan<- int
 //   void consume(gort::RecvChan<int> in);    // Go's <-chan int
 //   produce(results);                        // a Chan converts to either
@@ -29,10 +36,11 @@
 // next on this P); sends on a closed channel panic `send on closed channel`
 // (also a sender parked when the channel gets closed); close panics `close of
 // closed channel` / `close of nil channel`; receivers get every buffered value
-// and then std::nullopt forever once closed. send, recv, range-for and a
-// select without default may park the calling goroutine; close, len, cap
-// never do. All operations are safe from any goroutine; called from a plain
-// OS thread they wait by sleeping the thread.
+// and then std::nullopt forever once closed. send, recv, range-for (and
+// std::ranges algorithms and views over a channel) and a select without
+// default may park the calling goroutine; close, len, cap never do. All
+// operations are safe from any goroutine; called from a plain OS thread they
+// wait by sleeping the thread.
 //
 // T must be nothrow-move-constructible (the move happens under the channel
 // lock, or inside a buffer slot that others may be waiting on). Costs: an
@@ -44,6 +52,7 @@
 
 #include <cstddef>
 #include <iterator>
+#include <memory>
 #include <new>
 #include <optional>
 #include <tuple>
@@ -69,16 +78,6 @@ template <class T>
 inline constexpr ElemType kElemType = {
     sizeof(T), alignof(T), &move_to<T>, &destroy_elem<T>,
     std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>};
-
-// What *it yields when ranging over a channel of move-only T: converts to
-// T& (for `T& v`, `const T& v`) and, preferred when initialising a T, to
-// T&& (for `T v`, which then moves the received value out).
-template <class T>
-struct MoveOnlyRef {
-  T* p;
-  operator T&() const { return *p; }
-  operator T&&() { return std::move(*p); }
-};
 
 // Uninitialised storage for one T.
 template <class T>
@@ -108,27 +107,30 @@ class Chan {
 
  public:
   using value_type = T;
+  class iterator;
 
   Chan() noexcept = default;  // the nil channel
   Chan(const Chan& o) noexcept : c_(o.c_) {
-    if (c_) internal::chan_retain(c_);
+    if (internal::is_chan(c_)) internal::chan_retain(c_);
   }
-  Chan(Chan&& o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
+  // Leaves o moved-from (not nil): any use of o but assigning to it,
+  // destroying it or copying it (the copy is moved-from too) panics.
+  Chan(Chan&& o) noexcept : c_(std::exchange(o.c_, internal::moved_from_chan())) {}
   Chan& operator=(const Chan& o) noexcept {
-    if (o.c_) internal::chan_retain(o.c_);
-    if (c_) internal::chan_release(c_);
+    if (internal::is_chan(o.c_)) internal::chan_retain(o.c_);
+    if (internal::is_chan(c_)) internal::chan_release(c_);
     c_ = o.c_;
     return *this;
   }
   Chan& operator=(Chan&& o) noexcept {
     if (this != &o) {
-      if (c_) internal::chan_release(c_);
-      c_ = std::exchange(o.c_, nullptr);
+      if (internal::is_chan(c_)) internal::chan_release(c_);
+      c_ = std::exchange(o.c_, internal::moved_from_chan());
     }
     return *this;
   }
   ~Chan() {
-    if (c_) internal::chan_release(c_);
+    if (internal::is_chan(c_)) internal::chan_release(c_);
   }
 
   // Blocks until the value is received (unbuffered) or buffered.
@@ -140,57 +142,21 @@ class Chan {
     return s.take(ok);
   }
   void close() const { internal::chan_close(c_); }
-  size_t len() const noexcept { return internal::chan_len(c_); }
-  size_t cap() const noexcept { return internal::chan_cap(c_); }
+  // Not noexcept: on a moved-from handle they panic, as every operation does.
+  size_t len() const { return internal::chan_len(c_); }
+  size_t cap() const { return internal::chan_cap(c_); }
 
+  // The nil channel (default-constructed or set to {}); a moved-from handle
+  // is not nil. bool(ch) is !ch.is_nil().
   bool is_nil() const noexcept { return c_ == nullptr; }
   explicit operator bool() const noexcept { return c_ != nullptr; }
   friend bool operator==(const Chan& a, const Chan& b) noexcept { return a.c_ == b.c_; }
 
-  // Range-for: receives until the channel is closed and drained. For a
-  // copyable T, *it is the received T&. For a move-only T it is a
-  // MoveOnlyRef, so that both `for (T v : ch)` (moves the value out) and
-  // `for (T& v : ch)` compile; `auto&` does not bind to it, spell the type.
-  // T need not be assignable: each value is constructed where the last
-  // one was destroyed.
-  class iterator {
-   public:
-    using iterator_category = std::input_iterator_tag;
-    using value_type = T;
-    using difference_type = std::ptrdiff_t;
-    using pointer = T*;
-    using reference = std::conditional_t<std::is_copy_constructible_v<T>, T&, internal::MoveOnlyRef<T>>;
-
-    iterator() = default;
-    explicit iterator(const Chan* ch) : ch_(ch) { ++*this; }
-    reference operator*() {
-      if constexpr (std::is_copy_constructible_v<T>) {
-        return *v_;
-      } else {
-        return reference{&*v_};
-      }
-    }
-    T* operator->() { return &*v_; }
-    iterator& operator++() {
-      // Destroy and construct, never assign: T need only be move
-      // constructible.
-      v_.reset();
-      if (std::optional<T> v = ch_->recv()) {
-        v_.emplace(std::move(*v));
-      } else {
-        ch_ = nullptr;
-      }
-      return *this;
-    }
-    void operator++(int) { ++*this; }
-    friend bool operator==(const iterator& a, const iterator& b) { return a.ch_ == b.ch_; }
-
-   private:
-    const Chan* ch_ = nullptr;
-    std::optional<T> v_;
-  };
-  iterator begin() const { return iterator(this); }
-  iterator end() const noexcept { return iterator(); }
+  // A std::ranges::input_range: range-for, std::ranges algorithms and
+  // std::views receive until the channel is closed and drained (Go's
+  // `for v := range ch`). The end is std::default_sentinel. See iterator.
+  iterator begin() const noexcept { return iterator(c_); }
+  std::default_sentinel_t end() const noexcept { return std::default_sentinel; }
 
  private:
   template <class U>
@@ -198,7 +164,109 @@ class Chan {
   friend struct internal::ChanAccess;
   explicit Chan(internal::ChanCore* c) : c_(c) {}
 
+  // nullptr: the nil channel; internal::moved_from_chan(): moved from.
   internal::ChanCore* c_ = nullptr;
+};
+
+// The iterator of a Chan<T> (and RecvChan<T>): an input iterator that never
+// receives ahead of what its user consumes. The receive happens lazily, at
+// the first comparison with the end or the first dereference after an
+// increment, whichever comes first; ++ only marks the value consumed (it
+// receives, and drops, a value only when it skips one nobody looked at). So
+// `ch | std::views::take(3)` receives exactly three values, and the next
+// recv() gets the fourth.
+//
+// *it is the value held in the iterator: T& for a copyable T (binds to
+// `T v` (a copy), `T&`, `const T&`, `auto&`, `auto&&`), T&& for a move-only
+// T (binds to `T v` (moves it out), `const T&`, `T&&`, `auto&&`; not to
+// `T&`). T&& only where a copy is impossible: a filter's predicate that
+// takes a copyable T by value must not steal the value its view yields
+// next. Dereferencing again gives the same value; dereferencing the end
+// (the channel closed and drained) panics.
+//
+// The iterator is move-only (a copy would be a second reader at the same
+// position) and holds a reference to the channel, so it stays valid if the
+// handle it came from goes away. T need not be assignable: each value is
+// constructed where the last one was destroyed. Not for sharing between
+// goroutines (give each its own range-for).
+template <class T>
+class Chan<T>::iterator {
+ public:
+  using iterator_concept = std::input_iterator_tag;
+  using value_type = T;
+  using difference_type = std::ptrdiff_t;
+  using reference = std::conditional_t<std::is_copy_constructible_v<T>, T&, T&&>;
+
+  iterator() noexcept = default;  // an end
+  // A moved-from iterator is an end.
+  iterator(iterator&& o) noexcept { take(o); }
+  iterator& operator=(iterator&& o) noexcept {
+    if (this != &o) {
+      reset();
+      take(o);
+    }
+    return *this;
+  }
+  iterator(const iterator&) = delete;
+  iterator& operator=(const iterator&) = delete;
+  ~iterator() { reset(); }
+
+  // The current value, received now if it has not been. May park.
+  reference operator*() const { return static_cast<reference>(current()); }
+  T* operator->() const { return std::addressof(current()); }
+  // Marks the current value consumed. May park only to skip a value that
+  // was never looked at.
+  iterator& operator++() {
+    if (state_ == State::kPending) fetch();
+    if (state_ == State::kHeld) {
+      held().~T();
+      state_ = State::kPending;
+    }
+    return *this;
+  }
+  void operator++(int) { ++*this; }
+  // At the end once the channel is closed and drained. May park (to find
+  // out, it receives the current value).
+  friend bool operator==(const iterator& it, std::default_sentinel_t) {
+    if (it.state_ == State::kPending) it.fetch();
+    return it.state_ == State::kEnd;
+  }
+
+ private:
+  friend class Chan<T>;
+  // kPending: the current value is not received yet; kHeld: it is in slot_;
+  // kEnd: the channel was closed and drained.
+  enum class State : unsigned char { kPending, kHeld, kEnd };
+
+  explicit iterator(internal::ChanCore* c) noexcept : c_(c), state_(State::kPending) {
+    if (internal::is_chan(c_)) internal::chan_retain(c_);
+  }
+  T& held() const { return *std::launder(reinterpret_cast<T*>(slot_.ptr())); }
+  void take(iterator& o) noexcept {
+    c_ = std::exchange(o.c_, nullptr);
+    state_ = std::exchange(o.state_, State::kEnd);
+    if (state_ == State::kHeld) {
+      ::new (slot_.ptr()) T(std::move(o.held()));
+      o.held().~T();
+    }
+  }
+  void reset() noexcept {
+    if (state_ == State::kHeld) held().~T();
+    state_ = State::kEnd;
+    if (internal::is_chan(c_)) internal::chan_release(c_);
+    c_ = nullptr;
+  }
+  // Panics (moved-from handle) or parks (nil channel) as recv does.
+  void fetch() const { state_ = internal::chan_recv(c_, slot_.ptr()) ? State::kHeld : State::kEnd; }
+  T& current() const {
+    if (state_ == State::kPending) fetch();
+    if (state_ != State::kHeld) throw panic_error("gort::Chan iterator: dereference at the end (channel closed)");
+    return held();
+  }
+
+  internal::ChanCore* c_ = nullptr;
+  mutable State state_ = State::kEnd;
+  mutable internal::Slot<T> slot_;
 };
 
 // A new channel with room for `cap` buffered values (0: unbuffered).
@@ -218,8 +286,8 @@ class ChanView {
  public:
   using value_type = T;
 
-  size_t len() const noexcept { return c_.len(); }
-  size_t cap() const noexcept { return c_.cap(); }
+  size_t len() const { return c_.len(); }
+  size_t cap() const { return c_.cap(); }
   bool is_nil() const noexcept { return c_.is_nil(); }
   explicit operator bool() const noexcept { return static_cast<bool>(c_); }
 
@@ -288,9 +356,10 @@ class RecvChan : public internal::ChanView<T> {
   RecvChan(Chan<T> c) noexcept : internal::ChanView<T>(std::move(c)) {}  // NOLINT: implicit, as in Go
 
   std::optional<T> recv() const { return this->c_.recv(); }
-  // Range-for, as Chan<T>'s: receives until closed and drained.
-  iterator begin() const { return this->c_.begin(); }
-  iterator end() const { return this->c_.end(); }
+  // A std::ranges::input_range, as Chan<T>: receives until closed and
+  // drained, never ahead of what is consumed (Chan<T>::iterator).
+  iterator begin() const noexcept { return this->c_.begin(); }
+  std::default_sentinel_t end() const noexcept { return std::default_sentinel; }
 
   friend bool operator==(const RecvChan& a, const RecvChan& b) { return a.c_ == b.c_; }
   friend bool operator==(const RecvChan& a, const Chan<T>& b) { return a.c_ == b; }

@@ -32,8 +32,12 @@
 // per child, two descriptors per pipe.
 //
 // Lifetime: destroying a started Cmd that was not waited for kills the
-// child and reaps it (no zombie is left behind; Go would leak it). The
-// runtime must be running (inside gort::run).
+// child and reaps it (no zombie is left behind; Go would leak it). A Cmd is
+// move-only; a moved-from Cmd holds nothing (its child, if any, went with
+// the move): its calls return absl::InvalidArgumentError("invalid argument")
+// at once, pid() and exit_code() -1, as every I/O handle does
+// (docs/standard-cpp.md, "Copying and moving handles"). The runtime must be
+// running (inside gort::run).
 #pragma once
 
 #include <sys/types.h>

@@ -113,7 +113,10 @@ GORT_API bool is_timeout_error(const absl::Status& s);
 // A stream connection (TCP or Unix) or a connected datagram socket. Move-only;
 // closes the socket on destruction. A default-constructed or moved-from Conn
 // holds no socket: its calls return absl::InvalidArgumentError("invalid
-// argument") (Go's nil Conn).
+// argument") at once (Go's nil Conn), its queries "" or -1, and valid() is
+// false; assigning to it makes it usable again. Listener, PacketConn,
+// os::File, tls::Conn and exec::Cmd follow the same rule
+// (docs/standard-cpp.md, "Copying and moving handles").
 class GORT_API Conn {
  public:
   Conn() = default;
@@ -204,7 +207,9 @@ class GORT_API Conn {
 };
 
 // A stream listener (TCP or Unix). Move-only; closes on destruction. A
-// Unix listener removes its socket file when closed (unless abstract).
+// Unix listener removes its socket file when closed (unless abstract). A
+// default-constructed or moved-from Listener holds nothing: its calls
+// return absl::InvalidArgumentError("invalid argument"), as Conn's.
 class GORT_API Listener {
  public:
   Listener() = default;
@@ -239,6 +244,8 @@ class GORT_API Listener {
 };
 
 // An unconnected datagram socket (UDP). Move-only; closes on destruction.
+// Default-constructed or moved-from: calls return
+// absl::InvalidArgumentError("invalid argument"), as Conn's.
 class GORT_API PacketConn {
  public:
   PacketConn() = default;

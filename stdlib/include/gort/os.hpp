@@ -90,11 +90,13 @@ enum class Own : bool { kClose, kBorrow };
 
 // An open file descriptor. Move-only; closes it on destruction (unless
 // borrowed). A default-constructed or moved-from File holds nothing: its
-// calls return absl::InvalidArgumentError("invalid argument").
+// calls return absl::InvalidArgumentError("invalid argument") at once (Go's
+// os.ErrInvalid for a nil *File), fd() is -1, name() "", valid() false
+// (docs/standard-cpp.md, "Copying and moving handles").
 class GORT_API File {
  public:
   File() = default;
-  File(File&& o) noexcept : fd_(std::exchange(o.fd_, nullptr)), name_(std::move(o.name_)) {}
+  File(File&& o) noexcept : fd_(std::exchange(o.fd_, nullptr)), name_(std::exchange(o.name_, {})) {}
   File& operator=(File&& o) noexcept;
   File(const File&) = delete;
   File& operator=(const File&) = delete;

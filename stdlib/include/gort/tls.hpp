@@ -87,6 +87,9 @@ struct Config {
   mutable std::shared_ptr<Built> built_;
 };
 
+// Move-only. A default-constructed or moved-from Conn holds nothing: its
+// calls return absl::InvalidArgumentError("invalid argument") at once, as a
+// net::Conn's (docs/standard-cpp.md, "Copying and moving handles").
 class GORT_API Conn {
  public:
   Conn();
@@ -157,7 +160,7 @@ GORT_API absl::StatusOr<Conn> dial(std::string_view network, std::string_view ad
 
 // Go's tls.NewListener / tls.Listen: accept() returns server Conns whose
 // handshake runs on their first read or write (so a slow client never
-// holds up accept).
+// holds up accept). Default-constructed or moved-from: as net::Listener's.
 class GORT_API Listener {
  public:
   Listener() = default;

@@ -32,7 +32,8 @@ TEST_P(ChanPayload, MoveOnlyPayload) {
         cd.done();
       });
       int expect = 0;
-      for (std::unique_ptr<int>& p : ch) {
+      for (auto&& p : ch) {
+        static_assert(std::is_same_v<decltype(p), std::unique_ptr<int>&&>);
         EXPECT_NE(p, nullptr);
         if (p) {
           EXPECT_EQ(*p, expect);
@@ -214,7 +215,8 @@ TEST_P(ChanPayload, RangeForUntilClosed) {
 }
 
 // `for (T v : ch)` compiles for a move-only T and moves each value out;
-// binding by T&, const T& and T&& still works.
+// binding by const T&, T&& and auto&& works too (*it is T&&; T& does not
+// bind, tests/stdlib/sync/chan_range_test.cpp).
 TEST_P(ChanPayload, RangeForMoveOnly) {
   run_test([] {
     for (size_t cap : {size_t{0}, size_t{3}}) {
@@ -323,8 +325,10 @@ TEST_P(ChanPayload, CopiesReferToTheSameChannel) {
     EXPECT_FALSE(c == a);
     c = b;  // copy assignment
     EXPECT_TRUE(c == a);
-    gort::Chan<int> d = std::move(c);  // move leaves c nil
-    EXPECT_TRUE(c.is_nil());
+    gort::Chan<int> d = std::move(c);  // leaves c moved-from, not nil
+    EXPECT_FALSE(c.is_nil());
+    EXPECT_FALSE(c == gort::Chan<int>());
+    EXPECT_EQ(panic_message([&] { c.send(9); }), "send on moved-from gort::Chan");
     EXPECT_TRUE(d == a);
     d.send(2);
     EXPECT_EQ(b.recv(), std::optional<int>(2));

@@ -27,11 +27,21 @@ struct ElemType {
   bool trivial;
 };
 
+// What a moved-from handle holds: not a channel, and not the nil channel
+// (nullptr), which is Go's and blocks forever. Every operation on it
+// panics, `<op> on moved-from gort::Chan` (docs/standard-cpp.md). Both
+// values sit below any real ChanCore's address, so one comparison
+// (is_chan) tells a channel from either: the operations below make it in
+// place of the nil check they need anyway, and branch to the rare cases.
+inline ChanCore* moved_from_chan() noexcept { return reinterpret_cast<ChanCore*>(uintptr_t{1}); }
+inline bool is_chan(const ChanCore* c) noexcept { return reinterpret_cast<uintptr_t>(c) > 1; }
+
 GORT_API ChanCore* chan_make(const ElemType* type, size_t cap);
 GORT_API void chan_retain(ChanCore* c) noexcept;
 GORT_API void chan_release(ChanCore* c) noexcept;
 
-// All of these treat c == nullptr as the nil channel.
+// chan_retain and chan_release need a channel (is_chan). All of these
+// treat c == nullptr as the nil channel and panic on moved_from_chan().
 // Blocks until *elem is handed over (it is moved from). Panics on a closed
 // channel; blocks forever on nil.
 GORT_API void chan_send(ChanCore* c, void* elem);
@@ -39,11 +49,11 @@ GORT_API void chan_send(ChanCore* c, void* elem);
 // true) or the channel is closed and drained (returns false, *out untouched).
 GORT_API bool chan_recv(ChanCore* c, void* out);
 GORT_API void chan_close(ChanCore* c);
-GORT_API size_t chan_len(const ChanCore* c) noexcept;
-GORT_API size_t chan_cap(const ChanCore* c) noexcept;
+GORT_API size_t chan_len(const ChanCore* c);
+GORT_API size_t chan_cap(const ChanCore* c);
 
 struct SelectCase {
-  ChanCore* c;       // null: a nil channel, never ready
+  ChanCore* c;       // null: a nil channel, never ready; moved_from_chan(): panics
   void* elem;        // send: the value to move from; recv: storage to move into
   bool is_send;
   bool received;     // recv result: true if a value was stored in *elem
