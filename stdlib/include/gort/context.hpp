@@ -50,6 +50,7 @@
 #include <functional>
 #include <iosfwd>
 #include <memory>
+#include <stop_token>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -331,5 +332,33 @@ GORT_API absl::Status cause(const Context& ctx);
 // started or stopped; it does not wait for f. If ctx is cancelled while the
 // runtime is not running, f does not run.
 GORT_API std::function<bool()> after_func(const Context& ctx, std::function<void()> f);
+
+// ---- std::stop_token, both ways (docs/standard-cpp.md) ----
+
+// A child of parent that is also cancelled (err() "context canceled") when
+// a stop is requested on st: std::jthread's token reaches gort code that
+// takes a Context. If the stop was already requested, the child is
+// cancelled before this returns. The stop callback is registered for as
+// long as the child (or a copy of it) lives; the CancelFunc is with_cancel's.
+[[nodiscard]] inline std::pair<Context, CancelFunc> with_stop_token(const Context& parent, std::stop_token st) {
+  auto [ctx, cancel] = with_cancel(parent);
+  using Callback = std::stop_callback<CancelFunc>;
+  static const ContextKey<std::shared_ptr<Callback>> kStopCallback{"gort.stop_callback"};
+  auto cb = std::make_shared<Callback>(std::move(st), cancel);
+  return {with_value(ctx, kStopCallback, std::move(cb)), std::move(cancel)};
+}
+
+// A std::stop_token whose stop is requested once ctx is done: a Context
+// reaches C++ code that takes a token (std::condition_variable_any's wait,
+// a std::jthread's loop). For a context that can never be cancelled
+// (background()) the token's stop_possible() is false. The request is made
+// by after_func's goroutine, so it needs the runtime, as after_func does.
+[[nodiscard]] inline std::stop_token make_stop_token(const Context& ctx) {
+  if (ctx.done().is_nil()) return std::stop_token();
+  std::stop_source src;
+  std::stop_token token = src.get_token();
+  (void)after_func(ctx, [src]() mutable { src.request_stop(); });
+  return token;
+}
 
 }  // namespace gort
