@@ -7,6 +7,7 @@
 #pragma once
 
 #include "gort/chan.hpp"
+#include "gort/chrono.hpp"
 #include "gort/context.hpp"
 #include "gort/errgroup.hpp"
 #include "gort/exec.hpp"

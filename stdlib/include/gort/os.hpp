@@ -70,6 +70,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "gort/chrono.hpp"
 #include "gort/detail/api.hpp"
 #include "gort/rawconn.hpp"
 
@@ -122,10 +123,23 @@ class GORT_API File {
   // Deadlines as net::Conn's: an absolute time after which blocked and
   // future reads (writes) fail with "i/o timeout"; absl::InfiniteFuture()
   // clears it; a time in the past expires it at once. Polled descriptors
-  // only (else kErrNoDeadline, InvalidArgument).
+  // only (else kErrNoDeadline, InvalidArgument). Each also takes a
+  // std::chrono time point (gort/chrono.hpp).
   absl::Status set_deadline(absl::Time t);
   absl::Status set_read_deadline(absl::Time t);
   absl::Status set_write_deadline(absl::Time t);
+  template <chrono_time_point T>
+  absl::Status set_deadline(T t) {
+    return set_deadline(from_chrono(t));
+  }
+  template <chrono_time_point T>
+  absl::Status set_read_deadline(T t) {
+    return set_read_deadline(from_chrono(t));
+  }
+  template <chrono_time_point T>
+  absl::Status set_write_deadline(T t) {
+    return set_write_deadline(from_chrono(t));
+  }
 
   // Raw access for libraries that do their own I/O on the descriptor.
   RawConn syscall_conn() const { return RawConn(fd_, true); }
