@@ -280,6 +280,8 @@ struct GORT_API ValueNodeBase : ContextNode {
   std::string (*describe)(const void* value) = nullptr;
 };
 
+// T's demangled name ("std::string", "acme::Key"), as panics name types
+// (gmp/diag/exception.cpp).
 GORT_API std::string type_name(const std::type_info& t);
 
 template <class T>
