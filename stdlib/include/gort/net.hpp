@@ -48,7 +48,9 @@
 // returns absl::FailedPreconditionError("use of closed network connection")
 // (Go's net.ErrClosed); a call that was blocked past its deadline returns
 // absl::DeadlineExceededError("i/o timeout") (os.ErrDeadlineExceeded).
-// is_closed_error() and is_timeout_error() test for them. A cancelled dial
+// is_closed_error() and is_timeout_error() test for them. Print an error
+// with gort::error_text(status) (gort/errors.hpp): Go's err.Error(), the
+// message without absl's code prefix. A cancelled dial
 // returns Cancelled (`dial tcp ...: operation was canceled`); a dial past
 // its deadline DeadlineExceeded (`dial tcp ...: i/o timeout`).
 //
@@ -97,6 +99,7 @@
 #include "gort/chrono.hpp"
 #include "gort/context.hpp"
 #include "gort/detail/api.hpp"
+#include "gort/errors.hpp"
 #include "gort/rawconn.hpp"
 
 namespace gort::net {

@@ -34,13 +34,16 @@
 //
 // Errors are absl::Status values with Go's texts: `open /no/such: no such
 // file or directory` (NotFound), `write |1: broken pipe` (FailedPrecondition).
-// Two are exact, to be compared: any call on a closed File, including one
-// that was blocked when another goroutine closed it, returns
-// absl::FailedPreconditionError("file already closed") (Go's os.ErrClosed),
-// and a call blocked past its deadline returns
-// absl::DeadlineExceededError("i/o timeout"). read returns 0 with OK at end
-// of file (Go's io.EOF). Writing to a pipe whose reader is gone is the error
-// EPIPE, never SIGPIPE.
+// Any call on a closed File, including one that was blocked when another
+// goroutine closed it, fails with FailedPrecondition and Go's PathError
+// around os.ErrClosed: `read |0: file already closed`, `write |1: ...`,
+// `close |1: ...` (closing twice), `set |0: ...` (the set_*deadline
+// calls); is_closed_error() tells them from other errors, as Go's
+// errors.Is(err, os.ErrClosed) does. A call blocked past its deadline
+// returns absl::DeadlineExceededError("i/o timeout") exactly. read returns
+// 0 with OK at end of file (Go's io.EOF). Writing to a pipe whose reader is
+// gone is the error EPIPE, never SIGPIPE. gort::error_text(status)
+// (gort/errors.hpp) is the text to print, as Go prints err.
 //
 // Thread-safety: as net::Conn. Many goroutines may use a File at once;
 // reads are served one at a time, as are writes; close() may be called from
@@ -72,18 +75,21 @@
 #include "absl/types/span.h"
 #include "gort/chrono.hpp"
 #include "gort/detail/api.hpp"
+#include "gort/errors.hpp"
 #include "gort/rawconn.hpp"
 
 namespace gort {
 namespace os {
 
-// The message of the error returned by calls on a closed File (Go's
-// os.ErrClosed).
+// The text of Go's os.ErrClosed, which ends the error of every call on a
+// closed File.
 inline constexpr std::string_view kErrClosed = "file already closed";
 // Go's os.ErrNoDeadline: set_deadline on a descriptor that is not polled.
 inline constexpr std::string_view kErrNoDeadline = "file type does not support deadline";
 
-// True for absl::FailedPreconditionError("file already closed").
+// True for the closed error: FailedPrecondition with the message
+// "file already closed", bare (RawConn) or ending a PathError ("read |0:
+// file already closed").
 GORT_API bool is_closed_error(const absl::Status& s);
 
 // Whether a File closes the descriptor it was given (new_file).
