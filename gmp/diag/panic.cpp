@@ -12,14 +12,12 @@
 // The handler is installed by the first gort::run and stays: on a thread
 // that is not running a goroutine, or without an exception in flight (an
 // explicit std::terminate), it passes on to the handler installed before.
-#include <cxxabi.h>
-
 #include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <string>
-#include <typeinfo>
 
+#include "gmp/diag/exception.hpp"
 #include "gmp/diag/fatal.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
@@ -31,27 +29,6 @@ namespace {
 std::terminate_handler g_prev = nullptr;
 std::once_flag g_once;
 
-std::string describe(std::exception_ptr e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    try {
-      return x.what();
-    } catch (...) {
-      return "(exception whose what() threw)";
-    }
-  } catch (...) {
-  }
-  std::string type = "unknown type";
-  if (const std::type_info* t = abi::__cxa_current_exception_type()) {
-    int status = 0;
-    char* d = abi::__cxa_demangle(t->name(), nullptr, nullptr, &status);
-    type = d != nullptr ? d : t->name();
-    std::free(d);
-  }
-  return "(unknown exception of type " + type + ")";
-}
-
 [[noreturn]] void on_terminate() {
   G* g = getg();
   std::exception_ptr e = std::current_exception();
@@ -59,7 +36,9 @@ std::string describe(std::exception_ptr e) {
     if (g_prev != nullptr) g_prev();
     std::abort();
   }
-  std::string what = describe(e);
+  // `panic: index 7 past the end [std::out_of_range]`; Go's text alone
+  // for a gort::panic_error (gmp/diag/exception.hpp).
+  std::string what = panic_value(current_exception_info());
   Death d;
   d.text[0] = "panic: ";
   d.text[1] = what.c_str();

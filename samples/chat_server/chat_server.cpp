@@ -332,7 +332,7 @@ bool parse_flags(int argc, char** argv, Options* o) {
 int serve(const Options& o) {
   auto ln = gort::net::listen("tcp", o.listen);
   if (!ln.ok()) {
-    std::fprintf(stderr, "chat_server: %s\n", std::string(ln.status().message()).c_str());
+    std::fprintf(stderr, "chat_server: %s\n", gort::error_text(ln).c_str());
     return 1;
   }
   // From here on SIGINT and SIGTERM arrive on this channel (Go's
@@ -386,7 +386,7 @@ int serve(const Options& o) {
     std::fprintf(stderr, "chat_server: shutting down\n");
     return 0;
   }
-  std::fprintf(stderr, "chat_server: accept: %s\n", std::string(accept_err.message()).c_str());
+  std::fprintf(stderr, "chat_server: accept: %s\n", gort::error_text(accept_err).c_str());
   return 1;
 }
 

@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
     std::map<std::string, uint64_t> sums;
     absl::Status err = checksum_all(root, readers, &sums);
     if (!err.ok()) {
-      std::fprintf(stderr, "checksum: %s\n", std::string(err.message()).c_str());
+      std::fprintf(stderr, "checksum: %s\n", gort::error_text(err).c_str());
       return 1;
     }
     for (const auto& [path, sum] : sums) std::printf("%016llx  %s\n", static_cast<unsigned long long>(sum), path.c_str());

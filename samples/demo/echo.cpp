@@ -62,7 +62,7 @@ int clients_that_fit() {
 
 void report_error(Totals* t, const char* what, const absl::Status& s) {
   // Only the first few: one systematic failure would print 1,000 lines.
-  if (t->errors.fetch_add(1) < 5) std::printf("  %s: %s\n", what, s.ToString().c_str());
+  if (t->errors.fetch_add(1) < 5) std::printf("  %s: %s\n", what, gort::error_text(s).c_str());
 }
 
 void serve(gort::net::ServerConn& c, Totals* t) {
@@ -137,7 +137,7 @@ bool echo_server() {
   }
   auto ln = gort::net::listen("tcp", "127.0.0.1:0");
   if (!ln.ok()) {
-    std::printf("  listen: %s\n", ln.status().ToString().c_str());
+    std::printf("  listen: %s\n", gort::error_text(ln).c_str());
     return check(false, "echo server");
   }
   std::printf("  server on %s, %d Ps: one goroutine per connection (read, write back)\n"

@@ -667,7 +667,7 @@ bool parse_flags(int argc, char** argv, Options* o) {
 template <class L>
 int serve_on(absl::StatusOr<L> ln, const Options& o) {
   if (!ln.ok()) {
-    std::fprintf(stderr, "http_server: %s\n", std::string(ln.status().message()).c_str());
+    std::fprintf(stderr, "http_server: %s\n", gort::error_text(ln).c_str());
     return 1;
   }
   // From here on SIGINT and SIGTERM arrive on this channel (Go's
@@ -715,7 +715,7 @@ int serve_on(absl::StatusOr<L> ln, const Options& o) {
     std::fprintf(stderr, "http_server: shutting down\n");
     return 0;
   }
-  std::fprintf(stderr, "http_server: accept: %s\n", std::string(accept_err.message()).c_str());
+  std::fprintf(stderr, "http_server: accept: %s\n", gort::error_text(accept_err).c_str());
   return 1;
 }
 

@@ -126,14 +126,14 @@ int run(const std::string& host, int port, int goroutines, int rounds, int conns
   for (int i = 0; i < conns; i++) {
     auto r = Redis::dial(host, port);
     if (!r.ok()) {
-      std::fprintf(stderr, "redis_counter: %s\n", std::string(r.status().message()).c_str());
+      std::fprintf(stderr, "redis_counter: %s\n", gort::error_text(r).c_str());
       return 1;
     }
     pool.send((*r).get());
     all.push_back(std::move(*r));
   }
   if (auto del = all[0]->command("DEL counter"); !del.ok()) {
-    std::fprintf(stderr, "redis_counter: %s\n", std::string(del.status().message()).c_str());
+    std::fprintf(stderr, "redis_counter: %s\n", gort::error_text(del).c_str());
     return 1;
   }
   std::atomic<int> failures{0};
@@ -142,7 +142,7 @@ int run(const std::string& host, int port, int goroutines, int rounds, int conns
   auto fail = [&](const absl::Status& s) {
     if (failures.fetch_add(1) == 0) {
       mu.lock();
-      first_error = std::string(s.message());
+      first_error = gort::error_text(s);
       mu.unlock();
     }
   };
@@ -178,7 +178,7 @@ int run(const std::string& host, int port, int goroutines, int rounds, int conns
   long want = long{goroutines} * rounds;
   if (!counter.ok() || *counter != std::to_string(want)) {
     std::fprintf(stderr, "redis_counter: counter = %s, want %ld\n",
-                 counter.ok() ? counter->c_str() : std::string(counter.status().message()).c_str(), want);
+                 counter.ok() ? counter->c_str() : gort::error_text(counter).c_str(), want);
     return 1;
   }
   long commands = 3 * want;

@@ -541,9 +541,11 @@ int NetFD::raw_loop(int mode, absl::FunctionRef<bool(int)> f) {
 }
 
 int NetFD::set_deadline(absl::Time t, int mode) {
-  if (pd_ == nullptr) return kErrNoDeadline;
+  // Closed first, then "no deadlines", in Go's order (setDeadlineImpl:
+  // incref, then the runtimeCtx check).
   Ref ref(this);
   if (ref.err() != 0) return ref.err();
+  if (pd_ == nullptr) return kErrNoDeadline;
   int64_t now = internal::nanotime();
   internal::poll_set_deadline(pd_, poll_deadline(t, now), mode, now);
   return 0;

@@ -22,8 +22,6 @@
 // A connection is on the list from its goroutine's start to its end; a
 // closer only calls close on it under mu, and the goroutine leaves the list
 // under mu before its Conn is destroyed.
-#include <cxxabi.h>
-
 #include <cstdio>
 #include <exception>
 #include <type_traits>
@@ -34,6 +32,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gmp/diag/exception.hpp"
 #include "gort/chan.hpp"
 #include "gort/runtime.hpp"
 #include "gort/server.hpp"
@@ -51,23 +50,13 @@ bool is_server_closed(const absl::Status& s) {
 
 namespace {
 
-// `gort: panic serving ADDR: TYPE: what` for the exception being handled.
+// `gort: panic serving ADDR: TYPE: what` for the exception being handled,
+// the type named as the unrecovered panic names it (gmp/diag/exception.hpp).
 std::string describe_current(const std::string& addr) {
-  std::string type = "unknown exception";
-  if (const std::type_info* t = abi::__cxa_current_exception_type()) type = internal::type_name(*t);
-  std::string what;
-  try {
-    throw;
-  } catch (const std::exception& e) {
-    try {
-      what = e.what();
-    } catch (...) {
-      what = "(what() threw)";
-    }
-  } catch (...) {
-  }
+  internal::ExceptionInfo e = internal::current_exception_info();
+  std::string type = e.go_panic ? "gort::panic_error" : e.type.empty() ? "unknown exception" : e.type;
   std::string line = absl::StrCat("gort: panic serving ", addr, ": ", type);
-  if (!what.empty()) absl::StrAppend(&line, ": ", what);
+  if (!e.text.empty()) absl::StrAppend(&line, ": ", e.text);
   line += "\n";
   return line;
 }

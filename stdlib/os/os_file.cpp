@@ -25,11 +25,11 @@ using internal::NetFD;
 namespace os {
 namespace {
 
-absl::Status os_closed_error() { return absl::FailedPreconditionError(std::string(kErrClosed)); }
-
-// Go's PathError: "op name: strerror", closed and timeout exact.
+// Go's PathError: "op name: strerror". On a closed File "op name: file
+// already closed" (os.ErrClosed inside the PathError, as Go's wrapErr
+// makes it); the timeout and ErrNoDeadline exact.
 absl::Status path_error(int err, std::string_view op, std::string_view name) {
-  if (err == internal::kErrClosing) return os_closed_error();
+  if (err == internal::kErrClosing) return absl::FailedPreconditionError(cat(op, " ", name, ": ", kErrClosed));
   if (err == internal::kErrTimeout) return internal::timeout_error();
   if (err == internal::kErrNoDeadline) return absl::InvalidArgumentError(std::string(kErrNoDeadline));
   return absl::Status(internal::errno_code(err), cat(op, " ", name, ": ", internal::errno_text(err)));
@@ -55,7 +55,13 @@ absl::StatusOr<File> make_file(int sysfd, std::string name, FdKind kind, bool po
   return internal::NetFDAccess::file(fd, std::move(name));
 }
 
-absl::Status deadline_result(int err) { return err == 0 ? absl::OkStatus() : path_error(err, "", ""); }
+// The set_*deadline calls: "set name: file already closed" on a closed
+// File (Go's os.File returns internal/poll's bare "use of closed file"
+// here; gort keeps the os.ErrClosed text every other call gives, so that
+// is_closed_error holds, in the PathError form with net's "set" op).
+absl::Status deadline_result(int err, std::string_view name) {
+  return err == 0 ? absl::OkStatus() : path_error(err, "set", name);
+}
 
 template <class F>
 auto with_file(NetFD* fd, F&& call) -> decltype(call(fd)) {
@@ -66,8 +72,12 @@ auto with_file(NetFD* fd, F&& call) -> decltype(call(fd)) {
 }  // namespace
 
 bool is_closed_error(const absl::Status& s) {
-  return s.code() == absl::StatusCode::kFailedPrecondition &&
-         std::string_view(s.message().data(), s.message().size()) == kErrClosed;
+  if (s.code() != absl::StatusCode::kFailedPrecondition) return false;
+  std::string_view m(s.message().data(), s.message().size());
+  // Bare (RawConn), or at the end of a PathError: "op name: file already closed".
+  return m == kErrClosed ||
+         (m.size() > kErrClosed.size() + 2 && m.substr(m.size() - kErrClosed.size()) == kErrClosed &&
+          m.substr(m.size() - kErrClosed.size() - 2, 2) == ": ");
 }
 
 File& File::operator=(File&& o) noexcept {
@@ -98,20 +108,21 @@ absl::StatusOr<size_t> File::write(absl::Span<const char> buf) {
 
 absl::Status File::close() {
   return with_file(fd_, [&](NetFD* fd) -> absl::Status {
-    return fd->close() == 0 ? absl::OkStatus() : os_closed_error();
+    int err = fd->close();
+    return err == 0 ? absl::OkStatus() : path_error(err, "close", name_);
   });
 }
 
 absl::Status File::set_deadline(absl::Time t) {
-  return with_file(fd_, [&](NetFD* fd) { return deadline_result(fd->set_deadline(t, 'r' + 'w')); });
+  return with_file(fd_, [&](NetFD* fd) { return deadline_result(fd->set_deadline(t, 'r' + 'w'), name_); });
 }
 
 absl::Status File::set_read_deadline(absl::Time t) {
-  return with_file(fd_, [&](NetFD* fd) { return deadline_result(fd->set_deadline(t, 'r')); });
+  return with_file(fd_, [&](NetFD* fd) { return deadline_result(fd->set_deadline(t, 'r'), name_); });
 }
 
 absl::Status File::set_write_deadline(absl::Time t) {
-  return with_file(fd_, [&](NetFD* fd) { return deadline_result(fd->set_deadline(t, 'w')); });
+  return with_file(fd_, [&](NetFD* fd) { return deadline_result(fd->set_deadline(t, 'w'), name_); });
 }
 
 int File::fd() const { return fd_ == nullptr ? -1 : fd_->sysfd(); }

@@ -2,7 +2,6 @@
 // the cancellation tree, which is stdlib/sync/context_cancel.cpp): the methods
 // of each kind, background and todo, values, without_cancel, cause and the
 // chain's name (Go's String methods).
-#include <cxxabi.h>
 
 #include <cstdlib>
 #include <memory>
@@ -186,15 +185,6 @@ std::string ContextKeyBase::describe() const {
 }
 
 namespace internal {
-
-std::string type_name(const std::type_info& t) {
-  int status = 0;
-  char* s = abi::__cxa_demangle(t.name(), nullptr, nullptr, &status);
-  if (s == nullptr) return t.name();
-  std::string r(s);
-  std::free(s);
-  return r;
-}
 
 ValueNodeBase::~ValueNodeBase() { release_chain(&parent, depth); }
 

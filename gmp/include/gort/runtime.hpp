@@ -47,6 +47,7 @@
 #include <utility>
 
 #include "absl/time/time.h"
+#include "gort/chrono.hpp"
 #include "gort/detail/api.hpp"
 
 namespace gort {
@@ -72,8 +73,9 @@ struct Config {
   // The goroutine's descriptor (about 256 bytes) lives at its top.
   size_t stack_size = 256 * 1024;
   // A goroutine that runs longer than this without blocking is preempted
-  // (Go's forcePreemptNS).
-  absl::Duration time_slice = absl::Milliseconds(10);
+  // (Go's forcePreemptNS). An absl::Duration or a std::chrono duration
+  // (gort/chrono.hpp): `cfg.time_slice = 5ms;`.
+  Duration time_slice = absl::Milliseconds(10);
   // Asynchronous preemption by the monitor thread (sysmon).
   bool preempt = true;
   // The most OS threads that run goroutines (Ms) the run may have (Go's

@@ -4,6 +4,8 @@
 //   auto [ctx, cancel] = gort::with_timeout(gort::background(), absl::Seconds(2));
 //   auto conn = gort::net::dial(ctx, "tcp", "example.com:80");  // gives up after 2 s
 //   cancel();                                                   // release the timer
+//   // std::chrono works too (gort/chrono.hpp): with_timeout(ctx, 2s),
+//   // with_deadline(ctx, std::chrono::steady_clock::now() + 2s).
 //
 //   gort::select(gort::on_recv(ctx.done(), [&](auto) { return; }),
 //                gort::on_recv(work, [&](auto w) { ... }));
@@ -62,6 +64,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "gort/chan.hpp"
+#include "gort/chrono.hpp"
 #include "gort/detail/api.hpp"
 
 namespace gort {
@@ -238,6 +241,26 @@ GORT_API Context todo();
 [[nodiscard]] GORT_API std::pair<Context, CancelFunc> with_deadline_cause(const Context& parent, absl::Time t, absl::Status cause);
 [[nodiscard]] GORT_API std::pair<Context, CancelFunc> with_timeout_cause(const Context& parent, absl::Duration d, absl::Status cause);
 
+// The same four with a std::chrono time point or duration (gort/chrono.hpp):
+// `gort::with_timeout(ctx, 200ms)`, `gort::with_deadline(ctx,
+// std::chrono::steady_clock::now() + 1s)`.
+template <chrono_time_point T>
+[[nodiscard]] std::pair<Context, CancelFunc> with_deadline(const Context& parent, T t) {
+  return gort::with_deadline(parent, from_chrono(t));
+}
+template <chrono_duration D>
+[[nodiscard]] std::pair<Context, CancelFunc> with_timeout(const Context& parent, D d) {
+  return gort::with_timeout(parent, from_chrono(d));
+}
+template <chrono_time_point T>
+[[nodiscard]] std::pair<Context, CancelFunc> with_deadline_cause(const Context& parent, T t, absl::Status cause) {
+  return gort::with_deadline_cause(parent, from_chrono(t), std::move(cause));
+}
+template <chrono_duration D>
+[[nodiscard]] std::pair<Context, CancelFunc> with_timeout_cause(const Context& parent, D d, absl::Status cause) {
+  return gort::with_timeout_cause(parent, from_chrono(d), std::move(cause));
+}
+
 // A child with the parent's values that is never cancelled: no deadline,
 // err() always OK, done() the nil channel, cause() OK (Go 1.21).
 GORT_API Context without_cancel(const Context& parent);
@@ -258,6 +281,8 @@ struct GORT_API ValueNodeBase : ContextNode {
   std::string (*describe)(const void* value) = nullptr;
 };
 
+// T's demangled name ("std::string", "acme::Key"), as panics name types
+// (gmp/diag/exception.cpp).
 GORT_API std::string type_name(const std::type_info& t);
 
 template <class T>

@@ -7,8 +7,10 @@
 #pragma once
 
 #include "gort/chan.hpp"
+#include "gort/chrono.hpp"
 #include "gort/context.hpp"
 #include "gort/errgroup.hpp"
+#include "gort/errors.hpp"
 #include "gort/exec.hpp"
 #include "gort/net.hpp"
 #include "gort/os.hpp"

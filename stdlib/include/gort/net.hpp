@@ -48,7 +48,9 @@
 // returns absl::FailedPreconditionError("use of closed network connection")
 // (Go's net.ErrClosed); a call that was blocked past its deadline returns
 // absl::DeadlineExceededError("i/o timeout") (os.ErrDeadlineExceeded).
-// is_closed_error() and is_timeout_error() test for them. A cancelled dial
+// is_closed_error() and is_timeout_error() test for them. Print an error
+// with gort::error_text(status) (gort/errors.hpp): Go's err.Error(), the
+// message without absl's code prefix. A cancelled dial
 // returns Cancelled (`dial tcp ...: operation was canceled`); a dial past
 // its deadline DeadlineExceeded (`dial tcp ...: i/o timeout`).
 //
@@ -94,8 +96,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "gort/chrono.hpp"
 #include "gort/context.hpp"
 #include "gort/detail/api.hpp"
+#include "gort/errors.hpp"
 #include "gort/rawconn.hpp"
 
 namespace gort::net {
@@ -157,10 +161,23 @@ class GORT_API Conn {
   // timeout"); a time already past fails them at once, even if data is
   // ready. absl::InfinitePast() and absl::InfiniteFuture() mean no deadline
   // (Go's zero time). A later call replaces the deadline (and makes the
-  // socket usable again). Never park.
+  // socket usable again). Never park. Each also takes a std::chrono time
+  // point (gort/chrono.hpp): `c.set_deadline(steady_clock::now() + 1s)`.
   absl::Status set_deadline(absl::Time t);
   absl::Status set_read_deadline(absl::Time t);
   absl::Status set_write_deadline(absl::Time t);
+  template <chrono_time_point T>
+  absl::Status set_deadline(T t) {
+    return set_deadline(from_chrono(t));
+  }
+  template <chrono_time_point T>
+  absl::Status set_read_deadline(T t) {
+    return set_read_deadline(from_chrono(t));
+  }
+  template <chrono_time_point T>
+  absl::Status set_write_deadline(T t) {
+    return set_write_deadline(from_chrono(t));
+  }
 
   // Closes the socket: wakes blocked calls (they, and all later calls,
   // return the closed error). The descriptor is closed when the last
@@ -187,6 +204,10 @@ class GORT_API Conn {
   absl::Status set_linger(int sec);
   absl::Status set_keep_alive(bool on);
   absl::Status set_keep_alive_period(absl::Duration d);
+  template <chrono_duration D>
+  absl::Status set_keep_alive_period(D d) {
+    return set_keep_alive_period(from_chrono(d));
+  }
   absl::Status set_read_buffer(int bytes);
   absl::Status set_write_buffer(int bytes);
 
@@ -232,6 +253,10 @@ class GORT_API Listener {
   absl::Status close();
   // A deadline for accept (see Conn::set_deadline).
   absl::Status set_deadline(absl::Time t);
+  template <chrono_time_point T>
+  absl::Status set_deadline(T t) {
+    return set_deadline(from_chrono(t));
+  }
   int native_handle() const;
   bool valid() const { return fd_ != nullptr; }
   explicit operator bool() const { return valid(); }
@@ -265,6 +290,18 @@ class GORT_API PacketConn {
   absl::Status set_deadline(absl::Time t);
   absl::Status set_read_deadline(absl::Time t);
   absl::Status set_write_deadline(absl::Time t);
+  template <chrono_time_point T>
+  absl::Status set_deadline(T t) {
+    return set_deadline(from_chrono(t));
+  }
+  template <chrono_time_point T>
+  absl::Status set_read_deadline(T t) {
+    return set_read_deadline(from_chrono(t));
+  }
+  template <chrono_time_point T>
+  absl::Status set_write_deadline(T t) {
+    return set_write_deadline(from_chrono(t));
+  }
   absl::Status close();
   std::string local_addr() const;
   std::string network() const;
@@ -303,6 +340,10 @@ GORT_API absl::StatusOr<Conn> dial(const Context& ctx, std::string_view network,
 // zero timeout means none, as Go's DialTimeout.
 GORT_API absl::StatusOr<Conn> dial_timeout(std::string_view network, std::string_view address,
                                   absl::Duration timeout);
+template <chrono_duration D>
+absl::StatusOr<Conn> dial_timeout(std::string_view network, std::string_view address, D timeout) {
+  return dial_timeout(network, address, from_chrono(timeout));
+}
 
 // Go's SplitHostPort: "host:port", "[host]:port" or "[host%zone]:port" into
 // host and port; InvalidArgument with Go's texts ("address 127.0.0.1:

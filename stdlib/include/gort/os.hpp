@@ -34,13 +34,16 @@
 //
 // Errors are absl::Status values with Go's texts: `open /no/such: no such
 // file or directory` (NotFound), `write |1: broken pipe` (FailedPrecondition).
-// Two are exact, to be compared: any call on a closed File, including one
-// that was blocked when another goroutine closed it, returns
-// absl::FailedPreconditionError("file already closed") (Go's os.ErrClosed),
-// and a call blocked past its deadline returns
-// absl::DeadlineExceededError("i/o timeout"). read returns 0 with OK at end
-// of file (Go's io.EOF). Writing to a pipe whose reader is gone is the error
-// EPIPE, never SIGPIPE.
+// Any call on a closed File, including one that was blocked when another
+// goroutine closed it, fails with FailedPrecondition and Go's PathError
+// around os.ErrClosed: `read |0: file already closed`, `write |1: ...`,
+// `close |1: ...` (closing twice), `set |0: ...` (the set_*deadline
+// calls); is_closed_error() tells them from other errors, as Go's
+// errors.Is(err, os.ErrClosed) does. A call blocked past its deadline
+// returns absl::DeadlineExceededError("i/o timeout") exactly. read returns
+// 0 with OK at end of file (Go's io.EOF). Writing to a pipe whose reader is
+// gone is the error EPIPE, never SIGPIPE. gort::error_text(status)
+// (gort/errors.hpp) is the text to print, as Go prints err.
 //
 // Thread-safety: as net::Conn. Many goroutines may use a File at once;
 // reads are served one at a time, as are writes; close() may be called from
@@ -70,19 +73,23 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "gort/chrono.hpp"
 #include "gort/detail/api.hpp"
+#include "gort/errors.hpp"
 #include "gort/rawconn.hpp"
 
 namespace gort {
 namespace os {
 
-// The message of the error returned by calls on a closed File (Go's
-// os.ErrClosed).
+// The text of Go's os.ErrClosed, which ends the error of every call on a
+// closed File.
 inline constexpr std::string_view kErrClosed = "file already closed";
 // Go's os.ErrNoDeadline: set_deadline on a descriptor that is not polled.
 inline constexpr std::string_view kErrNoDeadline = "file type does not support deadline";
 
-// True for absl::FailedPreconditionError("file already closed").
+// True for the closed error: FailedPrecondition with the message
+// "file already closed", bare (RawConn) or ending a PathError ("read |0:
+// file already closed").
 GORT_API bool is_closed_error(const absl::Status& s);
 
 // Whether a File closes the descriptor it was given (new_file).
@@ -122,10 +129,23 @@ class GORT_API File {
   // Deadlines as net::Conn's: an absolute time after which blocked and
   // future reads (writes) fail with "i/o timeout"; absl::InfiniteFuture()
   // clears it; a time in the past expires it at once. Polled descriptors
-  // only (else kErrNoDeadline, InvalidArgument).
+  // only (else kErrNoDeadline, InvalidArgument). Each also takes a
+  // std::chrono time point (gort/chrono.hpp).
   absl::Status set_deadline(absl::Time t);
   absl::Status set_read_deadline(absl::Time t);
   absl::Status set_write_deadline(absl::Time t);
+  template <chrono_time_point T>
+  absl::Status set_deadline(T t) {
+    return set_deadline(from_chrono(t));
+  }
+  template <chrono_time_point T>
+  absl::Status set_read_deadline(T t) {
+    return set_read_deadline(from_chrono(t));
+  }
+  template <chrono_time_point T>
+  absl::Status set_write_deadline(T t) {
+    return set_write_deadline(from_chrono(t));
+  }
 
   // Raw access for libraries that do their own I/O on the descriptor.
   RawConn syscall_conn() const { return RawConn(fd_, true); }

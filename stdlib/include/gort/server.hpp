@@ -101,6 +101,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "gort/chrono.hpp"
 #include "gort/context.hpp"
 #include "gort/detail/api.hpp"
 #include "gort/net.hpp"
@@ -121,10 +122,12 @@ struct ServerConfig {
   // (Go's netutil.LimitListener): new clients wait in the kernel's backlog.
   int max_conns = 0;
   // How long wait_input waits for the next input; infinite: read_timeout.
-  absl::Duration idle_timeout = absl::InfiniteDuration();
+  // The timeouts are gort::Duration: absl::Seconds(30) or 30s alike
+  // (gort/chrono.hpp).
+  Duration idle_timeout = absl::InfiniteDuration();
   // Read and write deadlines, from each request's start.
-  absl::Duration read_timeout = absl::InfiniteDuration();
-  absl::Duration write_timeout = absl::InfiniteDuration();
+  Duration read_timeout = absl::InfiniteDuration();
+  Duration write_timeout = absl::InfiniteDuration();
 };
 
 class Server;
@@ -173,6 +176,14 @@ class GORT_API ServerConn {
   absl::Status close_write();
   absl::Status set_read_deadline(absl::Time t);
   absl::Status set_write_deadline(absl::Time t);
+  template <chrono_time_point T>
+  absl::Status set_read_deadline(T t) {
+    return set_read_deadline(from_chrono(t));
+  }
+  template <chrono_time_point T>
+  absl::Status set_write_deadline(T t) {
+    return set_write_deadline(from_chrono(t));
+  }
   std::string local_addr() const;
   std::string remote_addr() const;
 

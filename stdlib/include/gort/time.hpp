@@ -9,6 +9,10 @@
 //                                                  // ticker's channel is never closed
 //   gort::after_func(absl::Seconds(2), [] { ... }); // runs in its own goroutine
 //
+// Every call that takes an absl::Duration also takes a std::chrono
+// duration (gort/chrono.hpp): `gort::sleep(5ms)`, `gort::after(1s)`,
+// `t.reset(250ms)`. Channels carry absl::Time either way.
+//
 // Timers live in per-P heaps run by the scheduler; a sleeping goroutine is
 // parked, not a thread. Firing is O(log n) in the number of timers of that
 // P; stop and reset are O(log n) and safe against a concurrent firing.
@@ -34,9 +38,11 @@
 
 #include <functional>
 #include <memory>
+#include <utility>
 
 #include "absl/time/time.h"
 #include "gort/chan.hpp"
+#include "gort/chrono.hpp"
 #include "gort/detail/api.hpp"
 
 namespace gort {
@@ -44,6 +50,10 @@ namespace gort {
 // Parks the calling goroutine for at least d (returns at once if d <= 0).
 // From a plain thread, sleeps the thread.
 GORT_API void sleep(absl::Duration d);
+template <chrono_duration D>
+void sleep(D d) {
+  gort::sleep(from_chrono(d));
+}
 
 class GORT_API Timer {
  public:
@@ -60,6 +70,10 @@ class GORT_API Timer {
   // Changes the timer to fire after d, discarding any value not yet
   // received from the previous arming. Returns what stop() would have.
   bool reset(absl::Duration d) const;
+  template <chrono_duration D>
+  bool reset(D d) const {
+    return reset(from_chrono(d));
+  }
 
   struct State;
 
@@ -77,6 +91,19 @@ GORT_API Timer after_func(absl::Duration d, std::function<void()> f);
 // new_timer(d).chan().
 [[nodiscard]] GORT_API Chan<absl::Time> after(absl::Duration d);
 
+template <chrono_duration D>
+[[nodiscard]] Timer new_timer(D d) {
+  return gort::new_timer(from_chrono(d));
+}
+template <chrono_duration D>
+Timer after_func(D d, std::function<void()> f) {
+  return gort::after_func(from_chrono(d), std::move(f));
+}
+template <chrono_duration D>
+[[nodiscard]] Chan<absl::Time> after(D d) {
+  return gort::after(from_chrono(d));
+}
+
 class GORT_API Ticker {
  public:
   Ticker() = default;
@@ -87,6 +114,10 @@ class GORT_API Ticker {
   // Stops the ticker and resets its period to d; the next tick received
   // comes after d. Panics `non-positive interval for Ticker.Reset` if d <= 0.
   void reset(absl::Duration d) const;
+  template <chrono_duration D>
+  void reset(D d) const {
+    reset(from_chrono(d));
+  }
 
  private:
   friend Ticker new_ticker(absl::Duration d);
@@ -97,5 +128,9 @@ class GORT_API Ticker {
 // A Ticker that sends the time on its channel every d. Panics
 // `non-positive interval for NewTicker` if d <= 0.
 [[nodiscard]] GORT_API Ticker new_ticker(absl::Duration d);
+template <chrono_duration D>
+[[nodiscard]] Ticker new_ticker(D d) {
+  return gort::new_ticker(from_chrono(d));
+}
 
 }  // namespace gort

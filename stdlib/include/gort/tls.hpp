@@ -56,6 +56,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "gort/chrono.hpp"
 #include "gort/context.hpp"
 #include "gort/detail/api.hpp"
 #include "gort/net.hpp"
@@ -128,9 +129,22 @@ class GORT_API Conn {
   // side; reads go on. Only after a completed handshake.
   absl::Status close_write();
 
+  // As net::Conn's, with absl::Time or a std::chrono time point.
   absl::Status set_deadline(absl::Time t);
   absl::Status set_read_deadline(absl::Time t);
   absl::Status set_write_deadline(absl::Time t);
+  template <chrono_time_point T>
+  absl::Status set_deadline(T t) {
+    return set_deadline(from_chrono(t));
+  }
+  template <chrono_time_point T>
+  absl::Status set_read_deadline(T t) {
+    return set_read_deadline(from_chrono(t));
+  }
+  template <chrono_time_point T>
+  absl::Status set_write_deadline(T t) {
+    return set_write_deadline(from_chrono(t));
+  }
   std::string local_addr() const;
   std::string remote_addr() const;
   // The socket's descriptor (-1 without one), as net::Conn's.

@@ -40,7 +40,7 @@ TEST(DeathPanic, ExceptionEscapingGoroutine) {
             },
             procs_cfg(2));
       },
-      ::testing::ExitedWithCode(2), goroutine_report("panic: boom\n\n"));
+      ::testing::ExitedWithCode(2), goroutine_report("panic: boom [std::runtime_error]\n\n"));
 }
 
 TEST(DeathPanic, PanicErrorEscapingGoroutineAfterSwitches) {
@@ -66,7 +66,7 @@ TEST(DeathPanic, ExceptionEscapingMainGoroutine) {
       {
         gort::run([]() -> int { throw std::out_of_range("main gave up"); }, procs_cfg(1));
       },
-      ::testing::ExitedWithCode(2), "panic: main gave up\n\ngoroutine 1 \\[running\\]:");
+      ::testing::ExitedWithCode(2), "panic: main gave up \\[std::out_of_range\\]\n\ngoroutine 1 \\[running\\]:");
 }
 
 TEST(DeathPanic, NonStdExceptionEscapingGoroutine) {

@@ -1,6 +1,7 @@
 // tests/gmp/diag/panic_test.cpp — an exception escaping a goroutine is Go's
 // unrecovered panic, reported with the stack where it was thrown
-// (gmp/diag/panic.cpp), at each GORT_TRACEBACK level (gmp/diag/traceback.cpp).
+// (gmp/diag/panic.cpp), at each GORT_TRACEBACK level (gmp/diag/traceback.cpp),
+// its line naming the exception's type (gmp/diag/exception.cpp).
 //
 // Each case runs in a death-test child and reads its stderr. The functions
 // whose frames are looked for are noinline (noipa where GCC would clone
@@ -14,8 +15,22 @@
 #include <string>
 #include <vector>
 
+#include "gort/chan.hpp"
 #include "gort/time.hpp"
 #include "tests/testing.hpp"
+
+// Types of the user's own, in a namespace, for the panic line's type.
+namespace acme::billing {
+struct Overdrawn : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct Frozen : gort::panic_error {
+  using gort::panic_error::panic_error;
+};
+struct Receipt {
+  int id;
+};
+}  // namespace acme::billing
 
 namespace gort::test {
 namespace {
@@ -71,7 +86,7 @@ bool shows_the_throw(const std::string& out) {
   for (size_t at = b.find("thrower(int)"); at != std::string::npos; at = b.find("thrower(int)", at + 1)) {
     recurse++;
   }
-  return out.find("panic: boom at depth 3\n\ngoroutine ") != std::string::npos && first != std::string::npos &&
+  return out.find("panic: boom at depth 3 [std::runtime_error]\n\ngoroutine ") != std::string::npos && first != std::string::npos &&
          b.find("[running]:\n") < first && has_frame(b, "thrower(int)", kFile, kThrowLine) &&
          has_frame(b, "thrower(int)", kFile, kRecurseLine) && recurse >= 4 &&
          // Where it was thrown comes first: nothing of the C++ runtime's
@@ -126,7 +141,7 @@ TEST(PanicTraceback, NonePrintsOnlyTheMessage) {
       ::testing::ExitedWithCode(2),
       output_that(
           [](const std::string& out) {
-            return out.find("panic: boom at depth 3\n") != std::string::npos && count_goroutines(out) == 0;
+            return out.find("panic: boom at depth 3 [std::runtime_error]\n") != std::string::npos && count_goroutines(out) == 0;
           },
           "the panic message and no goroutine"));
 }
@@ -162,7 +177,7 @@ TEST(PanicTraceback, CrashAbortsAfterTheTraceback) {
       output_that(
           [](const std::string& out) {
             std::string b = announced_block(out);
-            return out.find("panic: boom at depth 3\n\ngoroutine ") != std::string::npos &&
+            return out.find("panic: boom at depth 3 [std::runtime_error]\n\ngoroutine ") != std::string::npos &&
                    has_frame(b, "thrower(int)", kFile, kThrowLine) &&
                    b.find("gort::internal::goroutine_main") != std::string::npos && count_goroutines(out) == 3;
           },
@@ -196,7 +211,7 @@ TEST(PanicTraceback, MainGoroutine) {
               output_that(
                   [](const std::string& out) {
                     std::string b = goroutine_block(out, 1);
-                    return out.find("panic: main gave up\n\ngoroutine 1 [running]:\n") != std::string::npos &&
+                    return out.find("panic: main gave up [std::out_of_range]\n\ngoroutine 1 [running]:\n") != std::string::npos &&
                            has_frame(b, "main_gives_up()", kFile, kMainThrowLine) &&
                            b.find("created by") == std::string::npos;
                   },
@@ -221,7 +236,7 @@ TEST(PanicTraceback, RethrowIsReportedWhereItWasRethrown) {
       output_that(
           [](const std::string& out) {
             std::string b = announced_block(out);
-            return out.find("panic: boom at depth 3\n") != std::string::npos &&
+            return out.find("panic: boom at depth 3 [std::runtime_error]\n") != std::string::npos &&
                    has_frame(b, "rethrower()", kFile, kRethrowLine) && b.find("__cxa_rethrow") == std::string::npos;
           },
           "the rethrow site"));
@@ -244,6 +259,7 @@ TEST(PanicTraceback, ThroughTheStandardLibrary) {
           [](const std::string& out) {
             std::string b = announced_block(out);
             return out.find("panic: vector::_M_range_check") != std::string::npos &&
+                   out.find(" [std::out_of_range]\n") != std::string::npos &&
                    has_frame(b, "index_out_of_range()", kFile, kAtLine) &&
                    b.find("std::vector<int, std::allocator<int> >::at") != std::string::npos;
           },
@@ -251,7 +267,64 @@ TEST(PanicTraceback, ThroughTheStandardLibrary) {
 }
 
 TEST(PanicTraceback, ExceptionNotDerivedFromStdException) {
-  EXPECT_EXIT(die_in_goroutine(1, [] { throw 42; }), ::testing::ExitedWithCode(2), "panic: \\(unknown exception of type int\\)\n\ngoroutine [0-9]+ \\[running\\]:");
+  EXPECT_EXIT(die_in_goroutine(1, [] { throw 42; }), ::testing::ExitedWithCode(2),
+              goroutine_report("panic: 42 [int]\n\n"));
+}
+
+// ---- the panic line names the exception's type (gmp/diag/exception.hpp) ----
+
+TEST(PanicType, StdExceptionNamesItsTypeInBrackets) {
+  EXPECT_EXIT(die_in_goroutine(1, [] { throw std::out_of_range("index 7 past the end"); }),
+              ::testing::ExitedWithCode(2), goroutine_report("panic: index 7 past the end [std::out_of_range]\n\n"));
+}
+
+TEST(PanicType, UserTypeInANamespace) {
+  EXPECT_EXIT(die_in_goroutine(1, [] { throw acme::billing::Overdrawn("account 12 overdrawn by 3"); }),
+              ::testing::ExitedWithCode(2),
+              goroutine_report("panic: account 12 overdrawn by 3 [acme::billing::Overdrawn]\n\n"));
+}
+
+// Rethrown from a handler of its base class: still its own (dynamic) type.
+TEST(PanicType, DynamicTypeNotTheHandlersType) {
+  EXPECT_EXIT(die_in_goroutine(1,
+                               [] {
+                                 try {
+                                   throw acme::billing::Overdrawn("late fee");
+                                 } catch (const std::exception&) {
+                                   throw;
+                                 }
+                               }),
+              ::testing::ExitedWithCode(2), goroutine_report("panic: late fee [acme::billing::Overdrawn]\n\n"));
+}
+
+// Strings and numbers print their value, as Go prints panic("...") and
+// panic(42); anything else only its type.
+TEST(PanicType, ValuesThatAreNotExceptions) {
+  EXPECT_EXIT(die_in_goroutine(1, [] { throw "out of cheese"; }), ::testing::ExitedWithCode(2),
+              goroutine_report("panic: out of cheese [const char*]\n\n"));
+  EXPECT_EXIT(die_in_goroutine(1, [] { throw std::string("out of cheese"); }), ::testing::ExitedWithCode(2),
+              goroutine_report("panic: out of cheese [std::string]\n\n"));
+  EXPECT_EXIT(die_in_goroutine(1, [] { throw -7L; }), ::testing::ExitedWithCode(2),
+              goroutine_report("panic: -7 [long]\n\n"));
+  EXPECT_EXIT(die_in_goroutine(1, [] { throw acme::billing::Receipt{7}; }), ::testing::ExitedWithCode(2),
+              goroutine_report("panic: [acme::billing::Receipt]\n\n"));
+}
+
+// The runtime's own panics are Go's texts exactly, without a type; so is
+// a gort::panic_error the user throws. A class derived from it is the
+// user's type and is named.
+TEST(PanicType, RuntimePanicsKeepGosTextWithoutAType) {
+  EXPECT_EXIT(die_in_goroutine(1,
+                               [] {
+                                 auto ch = gort::make_chan<int>();
+                                 ch.close();
+                                 ch.close();
+                               }),
+              ::testing::ExitedWithCode(2), goroutine_report("panic: close of closed channel\n\n"));
+  EXPECT_EXIT(die_in_goroutine(1, [] { throw gort::panic_error("sync: negative WaitGroup counter"); }),
+              ::testing::ExitedWithCode(2), goroutine_report("panic: sync: negative WaitGroup counter\n\n"));
+  EXPECT_EXIT(die_in_goroutine(1, [] { throw acme::billing::Frozen("account 12 frozen"); }),
+              ::testing::ExitedWithCode(2), goroutine_report("panic: account 12 frozen [acme::billing::Frozen]\n\n"));
 }
 
 // std::terminate without an exception is not a panic: the handler that

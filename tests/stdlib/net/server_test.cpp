@@ -235,6 +235,7 @@ TEST_P(NetTest, ServerHandlerThatThrowsIsReportedAndTheServerGoesOn) {
       char buf[8];
       auto n = c.read(absl::MakeSpan(buf));
       if (n.ok() && *n > 0 && buf[0] == 't') throw std::out_of_range("vector::at");
+      if (n.ok() && *n > 0 && buf[0] == 'n') throw 42;
       if (n.ok()) (void)c.write(absl::MakeConstSpan(buf, *n));
     });
     auto ln = must(gort::net::listen("tcp", "127.0.0.1:0"));
@@ -243,6 +244,9 @@ TEST_P(NetTest, ServerHandlerThatThrowsIsReportedAndTheServerGoesOn) {
     auto bad = must(gort::net::dial("tcp", ln.addr()));
     EXPECT_TRUE(write_str(bad, "throw").ok());
     EXPECT_EQ(gort::test::read_to_eof(bad).value_or("error"), "");  // closed
+    auto number = must(gort::net::dial("tcp", ln.addr()));
+    EXPECT_TRUE(write_str(number, "number").ok());
+    EXPECT_EQ(gort::test::read_to_eof(number).value_or("error"), "");  // closed
     auto good = must(gort::net::dial("tcp", ln.addr()));
     EXPECT_TRUE(write_str(good, "ok").ok());
     EXPECT_EQ(read_exactly(good, 2).value_or(""), "ok");
@@ -252,6 +256,8 @@ TEST_P(NetTest, ServerHandlerThatThrowsIsReportedAndTheServerGoesOn) {
     EXPECT_NE(err.find("gort: panic serving " + bad.local_addr() + ": std::out_of_range: vector::at\n"),
               std::string::npos)
         << err;
+    // Types and values as the unrecovered panic names them (gmp/diag/exception.hpp).
+    EXPECT_NE(err.find("gort: panic serving " + number.local_addr() + ": int: 42\n"), std::string::npos) << err;
   });
 }
 

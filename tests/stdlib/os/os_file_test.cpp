@@ -3,7 +3,8 @@
 // close wakes blocked calls, deadlines, EPIPE instead of SIGPIPE, regular
 // files through gort::blocking, new_file's polled / blocking / borrowed
 // descriptors, FIFOs, RawConn on pipes, socketpairs and net::Conn, bad
-// input, and no fd or goroutine left behind (run_test checks).
+// input, Go's texts for calls on a closed File, and no fd or goroutine
+// left behind (run_test checks).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -14,8 +15,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "gort/net.hpp"
@@ -33,7 +36,13 @@ using gort::test::NetTest;
 using gort::test::Parked;
 using gort::test::WaitReason;
 
+// A RawConn's call on a closed File: os.ErrClosed's text alone.
 const absl::Status kClosed = absl::FailedPreconditionError("file already closed");
+
+// A File's call on a closed File: Go's PathError around os.ErrClosed.
+absl::Status closed(const std::string& op, const std::string& name) {
+  return absl::FailedPreconditionError(op + " " + name + ": file already closed");
+}
 
 std::string read_all(gort::os::File& f) {
   std::string out;
@@ -155,15 +164,65 @@ TEST_P(OsFile, CloseWakesABlockedReadAndWriteWithTheClosedError) {
     EXPECT_TRUE(p2.first.close().ok());
     EXPECT_TRUE(w.close().ok());
     wg.wait();
-    EXPECT_EQ(rs, kClosed);
-    EXPECT_EQ(ws, kClosed);
+    EXPECT_EQ(rs, closed("read", "|0"));
+    EXPECT_EQ(ws, closed("write", "|1"));
     EXPECT_TRUE(gort::os::is_closed_error(rs));
-    EXPECT_EQ(w.close(), kClosed) << "closing twice";
+    EXPECT_TRUE(gort::os::is_closed_error(ws));
+    EXPECT_EQ(w.close(), closed("close", "|1")) << "closing twice";
     char buf[4];
-    EXPECT_EQ(p2.first.read(absl::MakeSpan(buf)).status(), kClosed);
+    EXPECT_EQ(p2.first.read(absl::MakeSpan(buf)).status(), closed("read", "|0"));
     EXPECT_EQ(w.fd(), w.fd());  // still answers after close
     (void)r;
   });
+}
+
+// Go's texts on a closed File: os.ErrClosed in a PathError, the call's op
+// and the File's name before it, for every call; is_closed_error holds for
+// each, and error_text prints it as Go prints err.
+TEST_P(OsFile, EveryCallOnAClosedFileSaysFileAlreadyClosed) {
+  run_test([] {
+    auto p = must(gort::os::pipe());
+    auto& [r, w] = p;
+    EXPECT_TRUE(r.close().ok());
+    EXPECT_TRUE(w.close().ok());
+    char buf[4];
+    std::vector<std::pair<absl::Status, absl::Status>> cases = {
+        {r.read(absl::MakeSpan(buf)).status(), closed("read", "|0")},
+        {w.write(absl::MakeConstSpan("x", 1)).status(), closed("write", "|1")},
+        {w.write_string("x").status(), closed("write", "|1")},
+        {r.set_deadline(absl::Now()), closed("set", "|0")},
+        {r.set_read_deadline(absl::InfiniteFuture()), closed("set", "|0")},
+        {w.set_write_deadline(std::chrono::steady_clock::now()), closed("set", "|1")},
+        {r.close(), closed("close", "|0")},
+        {w.close(), closed("close", "|1")},
+    };
+    for (const auto& [got, want] : cases) {
+      EXPECT_EQ(got, want);
+      EXPECT_TRUE(gort::os::is_closed_error(got)) << got;
+    }
+    EXPECT_EQ(gort::error_text(r.read(absl::MakeSpan(buf))), "read |0: file already closed");
+
+    // The name it was given, whatever made it.
+    int fds[2];
+    ASSERT_EQ(::pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0);
+    auto mine = must(gort::os::new_file(fds[0], "my pipe"));
+    ::close(fds[1]);
+    EXPECT_TRUE(mine.close().ok());
+    EXPECT_EQ(mine.read(absl::MakeSpan(buf)).status(), closed("read", "my pipe"));
+    EXPECT_EQ(mine.close(), closed("close", "my pipe"));
+  });
+}
+
+TEST(OsFileErrors, IsClosedErrorTakesBareAndWrappedOnly) {
+  EXPECT_TRUE(gort::os::is_closed_error(absl::FailedPreconditionError("file already closed")));
+  EXPECT_TRUE(gort::os::is_closed_error(absl::FailedPreconditionError("read |0: file already closed")));
+  EXPECT_TRUE(gort::os::is_closed_error(absl::FailedPreconditionError("set /tmp/a b: file already closed")));
+  EXPECT_FALSE(gort::os::is_closed_error(absl::InternalError("read |0: file already closed")));
+  EXPECT_FALSE(gort::os::is_closed_error(absl::FailedPreconditionError("read |0: not a file already closed?")));
+  EXPECT_FALSE(gort::os::is_closed_error(absl::FailedPreconditionError("myfile already closed")));
+  EXPECT_FALSE(gort::os::is_closed_error(absl::FailedPreconditionError(": file already closed")));
+  EXPECT_FALSE(gort::os::is_closed_error(absl::OkStatus()));
+  EXPECT_FALSE(gort::os::is_closed_error(absl::FailedPreconditionError("use of closed network connection")));
 }
 
 TEST_P(OsFile, ReadDeadlineTimesOutAndCanBeCleared) {
@@ -214,7 +273,9 @@ TEST_P(OsFile, RegularFilesGoThroughBlocking) {
     EXPECT_EQ(read_all(f), "hello, file\n");
     EXPECT_TRUE(f.close().ok());
     char buf[4];
-    EXPECT_EQ(f.read(absl::MakeSpan(buf)).status(), kClosed);
+    EXPECT_EQ(f.read(absl::MakeSpan(buf)).status(), closed("read", path));
+    // Closed first, then "no deadlines" (Go's order).
+    EXPECT_EQ(f.set_deadline(absl::Now()), closed("set", path));
     // Writing a read-only file: Go's text.
     auto ro = must(gort::os::open(path));
     auto n = ro.write_string("x");
