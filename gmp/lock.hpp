@@ -127,10 +127,10 @@ void preempt_check();
 // preempt_check where a gort call that may park begins (a channel
 // operation, a blocking select, a contended Mutex, WaitGroup::wait, sleep,
 // a Conn's read...; `what` names it as park's fatal error would). With
-// GORT_DEBUG=parkcheck=1 it also applies park's rules (no OS lock held,
-// not inside gort::blocking) whether or not this call parks, so that a
-// latent mistake shows on the first run, not when timing changes
-// (docs/standard-cpp.md).
+// GORT_DEBUG=parkcheck=1 it also applies park's OS-lock rule (no OS lock
+// held) whether or not this call parks, so that a latent mistake shows on
+// the first run, not when timing changes (docs/standard-cpp.md). Inside
+// gort::blocking only a call that really parks is an error.
 void preempt_check_may_park(const char* what);
 
 }  // namespace gort::internal

@@ -267,7 +267,12 @@ void preempt_check() {
 void preempt_check_may_park(const char* what) {
   M* m = getm();
   if (m == nullptr || m->curg == nullptr) return;
-  if (debug.parkcheck != 0) [[unlikely]] check_may_switch(m, what);
+  // The OS-lock rule only: inside gort::blocking, f may use calls that
+  // do not park this time (a send with room readies a goroutine), as the
+  // docs allow.
+  if (debug.parkcheck != 0 && m->oslocks.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    may_not_switch(m, what);
+  }
   preempt_check();
 }
 

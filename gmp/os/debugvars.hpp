@@ -32,8 +32,8 @@ struct DebugVars {
   // 0: libc's blocking calls are left alone (Config::hook_libc;
   // netpoll/hook/, docs/blocking-libraries.md).
   int32_t hooklibc = 1;
-  // 1: every gort call that may park checks park's rules (no OS lock held,
-  // not inside gort::blocking) whether or not it parks this time
+  // 1: every gort call that may park checks park's OS-lock rule whether or
+  // not it parks this time
   // (preempt_check_may_park, gmp/lock.hpp).
   int32_t parkcheck = 0;
 };

@@ -92,10 +92,11 @@ struct Config {
   bool hook_libc = true;
   // Every gort call that may park (a channel operation, a blocking select,
   // a contended Mutex, WaitGroup::wait, Cond::wait, sleep, a Conn's read or
-  // write) checks the rules for parking (no OS lock held, not inside
-  // gort::blocking) whether or not it parks this time, so that a latent
-  // mistake is a fatal error on the first run instead of when timing
-  // changes. Also GORT_DEBUG=parkcheck=1. For tests: a check per call.
+  // write) checks the OS-lock rule (no std::mutex, pthread or FILE lock
+  // held; docs/standard-cpp.md) whether or not it parks this time, so that
+  // a latent mistake is a fatal error on the first run instead of when
+  // timing changes. Also GORT_DEBUG=parkcheck=1. For tests: a check per
+  // call.
   bool park_check = false;
 };
 
