@@ -398,16 +398,42 @@ std::string_view qualified_name(std::string_view fn) {
   return fn.substr(word);
 }
 
+// Whether a demangled name lies in an anonymous namespace: outside its
+// template arguments, so that gort::Chan<(anonymous namespace)::Order> is
+// not taken for a file-local helper.
+bool anonymous_scope(std::string_view fn) {
+  constexpr std::string_view kAnon = "(anonymous namespace)";
+  int depth = 0;
+  for (size_t i = 0; i < fn.size(); i++) {
+    if (fn[i] == '<') depth++;
+    if (fn[i] == '>' && depth > 0) depth--;
+    if (depth == 0 && fn.compare(i, kAnon.size(), kAnon) == 0) return true;
+  }
+  return false;
+}
+
 // Inside gort's code: the runtime's internals, as opposed to its public
 // entry points (gort::sleep, gort::Chan<T>::send, the interposed libc
 // functions: names outside gort::internal and the runtime's file-local
-// helpers). An unknown name counts as internal.
+// helpers). An unknown name counts as internal, and so does one the
+// demangler could not read (GCC 12's does not know lambdas with auto
+// parameters, such as the one gort's invoker hands std::apply).
 bool internal_function(const std::string& full) {
   std::string_view fn = qualified_name(full);
   auto starts = [&](std::string_view p) { return fn.substr(0, p.size()) == p; };
-  return fn.empty() || starts("gort::internal::") || starts("(anonymous namespace)") ||
-         fn.find("::(anonymous namespace)") != std::string_view::npos || starts("boost::") || starts("gort_") ||
-         starts("std::") || starts("make_fcontext") || starts("jump_fcontext") || starts("ontop_fcontext");
+  return fn.empty() || starts("gort::internal::") || anonymous_scope(fn) || starts("boost::") ||
+         starts("gort_") || starts("std::") || starts("_Z") || starts("make_fcontext") ||
+         starts("jump_fcontext") || starts("ontop_fcontext");
+}
+
+// Where the outermost scope of a name the demangler could not read starts:
+// "_ZZN4gort8internal..." -> "4gort8internal...", gort's;
+// "_ZSt5apply..." -> "St5apply...", the C++ library's.
+std::string_view mangled_scope(std::string_view n) {
+  if (n.substr(0, 2) != "_Z") return {};
+  size_t i = 2;
+  while (i < n.size() && (n[i] == 'Z' || n[i] == 'N' || n[i] == 'K' || n[i] == 'V' || n[i] == 'r')) i++;
+  return n.substr(i);
 }
 
 // Where a goroutine starts (the first frames of every goroutine's stack).
@@ -416,11 +442,54 @@ bool goroutine_start(const std::string& fn) {
          starts_with(fn, "gort::internal::(anonymous namespace)::entry(");
 }
 
+// The first template argument of the name at fn[open] == '<'.
+std::string_view first_template_arg(std::string_view fn, size_t open) {
+  int depth = 0;
+  for (size_t i = open + 1; i < fn.size(); i++) {
+    char c = fn[i];
+    if (c == '<' || c == '(') depth++;
+    if ((c == '>' || c == ')') && depth > 0) {
+      depth--;
+    } else if ((c == ',' || c == '>') && depth == 0) {
+      std::string_view arg = fn.substr(open + 1, i - open - 1);
+      while (!arg.empty() && arg.back() == ' ') arg.remove_suffix(1);
+      return arg;
+    }
+  }
+  return {};
+}
+
+// The templates of gort's headers that call a goroutine's callable, and
+// are instantiated in the program with the callable's code inlined into
+// them: gort::go's invoke_inline<std::tuple<F, Args...>> and
+// invoke_heap<...>, and gort::run's body, the lambda taking (void*, int*)
+// in gort::run<F> (GCC's "{lambda(void*, int*)#1}", clang's
+// "'lambda'(void*, int*)"). Returns F's name, or "" if fn is none of them.
+std::string_view invoker_callable(const std::string& full) {
+  std::string_view fn = qualified_name(full);
+  for (std::string_view p : {"gort::internal::invoke_inline<std::tuple<", "gort::internal::invoke_heap<std::tuple<"}) {
+    if (fn.substr(0, p.size()) == p) return first_template_arg(fn, p.size() - 1);
+  }
+  constexpr std::string_view kRun = "gort::run<";
+  if (fn.substr(0, kRun.size()) == kRun && fn.find("lambda") != std::string_view::npos &&
+      fn.find("(void*, int*)") != std::string_view::npos) {
+    return first_template_arg(fn, kRun.size() - 1);
+  }
+  return {};
+}
+
+// A frame of a module without debug information for it (no file) is
+// classified by its name alone: gort::... is an instantiation of gort's
+// headers, std::... of the C++ library's.
 void classify(SymPC* s) {
   bool rt_module = runtime_module(s->module);
   bool std_module = stdlib_module(s->module);
   for (SymFrame& f : s->frames) {
-    bool gort_code = rt_module || (!f.file.empty() && is_runtime_source(f.file));
+    std::string_view name = qualified_name(f.function);
+    bool named_gort = name.substr(0, 6) == "gort::" || mangled_scope(name).substr(0, 5) == "4gort";
+    bool named_std = name.substr(0, 5) == "std::" || name.substr(0, 11) == "__gnu_cxx::" ||
+                     mangled_scope(name).substr(0, 2) == "St";
+    bool gort_code = rt_module || (f.file.empty() ? named_gort : is_runtime_source(f.file));
     f.gort = gort_code;
     f.start = thread_start(f.function) || (gort_code && goroutine_start(f.function));
     if (gort_code) {
@@ -428,8 +497,36 @@ void classify(SymPC* s) {
       f.stdlib = !f.runtime;
     } else {
       f.runtime = f.start;
-      f.stdlib = std_module || f.file.find("/include/c++/") != std::string::npos;
+      f.stdlib = std_module || f.file.find("/include/c++/") != std::string::npos || (f.file.empty() && named_std);
     }
+  }
+  SymFrame& outer = s->frames.back();
+  std::string_view callable = invoker_callable(outer.function);
+  if (callable.empty()) return;
+  if (!rt_module && outer.file.empty() && callable.find("(*)") == std::string_view::npos) {
+    // The program's code without debug information: one frame, named by
+    // its symbol. A lambda's (or another class's) call operator is usually
+    // compiled into the invoker, whose symbol is then the only name the
+    // callable's code has: the frame is named for the callable, as Go
+    // names a function literal main.main.func1 (traceback.cpp hides it
+    // where the callable's code is not in it after all). A function
+    // pointer's function has a frame of its own.
+    outer.function = std::string(callable) + "::operator()(...)";
+    outer.invoker = true;
+    outer.gort = outer.runtime = outer.stdlib = false;
+    return;
+  }
+  // The invoker is the runtime's, with what the compiler inlined into it
+  // of gort's headers and of the C++ library (std::apply, std::invoke), up
+  // to the program's own code; but not gort's code in the sense that hides
+  // gort's frames above it: a call in tail position in the callable (`go([]
+  // { gort::sleep(d); })`) leaves no frame of the program's own, and the
+  // public entry point it called then has these frames right above it.
+  for (size_t i = s->frames.size(); i-- > 0;) {
+    SymFrame& f = s->frames[i];
+    if (!f.gort && !f.stdlib) break;
+    f.runtime = true;
+    f.gort = f.stdlib = false;
   }
 }
 

@@ -39,20 +39,30 @@ struct SymFrame {
   // gort's internals (gort::internal::..., the runtime's own helpers),
   // Boost.Context, the thread start: shown only with GORT_TRACEBACK=system.
   bool runtime = false;
-  // A library's frame, shown where the frame that called it is (Go's
-  // showframe for the standard library): the C++ standard library (headers
-  // or libstdc++), and gort's public entry points (gort::sleep, Chan::send,
-  // the interposed libc calls such as read), as Go shows time.Sleep.
+  // A library's frame: the C++ standard library's (headers or libstdc++),
+  // shown where the frame that called it is (Go's showframe for the
+  // standard library); and gort's public entry points (gort::sleep,
+  // Chan::send, the interposed libc calls such as read), as Go shows
+  // time.Sleep, shown unless gort's code called them (see `gort`).
   bool stdlib = false;
   // Where a thread or a goroutine starts (goroutine_main, start_thread):
   // hidden as the runtime's, without hiding the library frame it called.
   bool start = false;
-  // gort's code (libgort, or gort's sources and headers): of a run of such
+  // gort's code (libgort, or gort's sources and headers; in a module
+  // without debug information, a name in namespace gort): of a run of such
   // frames only the outermost, the entry point the program called, is
   // shown (below it everything is the runtime's, whatever its name says;
   // a build with little debug information names inlined frames without
-  // their namespaces).
+  // their namespaces). Not the invoker of a goroutine's callable
+  // (invoke_inline, gort::run's body) nor what is inlined into it: the
+  // runtime's, but a callable's call in tail position (`go([] {
+  // gort::sleep(d); })`) leaves gort::sleep right above it.
   bool gort = false;
+  // gort's invoker of a goroutine's callable, in a program built without
+  // debug information, named for the callable ("main::{lambda()#1}::
+  // operator()(...)"): the callable's code is usually inlined there. Hidden
+  // where the callable has a frame of its own.
+  bool invoker = false;
 };
 
 // What one looked-up address stands for.

@@ -1,7 +1,6 @@
 // gmp/diag/traceback.cpp — see traceback.hpp. Go's traceback.go is the model:
 // goroutineheader, traceback2's inner/outer frame limits, showframe's
-// hiding of runtime frames (and its fallback to every frame when that
-// would leave none), printcreatedby.
+// hiding of runtime frames, printcreatedby.
 #include "gmp/diag/traceback.hpp"
 
 #include <sched.h>
@@ -176,18 +175,26 @@ void expand(const GoroutineFrames& fr, std::vector<Logical>* out, int64_t* gap) 
   }
 }
 
-// Go's showframe: the runtime's frames only at level 2; a library's
-// (libstdc++, libc, gort's public entry points) where its caller is shown,
-// or where a goroutine starts in it (`go time.Sleep(d)`); of gort's own
-// frames only the outermost of a run, the entry point the program called;
-// every frame if that leaves none.
-void choose(std::vector<Logical>* frames, int level) {
+// Marks the frames shown, outermost first; at `entry` (if any) as if the
+// program had called that frame. Whether any is shown.
+bool mark(std::vector<Logical>* frames, int level, size_t entry) {
   bool any = false;
   bool outer_hidden = false;
   bool outer_gort = false;
   for (size_t i = frames->size(); i-- > 0;) {
     Logical& l = (*frames)[i];
-    bool hidden = level < 2 && (l.f->runtime || (l.f->stdlib && outer_hidden) || (l.f->gort && outer_gort));
+    if (i == entry) outer_hidden = outer_gort = false;
+    bool hidden = level < 2 && (l.f->runtime || (l.f->stdlib && !l.f->gort && outer_hidden) ||
+                                (l.f->gort && outer_gort));
+    // An invoker named for the callable (a program without debug
+    // information) that calls the callable's own frame, or the C++
+    // library's std::invoke towards it (at -O0): the callable's code is
+    // not in it, it is the runtime's.
+    if (l.f->invoker && i > 0 && level < 2) {
+      const SymFrame& callee = *(*frames)[i - 1].f;
+      const std::string& fn = l.f->function;  // "F::operator()(...)"
+      hidden |= (callee.stdlib && !callee.gort) || callee.function.compare(0, fn.size() - 5, fn, 0, fn.size() - 5) == 0;
+    }
     l.shown = !hidden;
     if (!l.f->start) {
       outer_hidden = hidden;
@@ -195,8 +202,26 @@ void choose(std::vector<Logical>* frames, int level) {
     }
     any |= l.shown;
   }
-  if (!any) {
-    for (Logical& l : *frames) l.shown = true;
+  return any;
+}
+
+// Go's showframe: the runtime's frames only at level 2; the C++ library's
+// where its caller is shown, or where a goroutine starts in it; of gort's
+// own frames only the outermost of a run, the public entry point the
+// program called (gort::sleep, as Go shows time.Sleep), also where the
+// runtime called it (`go time.Sleep(d)`, or a callable that jumped to it).
+// If that leaves none, the outermost of gort's public entry points, as if
+// the program had called it, or none: Go shows every frame then, which in
+// gort is a screen of its internals for nothing (GORT_TRACEBACK=system
+// shows them).
+void choose(std::vector<Logical>* frames, int level) {
+  if (mark(frames, level, frames->size())) return;
+  for (size_t i = frames->size(); i-- > 0;) {
+    const SymFrame* f = (*frames)[i].f;
+    if (f->gort && !f->runtime) {
+      mark(frames, level, i);
+      return;
+    }
   }
 }
 
@@ -262,12 +287,12 @@ void print_created_by(TraceWriter& w, const G* g) {
   // Go shows no creator for the main goroutine.
   if (g->gopc == 0 || g->id == 1) return;
   const SymPC& sym = symbolize(g->gopc - 1);
-  // The innermost frame that is the caller's own (gort::go itself is an
-  // inlined frame of the runtime's headers), at every level: Go names the
-  // function with the go statement.
+  // The innermost frame that is the caller's own, at every level: Go
+  // names the function with the go statement. gort::go itself, and
+  // whatever else of gort's headers, is inlined into it.
   size_t pick = 0;
   for (size_t i = 0; i < sym.frames.size(); i++) {
-    if (!sym.frames[i].runtime) {
+    if (!(sym.frames[i].gort && sym.frames[i].inlined)) {
       pick = i;
       break;
     }

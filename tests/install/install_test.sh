@@ -43,6 +43,35 @@ echo "pkg-config --cflags --libs gort: $flags"
 lib=$(find "$destdir" -name 'libgort.so*' ! -name '*-gdb.py' | head -n 1)
 [[ -n "$lib" ]] || { echo "FAIL: libgort.so was not installed"; exit 1; }
 
+# The installed library has debug information in every build type
+# (meson.build adds -g where the build type has none, and meson install
+# keeps it): tracebacks show file:line in gort's frames, and the gdb
+# extension reads the runtime's structures through it. In the library, or
+# in a separate file that its .gnu_debuglink names, installed beside it.
+# Not checked when the build strips on install (-Dstrip=true).
+strip_opt=$("$MESON" introspect "$build_dir" --buildoptions |
+  python3 -c 'import json, sys; print(next((o["value"] for o in json.load(sys.stdin) if o["name"] == "strip"), False))')
+if [[ "$strip_opt" != True ]] && command -v readelf >/dev/null 2>&1; then
+  real_lib=$(readlink -f "$lib")
+  sections=$(readelf -S -W "$real_lib")
+  if [[ "$sections" == *" .debug_info "* ]]; then
+    echo "debug information: in $(basename "$real_lib")"
+  else
+    debuglink=""
+    if [[ "$sections" == *" .gnu_debuglink "* ]]; then
+      debuglink=$(readelf -p .gnu_debuglink "$real_lib" | awk '$1 == "[" || $1 ~ /^\[/ { print $NF; exit }')
+    fi
+    found=""
+    [[ -n "$debuglink" ]] && found=$(find "$destdir" -name "$debuglink" -type f)
+    if [[ -z "$found" ]]; then
+      printf 'FAIL: the installed %s has no debug information (no .debug_info, no separate debug file):\n%s\n' \
+        "$(basename "$real_lib")" "$sections"
+      exit 1
+    fi
+    echo "debug information: in $found"
+  fi
+fi
+
 san=()
 if [[ -n "${GORT_SANITIZE:-}" && "$GORT_SANITIZE" != none ]]; then
   san=(-fsanitize="$GORT_SANITIZE")
@@ -66,6 +95,21 @@ if [[ "$out" != "$expected" ]]; then
   printf 'FAIL: unexpected output; wanted:\n%s\n' "$expected"
   exit 1
 fi
+
+# A release program (-O2, no -g) whose goroutine calls gort::sleep in tail
+# position: its traceback shows gort::sleep, with the file:line the
+# installed library's debug information gives, and no frame of the
+# runtime's internals (docs/debugging.md).
+# shellcheck disable=SC2086 # word splitting of the flags is intended
+"$CXX" -std=c++20 -O2 -Wall -Wextra "${san[@]}" -o "$tmp/tail_sleep" "$src_dir/tail_sleep.cpp" $flags
+trace=$("$tmp/tail_sleep")
+sleeper=$(awk '/^goroutine [0-9]+ \[sleep\]:$/ { on = 1; next } on && /^$/ { exit } on' <<<"$trace")
+if [[ "$sleeper" != gort::sleep\(* || "$sleeper" != *$'\n\t'/*/stdlib/sync/time.cpp:[0-9]* ||
+      "$trace" == *gort::internal::* || "$sleeper" != *$'\n'"created by main::"* ]]; then
+  printf 'FAIL: the traceback of a goroutine that tail-calls gort::sleep (wanted gort::sleep at stdlib/sync/time.cpp:N, created by main::..., nothing of gort::internal::):\n%s\n' "$trace"
+  exit 1
+fi
+printf 'traceback of a tail-called gort::sleep:\n%s\n' "$sleeper"
 
 # The static library, linked as `pkg-config --static --libs gort` says,
 # with -lgort read as the installed libgort.a. PKG_CONFIG_SYSROOT_DIR does

@@ -97,8 +97,8 @@ def _lookup(name):
         if "unknown type" in msg or "debug info" in msg:
             raise GortError(
                 "gort: libgort has no debug information, so its goroutines cannot be read. "
-                "Build gort with -g (Meson's default buildtype, debugoptimized, has it) or "
-                "install its debug symbols.")
+                "gort's meson build has it in every build type; this copy was stripped: "
+                "install it unstripped, or its debug symbols (under /usr/lib/debug).")
         raise GortError(
             "gort: no gort runtime here (gdb knows no gort::internal::%s: the program "
             "does not use libgort, or its shared libraries are not loaded yet; load a core "
@@ -445,19 +445,38 @@ def _where(frame):
     return "%s from %s" % (name, lib) if lib else name
 
 
+def _is_entry_point(frame):
+    """A public function of libgort's (gort::sleep, gort::Mutex::lock_slow),
+    not one of its internals."""
+    name = frame.name()
+    if name is None or not _objfile_base(frame).startswith("libgort"):
+        return False
+    name = _strip_return_type(name)
+    return (name.startswith("gort::") and not name.startswith("gort::internal::") and
+            "(anonymous namespace)" not in name)
+
+
 def _location(gr):
-    """Where goroutine gr is: its innermost user frame, else its innermost."""
+    """Where goroutine gr is: its innermost user frame; else (a program
+    without debug information, or a callable that jumped to gort in tail
+    position) the outermost of libgort's public functions it is in, as
+    tracebacks show gort::sleep; else its innermost frame."""
     if gr.not_started():
         return "not started: will run " + gr.entry_function()
     if gr.status in ("idle", "dead"):
         return ""
     with _Frames(gr) as frames:
         first = None
+        entry = None
         for f in frames:
             if first is None:
                 first = f
             if _is_user_frame(f):
                 return _where(f)
+            if _is_entry_point(f):
+                entry = _where(f)
+        if entry is not None:
+            return entry
         return _where(first) if first is not None else "(no frames)"
 
 

@@ -587,5 +587,94 @@ TEST(TracebackMany, HundredThousandGoroutines) {
   GORT_EXPECT_SUBPROCESS_OK(300, child);
 }
 
+// ---- a public entry point called in tail position ----
+
+std::atomic<int64_t> g_tail_inlined_id{0}, g_tail_framed_id{0};
+
+// Destroyed by gort's invoker after the call: the invoker keeps its frame.
+struct KeepsInvokerFrame {
+  ~KeepsInvokerFrame() { asm volatile(""); }
+};
+
+}  // namespace
+
+// `go([] { gort::sleep(d); })` (issue 45): the lambda's call is a jump, so
+// the goroutine has no frame of the program's own and gort::sleep's caller
+// is gort's invoker of the lambda. Outside the anonymous namespace, so that
+// gort::go's name (inlined here) has no anonymous scope that would mark it
+// the runtime's: "created by" must name this function on its own merits.
+__attribute__((noinline)) void spawn_tail_sleepers(absl::Duration d) {
+  asm volatile("");
+  // Inlined into the invoker, which jumps to gort::sleep.
+  gort::go([d] {
+    g_tail_inlined_id = gort::goroutine_id();
+    gort::sleep(d);
+  });
+  // A frame of its own, which the jump to gort::sleep removes, called by
+  // an invoker that keeps its frame: where a traceback showed nothing but
+  // the runtime's frames.
+  gort::go([d, keep = KeepsInvokerFrame{}]() __attribute__((noinline)) {
+    (void)keep;
+    g_tail_framed_id = gort::goroutine_id();
+    gort::sleep(d);
+  });
+  asm volatile("");
+}
+
+namespace {
+
+// Spawns the tail sleepers and returns a dump taken once both sleep.
+std::string tail_sleepers_dump() {
+  g_tail_inlined_id = 0;
+  g_tail_framed_id = 0;
+  spawn_tail_sleepers(absl::Seconds(1));
+  std::string s;
+  bool parked = eventually([&] {
+    s = gort::stack(true);
+    return g_tail_inlined_id != 0 && g_tail_framed_id != 0 &&
+           goroutine_block(s, g_tail_inlined_id).find("[sleep]") != std::string::npos &&
+           goroutine_block(s, g_tail_framed_id).find("[sleep]") != std::string::npos;
+  });
+  EXPECT_TRUE(parked) << s;
+  return s;
+}
+
+TEST(TracebackTailCall, PublicEntryPointStaysAndTheRuntimeHides) {
+  run_checked(2, [] {
+    std::string s = tail_sleepers_dump();
+    for (int64_t id : {g_tail_inlined_id.load(), g_tail_framed_id.load()}) {
+      std::string b = goroutine_block(s, id);
+      // gort::sleep first, at its line in gort's sources, as Go shows
+      // time.Sleep; nothing of the runtime's below or above it.
+      EXPECT_NE(b.find("[sleep]:\ngort::sleep("), std::string::npos) << b;
+      EXPECT_NE(b.find("/stdlib/sync/time.cpp:"), std::string::npos) << b;
+      EXPECT_EQ(b.find("gort::internal::"), std::string::npos) << b;
+      EXPECT_EQ(b.find("std::"), std::string::npos) << b;
+      EXPECT_EQ(b.find("created by gort::go"), std::string::npos) << b;
+      EXPECT_NE(b.find("created by gort::test::spawn_tail_sleepers("), std::string::npos) << b;
+    }
+  });
+}
+
+TEST(TracebackTailCall, SystemShowsTheRuntimesFramesAroundIt) {
+  ScopedEnv env("GORT_TRACEBACK", "system");
+  run_checked(1, [] {
+    std::string s = tail_sleepers_dump();
+    for (int64_t id : {g_tail_inlined_id.load(), g_tail_framed_id.load()}) {
+      std::string b = goroutine_block(s, id);
+      EXPECT_NE(b.find("gort::internal::switch_to("), std::string::npos) << b;
+      EXPECT_NE(b.find("gort::internal::goroutine_main("), std::string::npos) << b;
+      // Innermost first.
+      EXPECT_LT(b.find("gort::internal::switch_to("), b.find("gort::sleep(")) << b;
+      EXPECT_LT(b.find("gort::sleep("), b.find("gort::internal::goroutine_main(")) << b;
+    }
+    // The invoker that kept its frame (the other one jumped to
+    // gort::sleep: sleep returns to goroutine_main).
+    std::string b = goroutine_block(s, g_tail_framed_id);
+    EXPECT_NE(b.find("gort::internal::invoke_inline<"), std::string::npos) << b;
+    EXPECT_LT(b.find("gort::sleep("), b.find("gort::internal::invoke_inline<")) << b;
+  });
+}
+
 }  // namespace
 }  // namespace gort::test
