@@ -27,6 +27,7 @@ public headers:
 Exits 1 naming each block that does not compile, with the compiler's
 first lines.
 """
+import concurrent.futures
 import os
 import re
 import subprocess
@@ -95,34 +96,40 @@ def source_for(code, directive):
             "\n}\n")
 
 
+def compile_one(cxx, flags, tmp, index, source):
+    src = os.path.join(tmp, "example%d.cpp" % index)
+    with open(src, "w") as f:
+        f.write(source)
+    return subprocess.run([cxx, "-std=c++20", "-fsyntax-only", "-Wall", "-Wextra",
+                           "-Wno-unused-variable", "-Wno-unused-but-set-variable",
+                           "-Wno-unused-parameter", "-Wno-unused-function"] + flags + [src],
+                          capture_output=True, text=True)
+
+
 def main():
     argv = sys.argv[1:]
     sep = argv.index("--")
     cxx, root, files, flags = argv[0], argv[1], argv[2:sep], argv[sep + 1:]
     failures = 0
-    count = 0
-    with tempfile.TemporaryDirectory() as tmp:
-        for md in files:
-            path = os.path.join(root, md)
-            for line, code, directive in blocks(path):
-                if directive.startswith("skip"):
-                    if not directive[len("skip"):].strip(": "):
-                        print("%s:%d: doc-example: skip needs a reason" % (md, line))
-                        failures += 1
-                    continue
-                count += 1
-                src = os.path.join(tmp, "example.cpp")
-                with open(src, "w") as f:
-                    f.write(source_for(code, directive))
-                r = subprocess.run([cxx, "-std=c++20", "-fsyntax-only", "-Wall", "-Wextra",
-                                    "-Wno-unused-variable", "-Wno-unused-but-set-variable",
-                                    "-Wno-unused-parameter", "-Wno-unused-function"] + flags + [src],
-                                   capture_output=True, text=True)
-                if r.returncode != 0:
+    jobs = []  # (where, source)
+    for md in files:
+        for line, code, directive in blocks(os.path.join(root, md)):
+            if directive.startswith("skip"):
+                if not directive[len("skip"):].strip(": "):
+                    print("%s:%d: doc-example: skip needs a reason" % (md, line))
                     failures += 1
-                    print("FAIL %s:%d: this example does not compile:" % (md, line))
-                    print("\n".join(r.stderr.splitlines()[:25]))
-    print("%d examples compiled, %d failed" % (count, failures))
+                continue
+            jobs.append(("%s:%d" % (md, line), source_for(code, directive)))
+    # One compiler per CPU: each example parses all of <gort/gort.hpp>.
+    with tempfile.TemporaryDirectory() as tmp, \
+            concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        results = pool.map(lambda j: compile_one(cxx, flags, tmp, j[0], j[1][1]), enumerate(jobs))
+        for (where, _), r in zip(jobs, results):
+            if r.returncode != 0:
+                failures += 1
+                print("FAIL %s: this example does not compile:" % where)
+                print("\n".join(r.stderr.splitlines()[:25]))
+    print("%d examples compiled, %d failed" % (len(jobs), failures))
     return 1 if failures else 0
 
 
