@@ -598,7 +598,7 @@ struct KeepsInvokerFrame {
 
 }  // namespace
 
-// `go([] { gort::sleep(d); })` (issue 45): the lambda's call is a jump, so
+// `go([] { gort::sleep(d); })`: the lambda's call is a jump, so
 // the goroutine has no frame of the program's own and gort::sleep's caller
 // is gort's invoker of the lambda. Outside the anonymous namespace, so that
 // gort::go's name (inlined here) has no anonymous scope that would mark it

@@ -21,28 +21,16 @@
 
 namespace {
 
+using gort::test::make_pair;
 using gort::test::must;
 using gort::test::NetTest;
+using gort::test::Pair;
 using gort::test::Parked;
 using gort::test::read_exactly;
 using gort::test::WaitReason;
 using gort::test::write_str;
 
 const absl::Status kClosed = absl::FailedPreconditionError("use of closed network connection");
-
-struct Pair {
-  gort::net::Listener ln;
-  gort::net::Conn client, server;
-};
-
-Pair make_pair() {
-  Pair p;
-  p.ln = must(gort::net::listen("tcp", "127.0.0.1:0"));
-  if (!p.ln) return p;
-  p.client = must(gort::net::dial("tcp", p.ln.addr()));
-  p.server = must(p.ln.accept());
-  return p;
-}
 
 bool fd_open(int fd) { return ::fcntl(fd, F_GETFD) != -1; }
 

@@ -35,6 +35,22 @@ T must(absl::StatusOr<T> r, const char* what = "") {
   return std::move(*r);
 }
 
+// A listener and a connected pair over loopback (p.ln empty after a
+// recorded failure).
+struct Pair {
+  gort::net::Listener ln;
+  gort::net::Conn client, server;
+};
+
+inline Pair make_pair() {
+  Pair p;
+  p.ln = must(gort::net::listen("tcp", "127.0.0.1:0"));
+  if (!p.ln) return p;
+  p.client = must(gort::net::dial("tcp", p.ln.addr()));
+  p.server = must(p.ln.accept());
+  return p;
+}
+
 inline std::string_view msg(const absl::Status& s) {
   return std::string_view(s.message().data(), s.message().size());
 }
