@@ -97,6 +97,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "gort/chrono.hpp"
+#include "gort/detail/deadlines.hpp"
 #include "gort/context.hpp"
 #include "gort/detail/api.hpp"
 #include "gort/errors.hpp"
@@ -121,7 +122,7 @@ GORT_API bool is_timeout_error(const absl::Status& s);
 // false; assigning to it makes it usable again. Listener, PacketConn,
 // os::File, tls::Conn and exec::Cmd follow the same rule
 // (docs/standard-cpp.md, "Copying and moving handles").
-class GORT_API Conn {
+class GORT_API Conn : public ::gort::internal::ChronoDeadlines<Conn> {
  public:
   Conn() = default;
   Conn(Conn&& o) noexcept : fd_(std::exchange(o.fd_, nullptr)) {}
@@ -166,18 +167,9 @@ class GORT_API Conn {
   absl::Status set_deadline(absl::Time t);
   absl::Status set_read_deadline(absl::Time t);
   absl::Status set_write_deadline(absl::Time t);
-  template <chrono_time_point T>
-  absl::Status set_deadline(T t) {
-    return set_deadline(from_chrono(t));
-  }
-  template <chrono_time_point T>
-  absl::Status set_read_deadline(T t) {
-    return set_read_deadline(from_chrono(t));
-  }
-  template <chrono_time_point T>
-  absl::Status set_write_deadline(T t) {
-    return set_write_deadline(from_chrono(t));
-  }
+  using ChronoDeadlines::set_deadline;
+  using ChronoDeadlines::set_read_deadline;
+  using ChronoDeadlines::set_write_deadline;
 
   // Closes the socket: wakes blocked calls (they, and all later calls,
   // return the closed error). The descriptor is closed when the last
@@ -271,7 +263,7 @@ class GORT_API Listener {
 // An unconnected datagram socket (UDP). Move-only; closes on destruction.
 // Default-constructed or moved-from: calls return
 // absl::InvalidArgumentError("invalid argument"), as Conn's.
-class GORT_API PacketConn {
+class GORT_API PacketConn : public ::gort::internal::ChronoDeadlines<PacketConn> {
  public:
   PacketConn() = default;
   PacketConn(PacketConn&& o) noexcept : fd_(std::exchange(o.fd_, nullptr)) {}
@@ -290,18 +282,9 @@ class GORT_API PacketConn {
   absl::Status set_deadline(absl::Time t);
   absl::Status set_read_deadline(absl::Time t);
   absl::Status set_write_deadline(absl::Time t);
-  template <chrono_time_point T>
-  absl::Status set_deadline(T t) {
-    return set_deadline(from_chrono(t));
-  }
-  template <chrono_time_point T>
-  absl::Status set_read_deadline(T t) {
-    return set_read_deadline(from_chrono(t));
-  }
-  template <chrono_time_point T>
-  absl::Status set_write_deadline(T t) {
-    return set_write_deadline(from_chrono(t));
-  }
+  using ChronoDeadlines::set_deadline;
+  using ChronoDeadlines::set_read_deadline;
+  using ChronoDeadlines::set_write_deadline;
   absl::Status close();
   std::string local_addr() const;
   std::string network() const;

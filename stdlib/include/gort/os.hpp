@@ -74,6 +74,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "gort/chrono.hpp"
+#include "gort/detail/deadlines.hpp"
 #include "gort/detail/api.hpp"
 #include "gort/errors.hpp"
 #include "gort/rawconn.hpp"
@@ -100,7 +101,7 @@ enum class Own : bool { kClose, kBorrow };
 // calls return absl::InvalidArgumentError("invalid argument") at once (Go's
 // os.ErrInvalid for a nil *File), fd() is -1, name() "", valid() false
 // (docs/standard-cpp.md, "Copying and moving handles").
-class GORT_API File {
+class GORT_API File : public ::gort::internal::ChronoDeadlines<File> {
  public:
   File() = default;
   File(File&& o) noexcept : fd_(std::exchange(o.fd_, nullptr)), name_(std::exchange(o.name_, {})) {}
@@ -134,18 +135,9 @@ class GORT_API File {
   absl::Status set_deadline(absl::Time t);
   absl::Status set_read_deadline(absl::Time t);
   absl::Status set_write_deadline(absl::Time t);
-  template <chrono_time_point T>
-  absl::Status set_deadline(T t) {
-    return set_deadline(from_chrono(t));
-  }
-  template <chrono_time_point T>
-  absl::Status set_read_deadline(T t) {
-    return set_read_deadline(from_chrono(t));
-  }
-  template <chrono_time_point T>
-  absl::Status set_write_deadline(T t) {
-    return set_write_deadline(from_chrono(t));
-  }
+  using ChronoDeadlines::set_deadline;
+  using ChronoDeadlines::set_read_deadline;
+  using ChronoDeadlines::set_write_deadline;
 
   // Raw access for libraries that do their own I/O on the descriptor.
   RawConn syscall_conn() const { return RawConn(fd_, true); }

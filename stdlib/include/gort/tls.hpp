@@ -57,6 +57,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "gort/chrono.hpp"
+#include "gort/detail/deadlines.hpp"
 #include "gort/context.hpp"
 #include "gort/detail/api.hpp"
 #include "gort/net.hpp"
@@ -91,7 +92,7 @@ struct Config {
 // Move-only. A default-constructed or moved-from Conn holds nothing: its
 // calls return absl::InvalidArgumentError("invalid argument") at once, as a
 // net::Conn's (docs/standard-cpp.md, "Copying and moving handles").
-class GORT_API Conn {
+class GORT_API Conn : public ::gort::internal::ChronoDeadlines<Conn> {
  public:
   Conn();
   Conn(Conn&&) noexcept;
@@ -133,18 +134,9 @@ class GORT_API Conn {
   absl::Status set_deadline(absl::Time t);
   absl::Status set_read_deadline(absl::Time t);
   absl::Status set_write_deadline(absl::Time t);
-  template <chrono_time_point T>
-  absl::Status set_deadline(T t) {
-    return set_deadline(from_chrono(t));
-  }
-  template <chrono_time_point T>
-  absl::Status set_read_deadline(T t) {
-    return set_read_deadline(from_chrono(t));
-  }
-  template <chrono_time_point T>
-  absl::Status set_write_deadline(T t) {
-    return set_write_deadline(from_chrono(t));
-  }
+  using ChronoDeadlines::set_deadline;
+  using ChronoDeadlines::set_read_deadline;
+  using ChronoDeadlines::set_write_deadline;
   std::string local_addr() const;
   std::string remote_addr() const;
   // The socket's descriptor (-1 without one), as net::Conn's.
