@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <mutex>
 #include <thread>
 
@@ -147,10 +148,12 @@ void newm(P* p, bool spinning) {
   // threads, and past the limit the program is told so.
   if (sched.mcount > sched.cfg.max_threads) {
     lock.unlock();
-    write_stderr("runtime: program exceeds ");
-    write_stderr_int(sched.cfg.max_threads);
-    write_stderr("-thread limit\n");
-    fatal("thread exhaustion");
+    // Several Ms can cross the limit at once; only the dying one prints
+    // (the others wait in fatal, so their buffers stay alive).
+    char preamble[64];
+    std::snprintf(preamble, sizeof preamble, "runtime: program exceeds %d-thread limit\n",
+                  static_cast<int>(sched.cfg.max_threads));
+    fatal_after(preamble, "thread exhaustion");
   }
   if (p == nullptr && !spinning) {
     m->started_idle = true;

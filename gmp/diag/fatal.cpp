@@ -205,11 +205,12 @@ void die(Death* d) {
 namespace {
 
 // fatal and fatal_user: the calling goroutine (or thread) as it called.
-[[noreturn, gnu::noinline]] void fatal_common(const char* msg, bool runtime_error) {
+[[noreturn, gnu::noinline]] void fatal_common(const char* preamble, const char* msg, bool runtime_error) {
   Death d;
-  d.text[0] = "fatal error: ";
-  d.text[1] = msg;
-  d.text[2] = "\n";
+  d.text[0] = preamble;
+  d.text[1] = "fatal error: ";
+  d.text[2] = msg;
+  d.text[3] = "\n";
   d.runtime_error = runtime_error;
   d.all = true;
   GORT_CURRENT_REGS(&d.regs, &d.view);
@@ -227,9 +228,11 @@ namespace {
 
 }  // namespace
 
-void fatal(const char* msg) { fatal_common(msg, true); }
+void fatal(const char* msg) { fatal_common(nullptr, msg, true); }
 
-void fatal_user(const char* msg) { fatal_common(msg, false); }
+void fatal_user(const char* msg) { fatal_common(nullptr, msg, false); }
+
+void fatal_after(const char* preamble, const char* msg) { fatal_common(preamble, msg, true); }
 
 void fatal_deadlock_locked(const char* msg) {
   Death d;

@@ -21,6 +21,10 @@ namespace gort::internal {
 
 [[noreturn]] void fatal(const char* msg);
 [[noreturn]] void fatal_user(const char* msg);
+// fatal, with `preamble` printed just before `fatal error:` inside the one
+// dying thread's report (Go's checkmcount line): two threads dying at once
+// would otherwise interleave their preambles.
+[[noreturn]] void fatal_after(const char* preamble, const char* msg);
 
 // Go's checkdead verdict: prints `msg` and every goroutine, then exits with
 // status 2. The caller holds Sched::lock (gmp/checkdead.cpp).
