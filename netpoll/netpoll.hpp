@@ -86,6 +86,9 @@ bool poll_exceptional_seen(PollDesc* pd);
 // it; a time in the past expires it at once (waking a waiter). `now`: the
 // caller's current nanotime, or 0 to read the clock here.
 void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now = 0);
+// Descriptors holding deadline timers now (one pair each, attached while a
+// deadline is pending): what an idle connection costs, for the tests.
+int64_t poll_deadline_timers_attached();
 
 // The tag of pd's current use: what poll_wake_reader takes. Once pd closes
 // (and maybe serves another descriptor) the tag names nothing.

@@ -6,7 +6,8 @@
 // recycled descriptor is recognised by a sequence number (fdseq) and
 // dropped, and so is a deadline timer's firing that a later stop or reset
 // overtook (the timer's own seq, gmp/timer.hpp: close stops both timers,
-// every deadline change stops or resets one). Each is also in the fd table
+// every deadline change stops or resets one). The deadline timers are
+// recycled the same way, apart from the descriptors (see "Deadlines"). Each is also in the fd table
 // (fd_table.hpp) under its number while it is open, so that the libc hooks
 // and gort's own files share it.
 //
@@ -71,6 +72,75 @@ PollDesc* g_free ABSL_GUARDED_BY(g_cache_mu) = nullptr;
 std::vector<PollDesc*> g_blocks ABSL_GUARDED_BY(g_cache_mu);  // keeps every block reachable
 
 std::atomic<uintptr_t>* slot(PollDesc* pd, int mode) { return mode == 'r' ? &pd->rg : &pd->wg; }
+
+}  // namespace
+
+// A descriptor's deadline timers, attached while one of its deadlines is
+// pending (see "Deadlines"). Never freed, only recycled, like the
+// descriptors: a firing the runner claimed before a detach may still run
+// after it, and must find either no descriptor, one whose `dl` is another
+// block, or a timer whose seq moved on (the detach stopped it, a re-attach
+// reset it).
+struct DeadlineTimers {
+  Timer rt;
+  Timer wt;
+  // The descriptor it serves, or null while in the pool. Written under
+  // that descriptor's lock; deadline_fired reads it with no lock held.
+  std::atomic<PollDesc*> pd{nullptr};
+  DeadlineTimers* link = nullptr;  // free list
+};
+
+namespace {
+
+DeadlineTimers* g_free_dl ABSL_GUARDED_BY(g_cache_mu) = nullptr;
+int64_t g_dl_attached ABSL_GUARDED_BY(g_cache_mu) = 0;
+std::vector<DeadlineTimers*> g_dl_blocks ABSL_GUARDED_BY(g_cache_mu);  // keeps every block reachable
+
+void deadline_fired(Timer* t, int64_t now, uint32_t seq);
+
+Timer* timer_of(DeadlineTimers* dl, int mode) { return mode == 'r' ? &dl->rt : &dl->wt; }
+
+// pd's timers, attached from the pool if it has none. pd->lock held.
+DeadlineTimers* attach_timers(PollDesc* pd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(pd->lock) {
+  if (pd->dl != nullptr) return pd->dl;
+  DeadlineTimers* dl;
+  {
+    MutexLock lock(g_cache_mu);
+    if (g_free_dl == nullptr) {
+      auto* block = new DeadlineTimers[kBlock];
+      g_dl_blocks.push_back(block);
+      for (int i = 0; i < kBlock; i++) {
+        block[i].rt.f = block[i].wt.f = &deadline_fired;
+        block[i].rt.arg = block[i].wt.arg = &block[i];
+        block[i].link = g_free_dl;
+        g_free_dl = &block[i];
+      }
+    }
+    dl = g_free_dl;
+    g_free_dl = dl->link;
+    g_dl_attached++;
+  }
+  dl->link = nullptr;
+  dl->pd.store(pd, std::memory_order_release);
+  pd->dl = dl;
+  return dl;
+}
+
+// Stops pd's timers and returns them to the pool. pd->lock held.
+void detach_timers(PollDesc* pd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(pd->lock) {
+  DeadlineTimers* dl = pd->dl;
+  if (dl == nullptr) return;
+  // Each stop moves the timer's seq on: a firing already claimed is stale
+  // wherever the block serves next.
+  timer_stop(&dl->rt);
+  timer_stop(&dl->wt);
+  dl->pd.store(nullptr, std::memory_order_release);
+  pd->dl = nullptr;
+  MutexLock lock(g_cache_mu);
+  dl->link = g_free_dl;
+  g_free_dl = dl;
+  g_dl_attached--;
+}
 
 PollDesc* alloc_pd() {
   MutexLock lock(g_cache_mu);
@@ -143,14 +213,17 @@ bool commit_wait(G* g, void* arg) {
 }
 
 void deadline_fired(Timer* t, int64_t now, uint32_t seq) {
-  auto* pd = static_cast<PollDesc*>(t->arg);
-  int mode = t == &pd->rt ? 'r' : 'w';
+  auto* dl = static_cast<DeadlineTimers*>(t->arg);
+  int mode = t == &dl->rt ? 'r' : 'w';
+  PollDesc* pd = dl->pd.load(std::memory_order_acquire);
+  if (pd == nullptr) return;  // detached since the claim: stale
   pd->lock.lock();
   // Stale if a stop or reset came after the runner claimed this firing:
   // the deadline was changed (pushed back just as it came due, say) or the
-  // descriptor closed, and maybe reused. Changes happen under pd->lock, so
-  // none can slip in between this check and the store below.
-  if (timer_seq(t) != seq || pd->closing.load()) {
+  // descriptor closed, and maybe reused, or the block moved to another
+  // descriptor. Changes happen under pd->lock, so none can slip in between
+  // this check and the store below.
+  if (pd->dl != dl || timer_seq(t) != seq || pd->closing.load()) {
     pd->lock.unlock();
     return;
   }
@@ -173,6 +246,9 @@ void deadline_fired(Timer* t, int64_t now, uint32_t seq) {
     // failed CAS means a push_back moved it (`when` is reloaded).
     if (d.compare_exchange_weak(when, -1, std::memory_order_seq_cst)) break;
   }
+  // The other deadline not pending either: the timers go back to the pool
+  // (t is idle, and nothing below touches it; the runner does not either).
+  if ((mode == 'r' ? pd->wd : pd->rd).load(std::memory_order_relaxed) <= 0) detach_timers(pd);
   pd->lock.unlock();
   if (G* g = unblock(pd, mode, Unblock::kCloseOrDeadline)) ready(g);
   if (pd->nwl.load(std::memory_order_seq_cst) != 0) pd_wake_list(pd, mode, nullptr);
@@ -254,10 +330,6 @@ PollDesc* pd_alloc(int fd) {
   pd->netfd.store(false);
   pd->rd.store(0);
   pd->wd.store(0);
-  // A deadline timer of the descriptor's last use may still be firing: it
-  // was stopped when that use closed, so its firing is stale.
-  pd->rt.f = pd->wt.f = &deadline_fired;
-  pd->rt.arg = pd->wt.arg = pd;
   pd->origin.store(FdOrigin::kRuntime);
   pd->type = FdType::kOther;
   pd->user_nonblock.store(false);
@@ -293,6 +365,12 @@ void pd_unref(PollDesc* pd) {
   if (pd->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   // An abandoned descriptor is never recycled (see the top of the file).
   if (pd->abandoned.load(std::memory_order_acquire)) return;
+  {
+    // Close detached them; a descriptor recycled without one (an open
+    // that failed) has none to give back.
+    MutexLock lock(pd->lock);
+    detach_timers(pd);
+  }
   pd->fdseq.fetch_add(1, std::memory_order_acq_rel);
   pd->fd = -1;
   free_pd(pd);
@@ -345,8 +423,7 @@ void poll_evict(PollDesc* pd) {
   // with the list's joiners, which look at `closing` under the list lock
   // that pd_wake_list_closing takes after it).
   pd->closing.store(true, std::memory_order_seq_cst);
-  timer_stop(&pd->rt);
-  timer_stop(&pd->wt);
+  detach_timers(pd);
   pd->lock.unlock();
   if (G* g = unblock(pd, 'r', Unblock::kCloseOrDeadline)) ready(g);
   if (G* g = unblock(pd, 'w', Unblock::kCloseOrDeadline)) ready(g);
@@ -485,7 +562,12 @@ void poll_reset_ready(PollDesc* pd, int mode) {
 
 bool poll_exceptional_seen(PollDesc* pd) { return pd->exceptional.load(std::memory_order_seq_cst); }
 
-// Deadlines. A deadline > 0 has its timer armed at or before it: the
+// Deadlines. A descriptor's two timers come from a pool (DeadlineTimers)
+// when a deadline in the future is set, and go back to it when neither
+// deadline is pending any more and at close: most descriptors (an idle
+// connection waiting for its next request, a pipe) never hold them.
+//
+// A deadline > 0 has its timer armed at or before it: the
 // locked path arms the timer at the deadline itself; push_back only moves a
 // deadline later and leaves the timer where it is; deadline_fired, when the
 // timer comes due early, re-arms it for the deadline it finds. So pushing a
@@ -509,25 +591,34 @@ void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now) {
   }
   // Every path stops or resets the timer, which makes a firing already
   // claimed stale (deadline_fired).
-  auto apply = [&](std::atomic<int64_t>& d, Timer& t) -> bool {
+  auto apply = [&](int m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(pd->lock) -> bool {
+    std::atomic<int64_t>& d = m == 'r' ? pd->rd : pd->wd;
+    Timer* t = pd->dl != nullptr ? timer_of(pd->dl, m) : nullptr;
     if (deadline == 0) {
       d.store(0, std::memory_order_release);
-      timer_stop(&t);
+      if (t != nullptr) timer_stop(t);
       return false;
     }
     if (deadline <= now) {
       // Dekker with poll_wait: this store, then unblock's slot load after
       // the unlock. (A deadline in the future wakes nobody: release.)
       d.store(-1, std::memory_order_seq_cst);
-      timer_stop(&t);
+      if (t != nullptr) timer_stop(t);
       return true;
     }
     d.store(deadline, std::memory_order_release);
-    timer_reset(&t, deadline, 0);
+    timer_reset(t != nullptr ? t : timer_of(attach_timers(pd), m), deadline, 0);
     return false;
   };
-  if (set_r) expire_r = apply(pd->rd, pd->rt);
-  if (set_w) expire_w = apply(pd->wd, pd->wt);
+  if (set_r) expire_r = apply('r');
+  if (set_w) expire_w = apply('w');
+  // With neither deadline pending the timers go back to the pool (no
+  // push_back can make one pending again without the lock: it needs one
+  // pending already).
+  if (pd->dl != nullptr && pd->rd.load(std::memory_order_relaxed) <= 0 &&
+      pd->wd.load(std::memory_order_relaxed) <= 0) {
+    detach_timers(pd);
+  }
   pd->lock.unlock();
   if (expire_r) {
     if (G* g = unblock(pd, 'r', Unblock::kCloseOrDeadline)) ready(g);
@@ -537,6 +628,11 @@ void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now) {
     if (G* g = unblock(pd, 'w', Unblock::kCloseOrDeadline)) ready(g);
     if (pd->nwl.load(std::memory_order_seq_cst) != 0) pd_wake_list(pd, 'w', nullptr);
   }
+}
+
+int64_t poll_deadline_timers_attached() {
+  MutexLock lock(g_cache_mu);
+  return g_dl_attached;
 }
 
 int64_t netpoll_waiters() { return g_netpoll_waiters.load(std::memory_order_seq_cst); }

@@ -33,6 +33,7 @@ namespace gort::internal {
 
 struct PollWait;
 struct ListNode;
+struct DeadlineTimers;
 
 // How the libc hooks treat the descriptor (fd_table.hpp).
 enum class FdOrigin : uint8_t {
@@ -81,9 +82,11 @@ struct PollDesc {
   // (see "Deadlines" above poll_set_deadline).
   std::atomic<int64_t> rd{0};
   std::atomic<int64_t> wd{0};
-  // Deadline timers. Stopped and reset under lock only.
-  Timer rt;
-  Timer wt;
+  // The two deadline timers, attached from a pool while a deadline is
+  // pending (poll_desc.cpp, "Deadlines"): an idle connection with no
+  // deadline set carries none (160 bytes). Attached, stopped, reset and
+  // detached under lock only.
+  DeadlineTimers* dl ABSL_GUARDED_BY(lock) = nullptr;
 
   // The list of other waiters (poll_list.cpp), under wl_lock; nwl counts
   // its entries, and an event looks at nwl only (a load) unless it is set.

@@ -34,12 +34,15 @@ std::string join_host_port(std::string_view host, std::string_view port) {
 namespace gort::internal {
 
 absl::StatusOr<Network> parse_network(std::string_view name) {
+  static constexpr const char* kNames[] = {"tcp", "tcp4", "tcp6", "udp", "udp4", "udp6", "unix"};
   Network n;
-  n.name = std::string(name);
-  if (name == "tcp" || name == "tcp4" || name == "tcp6") {
+  for (const char* k : kNames) {
+    if (name == k) n.name = k;
+  }
+  if (name.starts_with("tcp") && *n.name != 0) {
     n.proto = Proto::kTcp;
     n.sotype = SOCK_STREAM;
-  } else if (name == "udp" || name == "udp4" || name == "udp6") {
+  } else if (name.starts_with("udp") && *n.name != 0) {
     n.proto = Proto::kUdp;
     n.sotype = SOCK_DGRAM;
   } else if (name == "unix") {

@@ -24,7 +24,9 @@ namespace gort::internal {
 enum class Proto { kTcp, kUdp, kUnix };
 
 struct Network {
-  std::string name;       // as given: "tcp", "tcp4", "unix", ...
+  // As given: "tcp", "tcp4", "unix", ...; a string literal, so that a
+  // socket keeps a pointer rather than a copy (NetFD::net).
+  const char* name = "";
   Proto proto = Proto::kTcp;
   int family = AF_UNSPEC;  // AF_UNSPEC ("tcp", "udp"), AF_INET, AF_INET6, AF_UNIX
   int sotype = SOCK_STREAM;

@@ -161,7 +161,7 @@ int64_t poll_deadline(absl::Time t, int64_t now) {
   return now + d;
 }
 
-NetFD* NetFD::open(int sysfd, int family, int sotype, std::string net, int* err) {
+NetFD* NetFD::open(int sysfd, int family, int sotype, const char* net, int* err) {
   internal::PollDesc* pd = internal::poll_open(sysfd);
   if (pd == nullptr) {
     *err = errno;
@@ -169,7 +169,7 @@ NetFD* NetFD::open(int sysfd, int family, int sotype, std::string net, int* err)
     return nullptr;
   }
   *err = 0;
-  return new NetFD(sysfd, pd, family, sotype, std::move(net));
+  return new NetFD(sysfd, pd, family, sotype, net);
 }
 
 NetFD* NetFD::open_file(int sysfd, FdKind kind, bool pollable, int* err) {
@@ -202,7 +202,7 @@ int NetFD::close() {
   if (!fdmu_.incref_and_close()) return kErrClosing;
   peer_forget(this);
   // Go removes a Unix listener's file before closing the socket.
-  if (!unlink_path_.empty()) ::unlink(unlink_path_.c_str());
+  if (unlink_path_ != nullptr && !unlink_path_->empty()) ::unlink(unlink_path_->c_str());
   if (pd_ != nullptr) internal::poll_evict(pd_);  // blocked readers and writers wake with kErrClosing
   if (closing_) closing_.close();
   if (fdmu_.decref()) destroy();

@@ -32,6 +32,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <string>
 #include <variant>
@@ -72,7 +73,7 @@ class NetFD {
  public:
   // Registers the non-blocking socket `sysfd` with the poller. On failure
   // closes sysfd and returns null with *err set to an errno value.
-  static NetFD* open(int sysfd, int family, int sotype, std::string net, int* err);
+  static NetFD* open(int sysfd, int family, int sotype, const char* net, int* err);
   // A descriptor gort did not create (os::File, os::new_file). With
   // `pollable` it must be non-blocking and is registered with the poller;
   // if the poller refuses it (a regular file: EPERM) it is used as a
@@ -103,7 +104,7 @@ class NetFD {
   int family() const { return family_; }
   int sotype() const { return sotype_; }
   bool is_stream() const { return sotype_ == SOCK_STREAM; }
-  const std::string& net() const { return net_; }
+  const char* net() const { return net_; }
   const std::string& laddr() const { return laddr_; }
   const std::string& raddr() const { return raddr_; }
   // Before sharing only.
@@ -116,7 +117,7 @@ class NetFD {
   // Acquire: once true, peer_tag_ is readable.
   bool in_process_peer() const { return peer_.load(std::memory_order_acquire) == kPeerPaired; }
   // Before sharing only: remove this path when closed (Unix listeners).
-  void set_unlink_on_close(std::string path) { unlink_path_ = std::move(path); }
+  void set_unlink_on_close(std::string path) { unlink_path_ = std::make_unique<std::string>(std::move(path)); }
   // Before sharing only: accept's out-of-descriptors backoff can be woken
   // by close (listeners).
   void enable_close_notify() { closing_ = make_chan<std::monostate>(); }
@@ -160,7 +161,7 @@ class NetFD {
   void enable_inq();
 
  private:
-  NetFD(int sysfd, internal::PollDesc* pd, int family, int sotype, std::string net,
+  NetFD(int sysfd, internal::PollDesc* pd, int family, int sotype, const char* net,
         FdKind kind = FdKind::kSocket)
       : sysfd_(sysfd),
         sotype_(sotype),
@@ -168,7 +169,7 @@ class NetFD {
         kind_(kind),
         unix_stream_(family == AF_UNIX && sotype == SOCK_STREAM),
         family_(family),
-        net_(std::move(net)) {}
+        net_(net) {}
   ~NetFD() = default;
 
   // The read and write locks of fdmu_, as capabilities for the
@@ -236,12 +237,14 @@ class NetFD {
   friend void peer_forget(NetFD*);
   LockSide rlock_;
   LockSide wlock_;
+  // In the hole before fdmu_'s alignment (an idle connection pays for
+  // every byte of this object: docs/net.md).
+  const int family_;
   FdMutex fdmu_;
 
-  const int family_;
-  const std::string net_;
+  const char* const net_;  // a Network::name literal, or "file"
   std::string laddr_, raddr_;
-  std::string unlink_path_;
+  std::unique_ptr<std::string> unlink_path_;  // Unix listeners only
   Chan<std::monostate> closing_;  // closed by close() when enabled
 };
 

@@ -182,6 +182,13 @@ bool Server::Impl::arm(IdleConn* ic) {
     return false;
   }
   if (stopping_flag.load(std::memory_order_seq_cst)) return false;
+  // Idle, the connection's deadline is the server's own (the heap below);
+  // the ones its last request set would keep its poll descriptor's timers.
+  if (cfg.read_timeout != absl::InfiniteDuration() || cfg.idle_timeout != absl::InfiniteDuration() ||
+      cfg.write_timeout != absl::InfiniteDuration()) {
+    (void)sc.set_read_deadline(absl::InfiniteFuture());
+    (void)sc.set_write_deadline(absl::InfiniteFuture());
+  }
   bool start = false;
   {
     Hold lock(idle.mu);

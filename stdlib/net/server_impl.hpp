@@ -48,12 +48,13 @@ struct __attribute__((visibility("hidden"))) IdleConn {
   ServerConn sc;
   std::unique_ptr<Session> session;
   // While idle, under IdlePoller::mu: on the poller's list, its idle
-  // deadline and its place in the deadline heap (-1: none).
-  bool armed = false;
+  // deadline and its place in the deadline heap (-1: none). The small
+  // fields last: an idle connection pays for every byte of padding.
   IdleConn* idle_prev = nullptr;
   IdleConn* idle_next = nullptr;
   absl::Time deadline = absl::InfiniteFuture();
   int32_t heap_index = -1;
+  bool armed = false;
   bool in_epoll = false;  // added to the server's epoll set once
 };
 

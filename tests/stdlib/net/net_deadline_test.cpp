@@ -16,6 +16,7 @@
 #include "gort/net.hpp"
 #include "gort/sync.hpp"
 #include "gort/time.hpp"
+#include "netpoll/netpoll.hpp"
 #include "stdlib/net/net_fd.hpp"
 #include "tests/stdlib/net/net_helpers.hpp"
 
@@ -310,6 +311,97 @@ TEST_P(NetTest, DeadlineSettersRacingLeaveItsTimerArmed) {
       EXPECT_EQ(n.status(), kTimeout) << "round " << r << ": the deadline never fired";
       rescue.wait();
     }
+  });
+}
+
+// A poll descriptor holds its two deadline timers only while one of its
+// deadlines is pending (netpoll/poll_desc.cpp, "Deadlines"): an idle
+// connection without one carries none.
+TEST_P(NetTest, DeadlineTimersOnlyWhileADeadlineIsPending) {
+  run_test([] {
+    using gort::internal::poll_deadline_timers_attached;
+    const int64_t base = poll_deadline_timers_attached();
+    Pair p = make_pair();
+    if (!p.server) return;
+    EXPECT_EQ(poll_deadline_timers_attached(), base);
+    const absl::Time later = absl::Now() + absl::Hours(1);
+    EXPECT_TRUE(p.server.set_read_deadline(later).ok());
+    EXPECT_EQ(poll_deadline_timers_attached(), base + 1);
+    EXPECT_TRUE(p.server.set_write_deadline(later).ok());
+    EXPECT_EQ(poll_deadline_timers_attached(), base + 1) << "one pair per descriptor";
+    EXPECT_TRUE(p.server.set_read_deadline(absl::InfiniteFuture()).ok());
+    EXPECT_EQ(poll_deadline_timers_attached(), base + 1) << "the write deadline is still pending";
+    EXPECT_TRUE(p.server.set_write_deadline(absl::Now() - absl::Seconds(1)).ok());
+    EXPECT_EQ(poll_deadline_timers_attached(), base) << "expired and cleared: none pending";
+    // A deadline that fires gives them back too, and the next one works.
+    EXPECT_TRUE(p.server.set_write_deadline(absl::InfiniteFuture()).ok());
+    EXPECT_TRUE(p.server.set_read_deadline(absl::Now() + absl::Milliseconds(10)).ok());
+    EXPECT_EQ(poll_deadline_timers_attached(), base + 1);
+    char b[8];
+    EXPECT_EQ(p.server.read(absl::MakeSpan(b)).status(), kTimeout);
+    EXPECT_EQ(poll_deadline_timers_attached(), base);
+    EXPECT_TRUE(p.server.set_read_deadline(absl::Now() + absl::Milliseconds(10)).ok());
+    EXPECT_EQ(p.server.read(absl::MakeSpan(b)).status(), kTimeout);
+    // Closed with a deadline pending: given back.
+    EXPECT_TRUE(p.client.set_deadline(absl::Now() + absl::Hours(1)).ok());
+    EXPECT_EQ(poll_deadline_timers_attached(), base + 1);
+    EXPECT_TRUE(p.client.close().ok());
+    EXPECT_EQ(poll_deadline_timers_attached(), base);
+  });
+}
+
+// Timers move between descriptors as deadlines come and go and connections
+// close: a firing claimed before its timers moved must not expire the
+// deadline of the descriptor they serve next. Readers on several Ps set
+// short deadlines, clear some of them (then data must arrive, not a
+// timeout), and close and reopen their connections all along.
+TEST_P(NetTest, DeadlineTimersRecycledAcrossConnections) {
+  run_test([] {
+    using gort::internal::poll_deadline_timers_attached;
+    const int64_t base = poll_deadline_timers_attached();
+    const int workers = 4, rounds = gort::test::stress_size(300);
+    std::atomic<int> wrong{0}, timeouts{0}, delivered{0};
+    gort::WaitGroup wg;
+    for (int w = 0; w < workers; w++) {
+      wg.add(1);
+      gort::go([&, w] {
+        uint64_t x = 0x9E3779B97F4A7C15ull * (w + 1);
+        Pair p = make_pair();
+        for (int r = 0; r < rounds && p.server; r++) {
+          next_random(&x);
+          const absl::Duration d = absl::Microseconds(static_cast<int64_t>(x % 2000));
+          (void)p.client.set_read_deadline(absl::Now() + d);
+          char b[8];
+          if (x % 3 == 0) {
+            // Cleared before it fires: a stale firing of its timers (or of
+            // another descriptor's that they served before) must not show.
+            (void)p.client.set_read_deadline(absl::InfiniteFuture());
+            if (x % 2 == 0) gort::sleep(d + absl::Microseconds(200));
+            (void)write_str(p.server, "x");
+            auto n = p.client.read(absl::MakeSpan(b, 1));
+            if (n.ok() && *n == 1) {
+              delivered++;
+            } else {
+              wrong++;
+            }
+          } else {
+            auto n = p.client.read(absl::MakeSpan(b, 1));
+            if (n.status() == kTimeout) {
+              timeouts++;
+            } else {
+              wrong++;
+            }
+          }
+          if (x % 7 == 0) p = make_pair();  // the old pair closes: its descriptors recycle
+        }
+        wg.done();
+      });
+    }
+    wg.wait();
+    EXPECT_EQ(wrong.load(), 0) << timeouts.load() << " timeouts, " << delivered.load() << " deliveries";
+    EXPECT_GT(timeouts.load(), 0);
+    EXPECT_GT(delivered.load(), 0);
+    EXPECT_EQ(poll_deadline_timers_attached(), base);
   });
 }
 
