@@ -66,6 +66,7 @@ TARGETS = {
     ("burst_10k/procs:2", "wake_ms"): 1.0,
     ("sleepers/procs:2", "spawn_ms"): 1.0,
     ("sleepers/procs:2", "late_max_ms"): 1.0,
+    ("sleepers/procs:2", "late_p99_ms"): 1.0,
     ("pingpong/procs:1", "ns/roundtrip"): 0.7,
     ("pingpong/procs:2", "ns/roundtrip"): 1.0,
     ("buffered_1x1/procs:2", "ns/item"): 0.8,
@@ -75,6 +76,9 @@ TARGETS = {
     ("rwmutex100/procs:2", "ns/access"): 1.0,
     ("tcp_echo/procs:1", "msgs/s"): 1.2,
     ("tcp_echo/procs:2", "msgs/s"): 1.2,
+    ("timer_rearm/procs:1", "ns/rearm"): 1.0,
+    ("timer_rearm/procs:2", "ns/rearm"): 1.0,
+    ("deadline_rearm/procs:1", "ns/rearm"): 1.0,
     ("tls_echo/procs:1", "msgs/s"): 1.0,
     ("tls_echo/procs:2", "msgs/s"): 1.0,
     # Below the floor of one stack page per parked connection

@@ -1,5 +1,6 @@
 // bench/net_bench.cpp — the netpoller and the timers against Go's: TCP
-// round trips, the memory an idle connection costs, and mass sleeping.
+// round trips, the memory an idle connection costs, mass sleeping, and
+// deadlines pushed back per message.
 // Twin: bench/go/net_bench/main.go. All traffic stays on 127.0.0.1.
 //
 // Every case is a whole-process workload (see bench_util.hpp). The server and
@@ -40,6 +41,25 @@
 //   timer_ops/procs:1   100,000 × {new_timer(1 h); stop()}.
 //                       ns/timer_op = elapsed / N. (Not "ns/op": bench/compare
 //                       reserves that name for Google Benchmark's own time.)
+//   timer_rearm/procs:N  a server's read deadlines without sockets: 100,000
+//                       timers of 30 s (none fires), split evenly among one
+//                       goroutine per P, each making its own; then 10 rounds
+//                       in which every goroutine pushes each of its timers
+//                       back with reset(30 s), as a server pushes a
+//                       connection's deadline back per message; then all are
+//                       stopped. ns/rearm = the rounds' elapsed / 1,000,000
+//                       re-arms (wall clock, from releasing the goroutines to
+//                       the last one done). The case fails if a reset or a
+//                       stop returns false. Run with 1 and 2 Ps.
+//   deadline_rearm/procs:1  the same through the descriptors' deadline path:
+//                       5,000 pipes (os::pipe; Go: os.Pipe), each read end
+//                       given a read deadline of now + 30 s, then 20 rounds
+//                       of set_read_deadline(now + 30 s) on every read end
+//                       (Go: SetReadDeadline), the clock read per call as a
+//                       server does. ns/rearm = the rounds' elapsed / 100,000
+//                       re-arms. Needs 2 × 5,000 + 64 descriptors (the soft
+//                       RLIMIT_NOFILE is raised, as for idle_conns); fails
+//                       if a deadline cannot be set.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -79,6 +99,13 @@ constexpr int64_t kIdleConns = 10'000;
 constexpr int64_t kSleepers = 100'000;
 constexpr int kMaxSleepMs = 50;
 constexpr int64_t kTimerOps = 100'000;
+constexpr int64_t kRearmTimers = 100'000;
+constexpr int kRearmRounds = 10;
+constexpr int64_t kDeadlineFiles = 5'000;
+constexpr int kDeadlineRounds = 20;
+// Far enough that no deadline of timer_rearm or deadline_rearm comes due
+// while the case runs: every reset moves an armed timer later.
+constexpr absl::Duration kReadDeadline = absl::Seconds(30);
 
 // The first error of a case; later ones are dropped. Goroutines of a failed
 // case stop early and the case reports the error instead of numbers.
@@ -487,6 +514,104 @@ void timer_ops(benchmark::State& state, int procs) {
   state.counters["ns/timer_op"] = seconds * 1e9 / static_cast<double>(n);
 }
 
+void timer_rearm(benchmark::State& state, int procs) {
+  const int64_t n = gortbench::scaled(kRearmTimers);
+  double seconds = 0;
+  std::atomic<int64_t> rearmed{0};
+  int64_t stopped = 0;
+  gort::run(
+      [&] {
+        std::vector<gort::Timer> timers(static_cast<size_t>(n));
+        auto start = gort::make_chan<int>(0);
+        gort::WaitGroup made, done;
+        // One goroutine per P, each owning a slice of the timers and making
+        // them itself, as a server's connection goroutines arm their own
+        // deadlines (the timers land in the heap of the P that made them).
+        for (int w = 0; w < procs; w++) {
+          const int64_t lo = n * w / procs, hi = n * (w + 1) / procs;
+          made.add(1);
+          done.add(1);
+          gort::go([&, start, lo, hi] {
+            for (int64_t i = lo; i < hi; i++) timers[static_cast<size_t>(i)] = gort::new_timer(kReadDeadline);
+            made.done();
+            start.recv();  // closed: every goroutine's timers are armed
+            int64_t active = 0;
+            for (int r = 0; r < kRearmRounds; r++) {
+              for (int64_t i = lo; i < hi; i++) active += timers[static_cast<size_t>(i)].reset(kReadDeadline);
+            }
+            rearmed.fetch_add(active);
+            done.done();
+          });
+        }
+        made.wait();
+        Stopwatch sw;
+        start.close();
+        done.wait();
+        seconds = sw.seconds();
+        for (const auto& t : timers) stopped += t.stop();
+      },
+      gort::Config{.procs = procs});
+  if (rearmed.load() != n * kRearmRounds) {
+    return state.SkipWithError("timer_rearm: reset() returned false for an armed timer");
+  }
+  if (stopped != n) return state.SkipWithError("timer_rearm: stop() returned false for an armed timer");
+  state.SetIterationTime(seconds);
+  state.counters["ns/rearm"] = seconds * 1e9 / static_cast<double>(n * kRearmRounds);
+}
+
+void deadline_rearm(benchmark::State& state, int procs) {
+  const int64_t n = gortbench::scaled(kDeadlineFiles);
+  // Both ends of every pipe stay open: a read end whose writer is gone
+  // would be readable (end of file), unlike an idle connection.
+  const rlim_t need = static_cast<rlim_t>(2 * n + 64);
+  const rlim_t have = raise_nofile();
+  if (have != RLIM_INFINITY && have < need) {
+    std::fprintf(stderr, "deadline_rearm: needs %llu descriptors, RLIMIT_NOFILE allows %llu\n",
+                 static_cast<unsigned long long>(need), static_cast<unsigned long long>(have));
+    return state.SkipWithError("deadline_rearm: RLIMIT_NOFILE too low (see stderr)");
+  }
+  double seconds = 0;
+  Failure fail;
+  gort::run(
+      [&] {
+        std::vector<std::pair<gort::os::File, gort::os::File>> pipes;
+        pipes.reserve(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; i++) {
+          auto p = gort::os::pipe();
+          if (!p.ok()) {
+            fail.set("pipe: " + status_text(p.status()));
+            break;
+          }
+          pipes.push_back(std::move(*p));
+        }
+        // Pushes every read end's deadline to now + 30 s; false on error.
+        const auto push_all = [&] {
+          for (auto& p : pipes) {
+            if (auto s = p.first.set_read_deadline(absl::Now() + kReadDeadline); !s.ok()) {
+              fail.set("set_read_deadline: " + status_text(s));
+              return false;
+            }
+          }
+          return true;
+        };
+        // The first call arms each descriptor's deadline timer; the rounds
+        // timed below only push armed deadlines later, as timer_rearm's
+        // resets do.
+        bool ok = !fail.failed() && push_all();
+        Stopwatch sw;
+        for (int round = 0; round < kDeadlineRounds && ok; round++) ok = push_all();
+        seconds = sw.seconds();
+        for (auto& p : pipes) {
+          (void)p.first.close();
+          (void)p.second.close();
+        }
+      },
+      gort::Config{.procs = procs});
+  if (fail.failed()) return state.SkipWithError(("deadline_rearm: " + fail.message()).c_str());
+  state.SetIterationTime(seconds);
+  state.counters["ns/rearm"] = seconds * 1e9 / static_cast<double>(n * kDeadlineRounds);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -496,6 +621,9 @@ int main(int argc, char** argv) {
   gortbench::register_once("idle_sessions", 1, idle_sessions);
   gortbench::register_once("timers", 2, timers);
   gortbench::register_once("timer_ops", 1, timer_ops);
+  gortbench::register_once("timer_rearm", 1, timer_rearm);
+  gortbench::register_once("timer_rearm", 2, timer_rearm);
+  gortbench::register_once("deadline_rearm", 1, deadline_rearm);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

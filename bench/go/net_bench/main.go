@@ -1,7 +1,8 @@
 // net_bench is the Go twin of bench/net_bench.cpp: TCP round trips, the
-// memory an idle connection costs, and mass sleeping. The workloads and
-// their parameters are the C++ program's, case for case (see the comment at
-// its top). All traffic stays on 127.0.0.1.
+// memory an idle connection costs, mass sleeping, and deadlines pushed back
+// per message. The workloads and their parameters are the C++ program's,
+// case for case (see the comment at its top). All traffic stays on
+// 127.0.0.1.
 package main
 
 import (
@@ -11,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +31,13 @@ const (
 	sleepers       = 100_000
 	maxSleepMs     = 50
 	timerOps       = 100_000
+	rearmTimers    = 100_000
+	rearmRounds    = 10
+	deadlineFiles  = 5_000
+	deadlineRounds = 20
+	// Far enough that no deadline of timer_rearm or deadline_rearm comes due
+	// while the case runs: every reset moves an armed timer later.
+	readDeadline = 30 * time.Second
 )
 
 // fail ends a case that cannot produce numbers; bench/compare shows the
@@ -325,6 +334,98 @@ func timerOpsCase(r *harness.Result) {
 	r.Report("ns/timer_op", float64(d.Nanoseconds())/float64(n))
 }
 
+func timerRearm(r *harness.Result) {
+	n := harness.Scaled(rearmTimers)
+	procs := runtime.GOMAXPROCS(0)
+	timers := make([]*time.Timer, n)
+	start := make(chan struct{})
+	var made, done sync.WaitGroup
+	var rearmed atomic.Int64
+	// One goroutine per P, each owning a slice of the timers and making
+	// them itself, as a server's connection goroutines arm their own
+	// deadlines (the timers land in the heap of the P that made them).
+	for w := 0; w < procs; w++ {
+		lo, hi := n*w/procs, n*(w+1)/procs
+		made.Add(1)
+		done.Add(1)
+		go func() {
+			for i := lo; i < hi; i++ {
+				timers[i] = time.NewTimer(readDeadline)
+			}
+			made.Done()
+			<-start // closed: every goroutine's timers are armed
+			active := int64(0)
+			for round := 0; round < rearmRounds; round++ {
+				for i := lo; i < hi; i++ {
+					if timers[i].Reset(readDeadline) {
+						active++
+					}
+				}
+			}
+			rearmed.Add(active)
+			done.Done()
+		}()
+	}
+	made.Wait()
+	t0 := time.Now()
+	close(start)
+	done.Wait()
+	d := time.Since(t0)
+	stopped := 0
+	for _, t := range timers {
+		if t.Stop() {
+			stopped++
+		}
+	}
+	if rearmed.Load() != int64(n*rearmRounds) {
+		fail("timer_rearm: Reset returned false for an armed timer")
+	}
+	if stopped != n {
+		fail("timer_rearm: Stop returned false for an armed timer")
+	}
+	r.Report("ns/rearm", float64(d.Nanoseconds())/float64(n*rearmRounds))
+}
+
+func deadlineRearm(r *harness.Result) {
+	n := harness.Scaled(deadlineFiles)
+	// Both ends of every pipe stay open: a read end whose writer is gone
+	// would be readable (end of file), unlike an idle connection.
+	need := uint64(2*n + 64)
+	if have := raiseNofile(); have < need {
+		fail("deadline_rearm: needs %d descriptors, RLIMIT_NOFILE allows %d", need, have)
+	}
+	type pipe struct{ r, w *os.File }
+	pipes := make([]pipe, 0, n)
+	for i := 0; i < n; i++ {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			fail("deadline_rearm: pipe: %v", err)
+		}
+		pipes = append(pipes, pipe{pr, pw})
+	}
+	// pushAll pushes every read end's deadline to now + 30 s.
+	pushAll := func() {
+		for _, p := range pipes {
+			if err := p.r.SetReadDeadline(time.Now().Add(readDeadline)); err != nil {
+				fail("deadline_rearm: SetReadDeadline: %v", err)
+			}
+		}
+	}
+	// The first call arms each descriptor's deadline timer; the rounds timed
+	// below only push armed deadlines later, as timer_rearm's resets do.
+	pushAll()
+	start := time.Now()
+	for round := 0; round < deadlineRounds; round++ {
+		pushAll()
+	}
+	d := time.Since(start)
+	for _, p := range pipes {
+		p.r.Close()
+		p.w.Close()
+	}
+	r.Report("ns/rearm", float64(d.Nanoseconds())/float64(n*deadlineRounds))
+}
+
 func main() {
 	if spec := os.Getenv(idleClientEnv); spec != "" {
 		idleClient(spec)
@@ -337,5 +438,8 @@ func main() {
 		{Workload: "idle_sessions", Procs: 1, Run: idle},
 		{Workload: "timers", Procs: 2, Run: timers},
 		{Workload: "timer_ops", Procs: 1, Run: timerOpsCase},
+		{Workload: "timer_rearm", Procs: 1, Run: timerRearm},
+		{Workload: "timer_rearm", Procs: 2, Run: timerRearm},
+		{Workload: "deadline_rearm", Procs: 1, Run: deadlineRearm},
 	})
 }
