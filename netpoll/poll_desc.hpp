@@ -73,6 +73,15 @@ struct PollDesc {
   // A NetFD holds it (gort's socket, os::File): at the end of the run its
   // descriptor is closed, where a program's own is left open.
   std::atomic<bool> netfd{false};
+  // The libc hooks' view (fd_table.hpp). Set before the descriptor is in
+  // the fd table, then changed only by the hooks' fcntl, ioctl, setsockopt
+  // and fork (a program changes its own descriptor's flags from one
+  // goroutine at a time; a race between two such calls leaves one of the
+  // two answers, as the kernel's own flag would).
+  std::atomic<FdOrigin> origin{FdOrigin::kRuntime};
+  FdType type = FdType::kOther;
+  // O_NONBLOCK as the program set it (the real flag may differ: kOwned).
+  std::atomic<bool> user_nonblock{false};
   std::atomic<uint32_t> fdseq{0};
   // Holders (see the top of the file).
   std::atomic<uint32_t> refs{0};
@@ -91,18 +100,12 @@ struct PollDesc {
   // The list of other waiters (poll_list.cpp), under wl_lock; nwl counts
   // its entries, and an event looks at nwl only (a load) unless it is set.
   WordLock<LockRank::kPollWaitList> wl_lock;
-  ListNode* wl_head ABSL_GUARDED_BY(wl_lock) = nullptr;
   std::atomic<int32_t> nwl{0};
+  ListNode* wl_head ABSL_GUARDED_BY(wl_lock) = nullptr;
 
-  // The libc hooks' view (fd_table.hpp). Set before the descriptor is in
-  // the fd table, then changed only by the hooks' fcntl, ioctl, setsockopt
-  // and fork (a program changes its own descriptor's flags from one
-  // goroutine at a time; a race between two such calls leaves one of the
-  // two answers, as the kernel's own flag would).
-  std::atomic<FdOrigin> origin{FdOrigin::kRuntime};
-  FdType type = FdType::kOther;
-  // O_NONBLOCK as the program set it (the real flag may differ: kOwned).
-  std::atomic<bool> user_nonblock{false};
+  // The libc hooks' view (fd_table.hpp), continued from the three
+  // one-byte fields above, which sit with the flags so that the object
+  // has no padding (an idle connection pays for every byte).
   std::atomic<bool> cloexec{false};
   // preadv2/pwritev2 accept RWF_NOWAIT on it (kInherited non-sockets):
   // 0 unknown, 1 yes, 2 no.

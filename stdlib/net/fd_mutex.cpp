@@ -5,6 +5,7 @@
 #include "gmp/g.hpp"
 #include "gort/detail/race.hpp"
 #include "gort/runtime.hpp"
+#include "stdlib/sync/semtable.hpp"
 
 namespace gort::internal {
 namespace {
@@ -13,7 +14,7 @@ namespace {
   throw panic_error("too many concurrent operations on a single file or socket (max 1048575)");
 }
 
-constexpr uint8_t kReason = static_cast<uint8_t>(WaitReason::kSemacquire);
+constexpr WaitReason kReason = WaitReason::kSemacquire;
 
 // True if the word says closed with no reference left.
 bool closed_and_unreferenced(uint64_t s) {
@@ -44,8 +45,8 @@ bool FdMutex::incref_and_close() {
   }
   // Our reference keeps the semaphores alive through the releases; each
   // waiter holds its own, so none of them can destroy the NetFD under us.
-  for (uint64_t n = (old & kRWaitMask) / kRWait; n > 0; n--) rsema_.release(Handoff::kNo);
-  for (uint64_t n = (old & kWWaitMask) / kWWait; n > 0; n--) wsema_.release(Handoff::kNo);
+  for (uint64_t n = (old & kRWaitMask) / kRWait; n > 0; n--) semrelease_addr(&rsema_);
+  for (uint64_t n = (old & kWWaitMask) / kWWait; n > 0; n--) semrelease_addr(&wsema_);
   return true;
 }
 
@@ -59,7 +60,7 @@ bool FdMutex::rwlock(bool read, bool* last) {
   const uint64_t lock = read ? kRLock : kWLock;
   const uint64_t wait = read ? kRWait : kWWait;
   const uint64_t wait_mask = read ? kRWaitMask : kWWaitMask;
-  Sema& sema = read ? rsema_ : wsema_;
+  uint32_t* sema = read ? &rsema_ : &wsema_;
   *last = false;
   bool referenced = false;  // the reference this call holds, once taken
   uint64_t old = state_.load(std::memory_order_relaxed);
@@ -82,12 +83,12 @@ bool FdMutex::rwlock(bool read, bool* last) {
     if (!state_.compare_exchange_weak(old, next, std::memory_order_acq_rel)) continue;
     referenced = true;
     if ((old & lock) == 0) {
-      race_acquire(&sema);  // the last unlock of this side happens before
+      race_acquire(sema);  // the last unlock of this side happens before
       return true;
     }
     // Counted as a waiter: rwunlock or incref_and_close takes the count
     // back and releases the semaphore once for it.
-    sema.acquire(QueueAt::kBack, kReason);
+    semacquire_addr(sema, kReason);
     old = state_.load(std::memory_order_relaxed);
   }
 }
@@ -96,8 +97,8 @@ bool FdMutex::rwunlock(bool read) {
   const uint64_t lock = read ? kRLock : kWLock;
   const uint64_t wait = read ? kRWait : kWWait;
   const uint64_t wait_mask = read ? kRWaitMask : kWWaitMask;
-  Sema& sema = read ? rsema_ : wsema_;
-  race_release(&sema);
+  uint32_t* sema = read ? &rsema_ : &wsema_;
+  race_release(sema);
   uint64_t old = state_.load(std::memory_order_relaxed);
   for (;;) {
     if ((old & lock) == 0 || (old & kRefMask) == 0) fatal("inconsistent poll.fdMutex");
@@ -106,7 +107,7 @@ bool FdMutex::rwunlock(bool read) {
     uint64_t next = (old & ~lock) - (waiter ? wait : kRef);
     if (!state_.compare_exchange_weak(old, next, std::memory_order_acq_rel)) continue;
     if (!waiter) return closed_and_unreferenced(next);
-    sema.release(Handoff::kNo);
+    semrelease_addr(sema);
     return decref();
   }
 }

@@ -52,7 +52,6 @@
 #include <atomic>
 #include <cstdint>
 
-#include "gort/detail/sema.hpp"
 
 namespace gort::internal {
 
@@ -96,8 +95,11 @@ class FdMutex {
 
  private:
   std::atomic<uint64_t> state_{0};
-  Sema rsema_;
-  Sema wsema_;
+  // The two semaphores' counts; their waiters queue in the address-keyed
+  // table (stdlib/sync/semtable.hpp), as Go's fdMutex's do, so that the
+  // object is 16 bytes rather than 72 (an idle connection holds one).
+  uint32_t rsema_ = 0;
+  uint32_t wsema_ = 0;
 };
 
 }  // namespace gort::internal

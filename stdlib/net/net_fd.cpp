@@ -202,9 +202,9 @@ int NetFD::close() {
   if (!fdmu_.incref_and_close()) return kErrClosing;
   peer_forget(this);
   // Go removes a Unix listener's file before closing the socket.
-  if (unlink_path_ != nullptr && !unlink_path_->empty()) ::unlink(unlink_path_->c_str());
+  if (listening_ != nullptr && !listening_->unlink_path.empty()) ::unlink(listening_->unlink_path.c_str());
   if (pd_ != nullptr) internal::poll_evict(pd_);  // blocked readers and writers wake with kErrClosing
-  if (closing_) closing_.close();
+  if (listening_ != nullptr && listening_->closing) listening_->closing.close();
   if (fdmu_.decref()) destroy();
   return 0;
 }
@@ -441,13 +441,13 @@ IoResult NetFD::sendto(const char* p, size_t len, const SockAddr& to) {
 }
 
 void NetFD::backoff_sleep(absl::Duration d) {
-  if (!closing_) {
+  if (listening_ == nullptr || !listening_->closing) {
     gort::sleep(d);
     return;
   }
   gort::Timer t = gort::new_timer(d);
   gort::select(gort::on_recv(t.chan(), [](std::optional<absl::Time>) {}),
-         gort::on_recv(closing_, [](std::optional<std::monostate>) {}));
+         gort::on_recv(listening_->closing, [](std::optional<std::monostate>) {}));
   t.stop();
 }
 

@@ -117,10 +117,10 @@ class NetFD {
   // Acquire: once true, peer_tag_ is readable.
   bool in_process_peer() const { return peer_.load(std::memory_order_acquire) == kPeerPaired; }
   // Before sharing only: remove this path when closed (Unix listeners).
-  void set_unlink_on_close(std::string path) { unlink_path_ = std::make_unique<std::string>(std::move(path)); }
+  void set_unlink_on_close(std::string path) { listening().unlink_path = std::move(path); }
   // Before sharing only: accept's out-of-descriptors backoff can be woken
   // by close (listeners).
-  void enable_close_notify() { closing_ = make_chan<std::monostate>(); }
+  void enable_close_notify() { listening().closing = make_chan<std::monostate>(); }
 
   // Go's FD.Close: kErrClosing if already closed, else 0.
   int close();
@@ -244,8 +244,17 @@ class NetFD {
 
   const char* const net_;  // a Network::name literal, or "file"
   std::string laddr_, raddr_;
-  std::unique_ptr<std::string> unlink_path_;  // Unix listeners only
-  Chan<std::monostate> closing_;  // closed by close() when enabled
+  // What only listeners use, out of line: a connection pays for every
+  // byte of this object while it sits idle.
+  struct Listening {
+    std::string unlink_path;        // Unix listeners: removed by close()
+    Chan<std::monostate> closing;  // closed by close() (accept's backoff)
+  };
+  Listening& listening() {
+    if (listening_ == nullptr) listening_ = std::make_unique<Listening>();
+    return *listening_;
+  }
+  std::unique_ptr<Listening> listening_;
 };
 
 // Go's `if !c.ok() { return syscall.EINVAL }`, for every call of Conn,

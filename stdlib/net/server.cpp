@@ -166,6 +166,13 @@ absl::Status Server::Impl::serve(Server* srv, L& ln) {
     }
     using C = std::decay_t<decltype(*c)>;
     go([this, srv](C conn) { run_conn(srv, std::move(conn)); }, std::move(*c));
+    // A session's first turn usually ends at once (idle until its input):
+    // run it now, so that its goroutine is free for the next connection.
+    // Otherwise a burst of connections waiting in the backlog piles up a
+    // run queue of first turns, each on a stack of its own, and those
+    // stacks stay warm after the burst (docs/net.md, "What an idle
+    // connection costs").
+    if (sessions.make) yield();
   }
   Hold lock(mu);
   std::erase_if(listeners, [&](const auto& l) { return l.first == static_cast<void*>(&ln); });
