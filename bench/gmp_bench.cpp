@@ -25,6 +25,13 @@
 //                       10,000 goroutines: a fresh process's first go (its
 //                       fixed costs: a thread to wake, the stack cache's
 //                       first refill) and small first bursts.
+//   small_parked/procs:2  parked with every goroutine on a small stack
+//                       (go with GoOptions{.stack = StackSize::kSmall}, 64 KiB):
+//                       what a parked goroutine costs at that size
+//                       (docs/stacks.md, "Stack size classes"). No Go twin:
+//                       Go has no stack sizes to choose.
+//   large_parked/procs:2  parked with 10,000 goroutines on large (8 MiB)
+//                       stacks. No Go twin.
 //   sleepers/procs:2    10,000 goroutines, the i-th sleeps i % 99 ms as it
 //                       starts (timers firing while the spawning goes on).
 //                       spawn_ms: the spawning loop; late_max_ms: the worst
@@ -53,6 +60,7 @@
 #include <mutex>
 #include <chrono>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include <absl/time/time.h>
@@ -119,8 +127,10 @@ constexpr int64_t kBurst = 100'000;
 // What the process holds: resident pages and its page tables.
 int64_t memory_bytes() { return gortbench::rss_bytes() + gortbench::page_table_bytes(); }
 
-// n goroutines park on one channel, then are woken by its close.
-void park_and_wake(benchmark::State& state, int procs, int64_t n, bool per_goroutine) {
+// n goroutines park on one channel, then are woken by its close. `stack`:
+// their stack size (the plain go for StackSize::kDefault).
+void park_and_wake(benchmark::State& state, int procs, int64_t n, bool per_goroutine,
+                   gort::StackSize stack = gort::StackSize::kDefault) {
   double seconds = 0, spawn = 0, wake = 0;
   int64_t delta = 0, pte_delta = 0;
   gort::run(
@@ -134,11 +144,16 @@ void park_and_wake(benchmark::State& state, int procs, int64_t n, bool per_gorou
         for (int64_t i = 0; i < n; i++) {
           started.add(1);
           finished.add(1);
-          gort::go([ch, &started, &finished]() mutable {
+          auto body = [ch, &started, &finished]() mutable {
             started.done();
             ch.recv();
             finished.done();
-          });
+          };
+          if (stack == gort::StackSize::kDefault) {
+            gort::go(std::move(body));
+          } else {
+            gort::go({.stack = stack}, std::move(body));
+          }
         }
         started.wait();
         spawn = sw.seconds();
@@ -166,6 +181,19 @@ void park_and_wake(benchmark::State& state, int procs, int64_t n, bool per_gorou
 
 void parked(benchmark::State& state, int procs) {
   park_and_wake(state, procs, gortbench::scaled(kGoroutines), false);
+}
+
+void small_parked(benchmark::State& state, int procs) {
+  park_and_wake(state, procs, gortbench::scaled(kGoroutines), false, gort::StackSize::kSmall);
+}
+
+// 10,000, not a million: each large stack's guard and top lie under page
+// tables of their own (8 KiB a goroutine), and a million would reserve
+// 7.6 TiB of address space.
+constexpr int64_t kLargeParked = 10'000;
+
+void large_parked(benchmark::State& state, int procs) {
+  park_and_wake(state, procs, gortbench::scaled(kLargeParked), false, gort::StackSize::kLarge);
 }
 
 void burst(benchmark::State& state, int procs) { park_and_wake(state, procs, gortbench::scaled(kBurst), true); }
@@ -329,6 +357,8 @@ int main(int argc, char** argv) {
   gortbench::register_once("spawn_join_warm", 2, [](benchmark::State& s, int p) { spawn_join(s, p, true); });
   gortbench::register_once("yield_ping", 1, yield_ping);
   gortbench::register_once("parked", 2, parked);
+  gortbench::register_once("small_parked", 2, small_parked);
+  gortbench::register_once("large_parked", 2, large_parked);
   gortbench::register_once("burst", 2, burst);
   gortbench::register_once("burst_1", 2, burst_n<1>);
   gortbench::register_once("burst_100", 2, burst_n<100>);

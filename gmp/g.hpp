@@ -9,10 +9,12 @@
 // instead of costing a heap block of its own. A G and its stack are born
 // together (newproc_alloc), recycled together through the per-P and global
 // free lists (gfput/gfget, as Go recycles a dead g with its stack), and
-// released together when the scavenger finds more than StackPool::kWarmLimit
-// of them unused on the global free list: the G is taken out of sched.allg,
-// destroyed, and its stack goes back to the pool, which may return its pages
-// to the kernel. Nothing may keep a pointer to a dead G past its release
+// released together when the scavenger finds more than its class's warm
+// limit of them unused on the global free list: the G is taken out of
+// sched.allg, destroyed, and its stack goes back to the pool, which may
+// return its pages to the kernel. Each stack size class (gort::StackSize;
+// kStackClassTable in stack.hpp) has its own pool and free lists: a G is
+// only ever reborn on a stack of its own size. Nothing may keep a pointer to a dead G past its release
 // (see newproc.cpp for who holds G pointers).
 //
 // States, defined by who owns the G (as Go's runtime2.go does):
@@ -115,6 +117,10 @@ struct alignas(64) G {
   // newproc_alloc found no P (a plain thread, or an M whose P sysmon took)
   // and raised Runtime::external_go, which newproc_start/abort lower.
   bool spawned_external = false;
+  // The size class of its stack (gort::StackSize's value; kStackClasses in
+  // stack.hpp): which pool the stack came from and which free lists the G
+  // goes to when it dies. Fixed for the G's life, as its stack is.
+  uint8_t stack_class = 0;
   // Set by sysmon when this G has run past its time slice; checked at
   // cooperative preemption points.
   std::atomic<bool> preempt{false};

@@ -9,8 +9,16 @@
 //   | P::gfree      | kGFreeLocalMax, LIFO (older half spills)| none (P's)  |
 //   | Sched::gfree  | none; scavenged towards kWarmLimit     | Sched::lock |
 //
+// Those are the default stack size class's (Sched::gfree[0]). Each other
+// class (GoOptions::stack: gnew_sized, gfget_sized, gfput_sized) has lists
+// of its own, P::sized[c - 1].gfree and Sched::gfree[c], bounded by its row
+// of kStackClassTable (stack.hpp) instead, and its own pool: a G is only
+// ever reborn on a stack of its own class. The default's path pays one
+// predictable branch for them, in gfput.
+//
 // The scavenger (gfree_scavenge, called by sysmon every round) releases the
-// dead Gs beyond StackPool::kWarmLimit that sat unused on the global list for
+// dead Gs beyond the class's warm limit (StackPool::kWarmLimit for the
+// default) that sat unused on the global list for
 // a whole period (it never held fewer), and all of the excess once every P
 // is idle: such a G leaves allg, is destroyed, and its stack goes back to the
 // pool. Releasing at exit instead would put a madvise on the exit path of
@@ -31,6 +39,7 @@
 #include <algorithm>
 #include <iterator>
 #include <new>
+#include <string>
 
 #include "gmp/os/fatal.hpp"
 #include "gmp/proc.hpp"
@@ -44,8 +53,23 @@ namespace gort::internal {
 namespace {
 
 constexpr int64_t kGoidBatch = 16;
-constexpr int kGFreeLocalMax = 64;
-constexpr int kGFreeBatch = 32;
+constexpr int kGFreeLocalMax = kStackClassTable[0].local_max;
+constexpr int kGFreeBatch = kStackClassTable[0].batch;
+static_assert(kGFreeLocalMax == 64 && kGFreeBatch == 32);
+static_assert(kStackClassTable[0].warm == static_cast<int32_t>(StackPool::kWarmLimit));
+static_assert(kStackClassTable[0].cache == P::kStackCacheMax);
+// The other classes' bounds fit the default's arrays below.
+constexpr bool sized_bounds_fit() {
+  for (int c = 1; c < kStackClasses; c++) {
+    const StackClass& k = kStackClassTable[c];
+    if (k.local_max < 1 || k.local_max > kGFreeLocalMax || k.batch < 1 || k.batch > kGFreeBatch ||
+        k.cache < 1 || k.cache > kSizedStackCacheMax || k.warm < 0 || k.size == 0) {
+      return false;
+    }
+  }
+  return true;
+}
+static_assert(sized_bounds_fit());
 // How long a dead G may sit unused on the global free list (beyond the warm
 // limit) before the scavenger releases it, and how many it releases per
 // call while Ps are busy. A second, not less: a program whose goroutines
@@ -81,6 +105,23 @@ bool legal(GStatus from, GStatus to) {
   return false;
 }
 
+// Constructs a G of stack class cls in the top kGSize bytes of the fresh
+// stack [lo, lo + size), and adds it to allg; the usable stack ends right
+// below it.
+G* born_on(char* lo, size_t size, int cls) {
+  char* top = lo + size;
+  G* g = new (top - kGSize) G;
+  g->stack_lo = lo;
+  g->stack_hi = top - kGSize;
+  g->stack_class = static_cast<uint8_t>(cls);
+  MutexLock lock(sched.lock);
+  g->allg_prev = sched.allg_tail;
+  if (sched.allg_tail != nullptr) sched.allg_tail->allg_next = g; else sched.allg = g;
+  sched.allg_tail = g;
+  sched.nallg++;
+  return g;
+}
+
 // A new G on a fresh stack: from p's cache (refilled from the pool a batch at
 // a time), or straight from the pool on a plain thread. The G is constructed
 // in the top kGSize bytes of the slot; the usable stack ends right below it.
@@ -101,16 +142,26 @@ G* gnew(P* p) {
     runtime.stacks.alloc(&lo, 1);
     lo = runtime.stacks.take(lo);
   }
-  char* top = lo + runtime.stacks.stack_size();
-  G* g = new (top - kGSize) G;
-  g->stack_lo = lo;
-  g->stack_hi = top - kGSize;
-  MutexLock lock(sched.lock);
-  g->allg_prev = sched.allg_tail;
-  if (sched.allg_tail != nullptr) sched.allg_tail->allg_next = g; else sched.allg = g;
-  sched.allg_tail = g;
-  sched.nallg++;
-  return g;
+  return born_on(lo, runtime.stacks.stack_size(), 0);
+}
+
+// gnew for another stack size class: its own pool, and its own cache on
+// the P (kStackClassTable[cls].cache at a time). No helper thread prepares
+// these pools ahead; take_last prepares a few fresh slots at once.
+G* gnew_sized(P* p, int cls) {
+  StackPool& pool = runtime.sized_stacks[cls - 1];
+  char* lo;
+  if (p != nullptr) {
+    P::SizedCache& c = p->sized[cls - 1];
+    if (c.nstacks == 0) {
+      c.nstacks = static_cast<int>(pool.refill(c.stacks, static_cast<size_t>(kStackClassTable[cls].cache)));
+    }
+    lo = pool.take_last(c.stacks, static_cast<size_t>(c.nstacks--));
+  } else {
+    pool.alloc(&lo, 1);
+    lo = pool.take(lo);
+  }
+  return born_on(lo, pool.stack_size(), cls);
 }
 
 // Sched::lock held.
@@ -121,9 +172,9 @@ void allg_remove_locked(G* g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock) {
 }
 
 
-// Destroys Gs already unlinked from allg and gives their stacks back to the
-// pool (which returns the pages of those beyond its own warm limit).
-void gfree_release(GQueue* q) {
+// Destroys Gs already unlinked from allg and gives their stacks back to
+// their pool (which returns the pages of those beyond its own warm limit).
+void gfree_release(GQueue* q, StackPool& pool) {
   constexpr size_t kBatch = StackPool::kFreeBatchMax;
   char* lows[kBatch];
   size_t n = 0;
@@ -134,28 +185,28 @@ void gfree_release(GQueue* q) {
     lows[n++] = g->stack_lo;
     g->~G();
     if (n == kBatch) {
-      runtime.stacks.free(lows, n);
+      pool.free(lows, n);
       n = 0;
     }
   }
-  if (n > 0) runtime.stacks.free(lows, n);
+  if (n > 0) pool.free(lows, n);
 }
 
-// Sched::lock held. The G that died last (LIFO, as Go's gfget: its page is
-// the warmest), or for the scavenger the oldest.
+// Sched::lock held. Of stack class cls, the G that died last (LIFO, as
+// Go's gfget: its page is the warmest), or for the scavenger the oldest.
 enum class GfreeEnd : bool { kNewest, kOldest };
-G* gfget_global_locked(GfreeEnd end = GfreeEnd::kNewest) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock) {
-  G* g = end == GfreeEnd::kNewest ? sched.gfree.pop_back() : sched.gfree.pop_front();
+G* gfget_global_locked(int cls, GfreeEnd end = GfreeEnd::kNewest) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock) {
+  G* g = end == GfreeEnd::kNewest ? sched.gfree[cls].pop_back() : sched.gfree[cls].pop_front();
   if (g == nullptr) return nullptr;
-  int32_t n = sched.ngfree.load(std::memory_order_relaxed) - 1;
-  sched.ngfree.store(n, std::memory_order_relaxed);
-  if (n < sched.ngfree_low) sched.ngfree_low = n;
+  int32_t n = sched.ngfree[cls].load(std::memory_order_relaxed) - 1;
+  sched.ngfree[cls].store(n, std::memory_order_relaxed);
+  if (n < sched.ngfree_low[cls]) sched.ngfree_low[cls] = n;
   return g;
 }
 
 G* gfget(P* p) {
   if (p != nullptr) {
-    if (p->gfree.empty() && sched.ngfree.load(std::memory_order_relaxed) > 0) {
+    if (p->gfree.empty() && sched.ngfree[0].load(std::memory_order_relaxed) > 0) {
       // Only the pointers move under the lock; the Gs (a page each) are
       // linked into the local list after it (gdeque.hpp).
       G* batch[kGFreeBatch];
@@ -163,7 +214,7 @@ G* gfget(P* p) {
       {
         MutexLock lock(sched.lock);
         while (n < kGFreeBatch) {
-          G* g = gfget_global_locked();
+          G* g = gfget_global_locked(0);
           if (g == nullptr) break;
           batch[n++] = g;
         }
@@ -175,7 +226,46 @@ G* gfget(P* p) {
     return g;
   }
   MutexLock lock(sched.lock);
-  return gfget_global_locked();
+  return gfget_global_locked(0);
+}
+
+// gfget for another stack size class: its lists only.
+G* gfget_sized(P* p, int cls) {
+  if (p == nullptr) {
+    MutexLock lock(sched.lock);
+    return gfget_global_locked(cls);
+  }
+  GQueue& local = p->sized[cls - 1].gfree;
+  if (local.empty() && sched.ngfree[cls].load(std::memory_order_relaxed) > 0) {
+    G* batch[kGFreeBatch];
+    int n = 0;
+    {
+      MutexLock lock(sched.lock);
+      while (n < kStackClassTable[cls].batch) {
+        G* g = gfget_global_locked(cls);
+        if (g == nullptr) break;
+        batch[n++] = g;
+      }
+    }
+    for (int i = 0; i < n; i++) local.push_back(batch[i]);  // newest first
+  }
+  return local.pop();
+}
+
+// gfput for another stack size class's G (m already cleared): onto the P's
+// list of its class, the older half spilling to the class's global list.
+void gfput_sized(P* p, G* g) {
+  const int cls = g->stack_class;
+  GQueue& local = p->sized[cls - 1].gfree;
+  local.push_front(g);
+  const int32_t max = kStackClassTable[cls].local_max;
+  if (local.size <= max) return;
+  GQueue older = local.take_after(max / 2);
+  G* batch[kGFreeLocalMax];
+  int n = 0;
+  while (G* old = older.pop()) batch[n++] = old;
+  MutexLock lock(sched.lock);
+  for (int i = n; i-- > 0;) gfput_global_locked(batch[i]);
 }
 
 int64_t next_goid(P* p) {
@@ -191,13 +281,21 @@ int64_t next_goid(P* p) {
 }  // namespace
 
 void gfput_global_locked(G* g) {
-  sched.gfree.push_back(g);
-  sched.ngfree.store(sched.ngfree.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  // Onto its own class's list: gfget of one class never sees another's.
+  const int cls = g->stack_class;
+  sched.gfree[cls].push_back(g);
+  sched.ngfree[cls].store(sched.ngfree[cls].load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
 
 void gfput(P* p, G* g) {
   relaxed_store<M*>(g->m, nullptr);
+  // Another stack size class's G goes to its own lists; the default's
+  // path below is the one it always was.
+  if (g->stack_class != 0) [[unlikely]] {
+    gfput_sized(p, g);
+    return;
+  }
   // LIFO, as Go's gfput: the G that died last is reborn first, while its
   // page (G and top frames) is still in the cache.
   p->gfree.push_front(g);
@@ -217,15 +315,17 @@ void gfput(P* p, G* g) {
   for (int i = n; i-- > 0;) gfput_global_locked(batch[i]);
 }
 
-int gfree_scavenge(int64_t now, Scavenge what) {
-  const bool idle = what == Scavenge::kAllExcess;
-  constexpr int32_t kWarm = static_cast<int32_t>(StackPool::kWarmLimit);
+namespace {
+
+// gfree_scavenge for the global free list of stack class cls.
+int scavenge_class(int cls, int64_t now, bool idle) {
+  const int32_t kWarm = kStackClassTable[cls].warm;
   constexpr auto kRelaxed = std::memory_order_relaxed;
   // Hints, so that a sysmon round with nothing to do takes no lock: nothing
   // beyond the warm limit, or no debt and the period not over yet.
-  if (sched.ngfree.load(kRelaxed) <= kWarm) return 0;
-  if (!idle && sched.gfree_debt.load(kRelaxed) == 0 &&
-      now - sched.gfree_scavenged.load(kRelaxed) < kScavengePeriodNs) {
+  if (sched.ngfree[cls].load(kRelaxed) <= kWarm) return 0;
+  if (!idle && sched.gfree_debt[cls].load(kRelaxed) == 0 &&
+      now - sched.gfree_scavenged[cls].load(kRelaxed) < kScavengePeriodNs) {
     return 0;
   }
   int released = 0;
@@ -233,33 +333,44 @@ int gfree_scavenge(int64_t now, Scavenge what) {
     GQueue release;
     {
       MutexLock lock(sched.lock);
-      int32_t nfree = sched.ngfree.load(kRelaxed);
-      int32_t debt = sched.gfree_debt.load(kRelaxed);
-      if (idle || now - sched.gfree_scavenged.load(kRelaxed) >= kScavengePeriodNs) {
+      int32_t nfree = sched.ngfree[cls].load(kRelaxed);
+      int32_t debt = sched.gfree_debt[cls].load(kRelaxed);
+      if (idle || now - sched.gfree_scavenged[cls].load(kRelaxed) >= kScavengePeriodNs) {
         // Gs that stayed on the list the whole period (it never held fewer
         // than ngfree_low) were not needed: those beyond the warm limit go.
-        int32_t unused = idle ? nfree : sched.ngfree_low;
+        int32_t unused = idle ? nfree : sched.ngfree_low[cls];
         debt = unused > kWarm ? unused - kWarm : 0;
-        sched.ngfree_low = nfree;
-        sched.gfree_scavenged.store(now, kRelaxed);
+        sched.ngfree_low[cls] = nfree;
+        sched.gfree_scavenged[cls].store(now, kRelaxed);
       }
       int32_t n = std::min({debt, nfree - kWarm, kScavengeLockBatch});
       if (n <= 0) {
-        sched.gfree_debt.store(0, kRelaxed);
+        sched.gfree_debt[cls].store(0, kRelaxed);
         break;
       }
-      sched.gfree_debt.store(debt - n, kRelaxed);
+      sched.gfree_debt[cls].store(debt - n, kRelaxed);
       for (int32_t i = 0; i < n; i++) {
-        G* g = gfget_global_locked(GfreeEnd::kOldest);
+        G* g = gfget_global_locked(cls, GfreeEnd::kOldest);
         allg_remove_locked(g);
         release.push_back(g);
       }
       released += n;
     }
-    gfree_release(&release);
+    gfree_release(&release, stack_pool(cls));
     // Outside idleness, at most kScavengeBatch per call: sysmon comes
     // back next round.
     if (!idle && released >= kScavengeBatch) break;
+  }
+  return released;
+}
+
+}  // namespace
+
+int gfree_scavenge(int64_t now, Scavenge what) {
+  // Each stack size class's list on its own: its own warm limit and period.
+  int released = 0;
+  for (int cls = 0; cls < kStackClasses; cls++) {
+    released += scavenge_class(cls, now, what == Scavenge::kAllExcess);
   }
   return released;
 }
@@ -338,9 +449,16 @@ void spawn_dropped(M* m) {
   gosched();
 }
 
-}  // namespace
+[[noreturn, gnu::cold, gnu::noinline]] void bad_stack_size(int value) {
+  throw panic_error("gort::go: GoOptions::stack is " + std::to_string(value) + ", not a gort::StackSize");
+}
 
-G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
+// newproc_alloc's body for stack size class cls, inlined into both entry
+// points: the plain go's passes the constant 0, so that its path is the one
+// it always was. gopc: the entry point's return address (in the caller of
+// gort::go, which is always inlined).
+__attribute__((always_inline)) inline G* newproc_alloc_in(int cls, ClosureFn invoke, ClosureFn destroy,
+                                                          void** storage, uintptr_t gopc) {
   M* m = getm();
   // A goroutine, or an M's scheduler context (a timer starting a
   // goroutine) that holds a P: use that P's caches and queue. Inside
@@ -371,14 +489,14 @@ G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
     spawn_dropped(m);
     return nullptr;
   }
-  G* g = gfget(p);
+  G* g = cls == 0 ? gfget(p) : gfget_sized(p, cls);
   if (g != nullptr) {
     // Frames of the G's previous life may have left ASan's poison behind
     // (it never unwound them). A fresh stack from the pool has none, and
     // the G itself lies above stack_hi and is never poisoned.
     asan_unpoison(g->stack_lo, static_cast<size_t>(g->stack_hi - g->stack_lo));
   } else {
-    g = gnew(p);
+    g = cls == 0 ? gnew(p) : gnew_sized(p, cls);
   }
   g->invoke = invoke;
   g->destroy = destroy;
@@ -386,7 +504,7 @@ G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
   g->spawned_external = p == nullptr;
   g->param = nullptr;
   relaxed_store(g->id, next_goid(p));
-  g->gopc = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
+  g->gopc = gopc;
   G* parent = m != nullptr ? m->curg : nullptr;
   g->parent_goid = parent != nullptr ? parent->id : 0;
   capture_fp_control(g);
@@ -396,6 +514,19 @@ G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
   *storage = g->closure;
   if (gated) releasem(m);
   return g;
+}
+
+}  // namespace
+
+G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage) {
+  return newproc_alloc_in(0, invoke, destroy, storage, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
+}
+
+G* newproc_alloc(StackSize stack, ClosureFn invoke, ClosureFn destroy, void** storage) {
+  const int cls = static_cast<int>(stack);
+  // Before anything else, as go's other panics: nothing is copied.
+  if (cls >= kStackClasses) [[unlikely]] bad_stack_size(cls);
+  return newproc_alloc_in(cls, invoke, destroy, storage, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
 }
 
 void newproc_abort(G* g) {
@@ -522,6 +653,7 @@ RuntimeStats runtime_stats() {
     st.goroutines_allocated = sched.nallg;
   }
   st.stack_slabs = runtime.stacks.slabs();
+  for (const StackPool& pool : runtime.sized_stacks) st.stack_slabs += pool.slabs();
   st.stack_size = runtime.stacks.stack_size();
   st.stack_guard = runtime.stacks.guard_kind();
   st.stacks_prepared_ahead = runtime.stacks.prepared_ahead();

@@ -35,6 +35,7 @@
 
 #include "gmp/g.hpp"
 #include "gmp/runq.hpp"
+#include "gmp/stack.hpp"
 #include "gmp/transition.hpp"
 
 namespace gort::internal {
@@ -89,6 +90,15 @@ struct alignas(64) P {
   static constexpr int kStackCacheMax = 32;
   char* stacks[kStackCacheMax];
   int nstacks = 0;
+  // The same for each other stack size class (GoOptions::stack; index
+  // stack_class - 1; stack.hpp's kStackClassTable bounds them): a G of
+  // one class is never reborn as a G of another.
+  struct SizedCache {
+    GQueue gfree;
+    int nstacks = 0;
+    char* stacks[kSizedStackCacheMax];
+  };
+  SizedCache sized[kStackClasses - 1];
 
   // Goroutine id batch [goid_next, goid_end).
   int64_t goid_next = 0;

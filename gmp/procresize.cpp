@@ -66,6 +66,15 @@ void destroy_p_locked(P* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sched.lock) {
     runtime.stacks.free(p->stacks, static_cast<size_t>(p->nstacks));
     p->nstacks = 0;
   }
+  // The other stack size classes' (each G onto its own class's list).
+  for (int c = 1; c < kStackClasses; c++) {
+    P::SizedCache& sc = p->sized[c - 1];
+    while (G* g = sc.gfree.pop()) gfput_global_locked(g);
+    if (sc.nstacks > 0) {
+      stack_pool(c).free(sc.stacks, static_cast<size_t>(sc.nstacks));
+      sc.nstacks = 0;
+    }
+  }
   p->goid_next = p->goid_end = 0;
   p->preempted = nullptr;
   sched.retired_created.fetch_add(p->created.exchange(0, std::memory_order_relaxed), std::memory_order_relaxed);

@@ -207,9 +207,11 @@ void teardown() {
   // Under LeakSanitizer, heap owned through an abandoned goroutine's frames
   // must stay reachable (docs/runtime.md: no leaks under ASan/LSan): keep its stacks.
   runtime.stacks.destroy(/*keep_mapped=*/abandoned);
+  stack_classes_destroy(/*keep_mapped=*/abandoned);
 #else
   (void)abandoned;
   runtime.stacks.destroy();
+  stack_classes_destroy(/*keep_mapped=*/false);
 #endif
 }
 
@@ -275,6 +277,7 @@ int run_scheduler(void (*body)(void*, int*), void* arg, const Config& cfg_in, co
   if (cfg.park_check) debug.parkcheck = 1;
   rebuild_sched(cfg, custom_procs);
   runtime.stacks.init(cfg.stack_size);
+  stack_classes_init();
   runtime.hooks.diag_init();
   runtime.hooks.netpoll_init();
 

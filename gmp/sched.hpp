@@ -190,9 +190,26 @@ struct Runtime {
   // from any thread at any time, and the nodes of its range list are freed
   // only with the pool (stack.hpp).
   StackPool stacks;
+  // The same for the other stack size classes (GoOptions::stack), index
+  // stack_class - 1 (stackclass.cpp).
+  StackPool sized_stacks[kStackClasses - 1];
 };
 
 extern Runtime runtime;  // defined in run.cpp
+
+// The pool of stack size class `cls` (G::stack_class).
+inline StackPool& stack_pool(int cls) { return cls == 0 ? runtime.stacks : runtime.sized_stacks[cls - 1]; }
+// Sets up the pools of the classes other than the default for a run, and
+// releases them at its end, as StackPool::init and destroy (stackclass.cpp).
+void stack_classes_init();
+void stack_classes_destroy(bool keep_mapped);
+// Which stack, of any class's pool, addr lies in (StackPool::find over
+// every pool). Lock-free and async-signal-safe.
+bool find_stack(const void* addr, StackSlot* out);
+// Bytes enough to copy the live part of any goroutine stack that may
+// exist (the largest class with a slab mapped), at most 1 MiB: the
+// buffers tracebacks copy stacks into.
+size_t stack_copy_cap();
 
 // One run's scheduler state (Go's schedt). Each run builds it fresh from
 // its Config, and its tear-down replaces it with an empty one (run.cpp): no
@@ -226,15 +243,17 @@ struct Sched {
   std::atomic<int32_t> nmspinning{0};
   GDeque runq ABSL_GUARDED_BY(lock);
   std::atomic<int32_t> runqsize{0};
-  GDeque gfree ABSL_GUARDED_BY(lock);
+  // Dead Gs, a list per stack size class (G::stack_class; the default's
+  // is [0]), so that a G is only reborn on a stack of its own class.
+  GDeque gfree[kStackClasses] ABSL_GUARDED_BY(lock);
   // Written under lock; read without it as a hint (gfget, the scavenger).
-  std::atomic<int32_t> ngfree{0};
+  std::atomic<int32_t> ngfree[kStackClasses]{};
   // Scavenger state (under lock): the fewest Gs gfree held since the last
   // period began, when that was, and how many Gs are still to be released
   // (the last two are also read without the lock, as hints).
-  int32_t ngfree_low ABSL_GUARDED_BY(lock) = 0;
-  std::atomic<int64_t> gfree_scavenged{0};
-  std::atomic<int32_t> gfree_debt{0};
+  int32_t ngfree_low[kStackClasses] ABSL_GUARDED_BY(lock) = {};
+  std::atomic<int64_t> gfree_scavenged[kStackClasses]{};
+  std::atomic<int32_t> gfree_debt[kStackClasses]{};
   // One M may block in netpoll at a time; it is not idle for checkdead.
   std::atomic<bool> netpoll_blocked{false};
   // When an M last polled the network. A run starts as Go's schedinit

@@ -98,11 +98,12 @@ size_t table_span() { return page_size() / sizeof(void*) * page_size(); }
 
 bool stack_guard_madvise_supported() { return g_madvise_guards.load() == 1; }
 
-void StackPool::init(size_t stack_size) {
+void StackPool::init(size_t stack_size, size_t warm_limit) {
   size_t p = page_size();
   if (stack_size < 16 * 1024) stack_size = 16 * 1024;
   size_ = (stack_size + p - 1) / p * p;
   slot_ = size_ + kGuardSize;
+  warm_limit_ = warm_limit;
   // About 64 MiB of address space per slab, at least one stack.
   slots_per_slab_ = (64u << 20) / slot_;
   if (slots_per_slab_ == 0) slots_per_slab_ = 1;
@@ -401,7 +402,7 @@ void StackPool::free_batch(char* const* entries, size_t n) {
     for (size_t i = 0; i < n; i++) {
       if (unprepared(entries[i])) {
         fresh_.push_back(without_tag(entries[i]));  // never used: nothing to give back
-      } else if (warm_.size() < kWarmLimit) {
+      } else if (warm_.size() < warm_limit_) {
         warm_.push_back(entries[i]);
       } else {
         cold[k++] = entries[i];
@@ -460,6 +461,7 @@ bool StackPool::find(const void* addr, StackSlot* out) const {
     if (a < base || a - base >= bytes || slot == 0) continue;
     uintptr_t off = (a - base) % slot;
     out->lo = reinterpret_cast<char*>(a - off + kGuardSize);
+    out->size = slot - kGuardSize;
     out->guard = off < kGuardSize;
     return true;
   }

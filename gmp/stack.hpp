@@ -63,6 +63,12 @@
 // process_madvise (one TLB shootdown). Address space is released only at
 // shutdown.
 //
+// Size classes: a pool's slots are all of one size. The runtime has a
+// pool per stack size class (gort::StackSize): runtime.stacks for the
+// default (Config::stack_size), runtime.sized_stacks for 64 KiB and 8 MiB
+// stacks (stackclass.cpp), each with its own warm limit
+// (kStackClassTable below). Only the default's pool runs the helper.
+//
 // Thread-safety: StackPool's methods take its lock; it is not on the hot
 // path (only batch refills and releases reach it). find() is the exception:
 // the fault handler (fault.cpp) asks it which stack an address lies in,
@@ -83,14 +89,16 @@
 
 #include "gmp/lock.hpp"
 #include "gmp/os/note.hpp"
+#include "gort/runtime.hpp"
 
 namespace gort::internal {
 
 inline constexpr size_t kGuardSize = 16 * 1024;
 
-// Where an address lies in the pool (StackPool::find).
+// Where an address lies in the pool (StackPool::find, find_stack).
 struct StackSlot {
-  char* lo = nullptr;   // the usable stack: [lo, lo + stack_size())
+  char* lo = nullptr;   // the usable stack: [lo, lo + size)
+  size_t size = 0;      // the pool's stack_size()
   bool guard = false;   // in the guard right below lo
 };
 
@@ -107,7 +115,9 @@ class StackPool {
   StackPool& operator=(const StackPool&) = delete;
 
   // stack_size is rounded up to whole pages and to at least 16 KiB.
-  void init(size_t stack_size);
+  // warm_limit: how many freed stacks keep their pages (kWarmLimit; a
+  // pool of large stacks keeps fewer: kStackClassTable below).
+  void init(size_t stack_size, size_t warm_limit = kWarmLimit);
   // Releases every slab. All stacks must be unused, or abandoned: with
   // `keep_mapped` the slabs stay mapped (and registered as LeakSanitizer
   // roots) for the rest of the process, so that what abandoned goroutines'
@@ -172,6 +182,8 @@ class StackPool {
   // Whether addr lies in memory the pool reserved, and where. Lock-free and
   // async-signal-safe.
   bool find(const void* addr, StackSlot* out) const;
+  // Whether the pool has a slab mapped (lock-free).
+  bool mapped() const { return ranges_.load(std::memory_order_acquire) != nullptr; }
 
  private:
   struct SlabRange {
@@ -211,6 +223,7 @@ class StackPool {
   size_t size_ = 0;
   size_t slot_ = 0;
   size_t slots_per_slab_ = 0;
+  size_t warm_limit_ = kWarmLimit;
   // The process's own pidfd, for process_madvise (init() to destroy());
   // -1 if it could not be opened.
   int pidfd_ = -1;
@@ -248,6 +261,37 @@ class StackPool {
 
 // The system's page size (read once).
 size_t page_size();
+
+// Stack size classes (gort::StackSize, whose values index them; docs/stacks.md,
+// "Stack size classes"): 0 is the default (Config::stack_size, the pool
+// runtime.stacks), the others have pools of their own (stackclass.cpp).
+// Each class keeps its dead Gs apart, so that a G is only ever reborn on a
+// stack of its class.
+inline constexpr int kStackClasses = 3;
+struct StackClass {
+  size_t size;        // bytes; 0 for the default: Config::stack_size
+  int32_t local_max;  // dead Gs a P keeps (the older half spills to the global list)
+  int32_t batch;      // dead Gs a P takes from the global list at once
+  int32_t warm;       // dead Gs the scavenger leaves on the global list, and
+                      // freed stacks the pool keeps with their pages
+  int32_t cache;      // fresh stacks a P takes from the pool at once
+};
+// Small stacks are recycled as the default's are (they are for programs
+// with many goroutines). A large stack may hold megabytes of touched
+// pages: a P keeps two dead ones, and four stay warm beyond the scavenger
+// and in the pool (32 MiB at most each, as glibc keeps ~40 MiB of dead
+// threads' stacks).
+inline constexpr StackClass kStackClassTable[kStackClasses] = {
+    {0, 64, 32, 1024, 32},
+    {kSmallStackSize, 64, 32, 1024, 32},
+    {kLargeStackSize, 2, 1, 4, 1},
+};
+static_assert(static_cast<int>(StackSize::kDefault) == 0 && static_cast<int>(StackSize::kSmall) == 1 &&
+                  static_cast<int>(StackSize::kLarge) == kStackClasses - 1,
+              "kStackClassTable is indexed by StackSize");
+// The size of a P's cache of fresh stacks for each class but the default
+// (P::SizedCache; the default's is P::kStackCacheMax).
+inline constexpr int kSizedStackCacheMax = 32;
 
 // True while the madvise guard mechanism works on this kernel.
 bool stack_guard_madvise_supported();

@@ -65,7 +65,7 @@ std::vector<Blocked>* g_blocked = nullptr;
 
 std::vector<char>& copy_buffer() {
   static std::vector<char>* buf = new std::vector<char>;
-  size_t cap = std::min<size_t>(runtime.stacks.stack_size(), size_t{1} << 20);
+  size_t cap = stack_copy_cap();
   if (buf->size() < cap) buf->resize(cap);
   return *buf;
 }
@@ -166,6 +166,13 @@ const char* why_running(M* m, G* g) {
   }
   int tid = m->os_tid.load(std::memory_order_acquire);
   if (tid != 0 && thread_sleeps(tid)) return "its thread is blocked in the kernel";
+  // The signal's handler also declines a stack pointer too near the
+  // bottom of the stack for the state it saves (signal.cpp): on a small
+  // stack that is a good part of it (docs/stacks.md, "Stack size classes").
+  if (g->stack_class == static_cast<uint8_t>(StackSize::kSmall)) {
+    return "preemption keeps failing: it runs where asynchronous preemption is unsafe (gort's own code, a library, "
+           "the kernel, or too near the bottom of its small stack) and makes no gort call that yields";
+  }
   return "preemption keeps failing: it runs where asynchronous preemption is unsafe (gort's own code, a library, "
          "the kernel) and makes no gort call that yields";
 }

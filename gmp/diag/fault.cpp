@@ -9,9 +9,9 @@
 // can jump it: its first touch lands in the stack below, or in that stack's
 // guard or further down, having maybe overwritten other goroutines' frames
 // and the G at the top of their stacks. So a fault anywhere in the stack
-// pool's memory while a goroutine runs is reported as that goroutine's
-// stack overflow too, naming the stack it hit (StackPool::find is
-// async-signal-safe). The report is Go's, with the goroutine's frames from
+// pools' memory (every stack size class's) while a goroutine runs is
+// reported as that goroutine's stack overflow too, naming the stack it hit
+// (find_stack is async-signal-safe). The report is Go's, with the goroutine's frames from
 // the faulting instruction (fatal.cpp's die, on the M's own stack: the
 // alternate signal stack is too small for a symbolizer). Any other fault goes to whatever handler was
 // installed before us (ASan's, the application's) or, if none, gets the
@@ -85,7 +85,7 @@ void chain(int sig, siginfo_t* info, void* uc) {
 // Names the stack at slot (not the running G's): its owner's G sits at
 // its top, if the slot is in use and that G was not overwritten.
 void describe_hit(char* addr, const StackSlot& slot) {
-  char* hi = slot.lo + runtime.stacks.stack_size() - kGSize;
+  char* hi = slot.lo + slot.size - kGSize;
   const G* owner = reinterpret_cast<const G*>(hi);
   write_stderr("runtime: fault at ");
   write_stderr_hex(reinterpret_cast<uintptr_t>(addr));
@@ -120,7 +120,7 @@ __attribute__((no_sanitize("address"))) void on_fault(int sig, siginfo_t* info, 
     char* addr = static_cast<char*>(info->si_addr);
     bool own_guard = addr >= g->stack_lo - kGuardSize && addr < g->stack_lo;
     StackSlot slot;
-    if (own_guard || runtime.stacks.find(addr, &slot)) {
+    if (own_guard || find_stack(addr, &slot)) {
       write_stderr("runtime: goroutine stack exceeds ");
       write_stderr_int(static_cast<long long>(g->stack_hi - g->stack_lo));
       write_stderr("-byte limit\n");

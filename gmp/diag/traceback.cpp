@@ -438,8 +438,7 @@ void print_all(TraceWriter& w, G* skip, int level, Frozen world) ABSL_NO_THREAD_
   const bool frozen = world == Frozen::kYes;
   std::vector<char> buf;
   if (!frozen) {
-    size_t cap = runtime.stacks.stack_size();
-    buf.resize(cap < (size_t{1} << 20) ? cap : (size_t{1} << 20));
+    buf.resize(stack_copy_cap());
   }
   int64_t limit = sched.nallg + 1024;
   for (G* g = sched.allg; g != nullptr && limit-- > 0; g = g->allg_next) {

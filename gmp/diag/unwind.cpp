@@ -290,8 +290,8 @@ size_t copy_stack_from(const G* g, uintptr_t lo, char* buf, size_t cap) {
 
 G* goroutine_on_stack(uintptr_t sp) {
   StackSlot slot;
-  if (!runtime.stacks.find(reinterpret_cast<void*>(sp), &slot) || slot.guard) return nullptr;
-  return reinterpret_cast<G*>(slot.lo + runtime.stacks.stack_size() - kGSize);
+  if (!find_stack(reinterpret_cast<void*>(sp), &slot) || slot.guard) return nullptr;
+  return reinterpret_cast<G*>(slot.lo + slot.size - kGSize);
 }
 
 StackView copy_parked_stack(const G* g, const void* ctx, char* buf, size_t cap, UnwindRegs* regs) {

@@ -69,6 +69,88 @@ TEST(Preempt, CallFreeSpinnerDoesNotStarveAnotherGoroutineOnOneP) {
   EXPECT_GE(preempts.load(), 1u) << "the spinner has no calls: only an async preemption lets the other run";
 }
 
+// ---- small stacks (GoOptions::stack) ----
+
+// A spinner on a small stack (StackSize::kSmall), near its top, is
+// preempted as one on a default stack is.
+TEST(PreemptSmallStack, CallFreeSpinnerNearTheTopIsPreempted) {
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
+  std::atomic<bool> spinning{true};
+  std::atomic<bool> other_stopped_spinner{false};
+  std::atomic<uint32_t> preempts{0};
+  std::atomic<size_t> stack_bytes{0};
+  Watchdog dog(5s, [&] { spinning.store(false); });
+  run_cfg(preempt_cfg(1), [&] {
+    Countdown cd(2);
+    gort::go(gort::GoOptions{.stack = gort::StackSize::kSmall}, [&] {
+      G* g = internal::getg();
+      stack_bytes = static_cast<size_t>(g->stack_hi - g->stack_lo);
+      gort::go([&] {
+        other_stopped_spinner = spinning.exchange(false);
+        cd.done();
+      });
+      spin_while(spinning);
+      preempts = self_async_preempts();
+      cd.done();
+    });
+    cd.wait();
+  });
+  dog.disarm();
+  EXPECT_EQ(stack_bytes.load(), gort::kSmallStackSize - internal::kGSize);
+  EXPECT_FALSE(dog.fired()) << "the spinner on a small stack was not preempted within 5 s on 1 P";
+  EXPECT_TRUE(other_stopped_spinner.load());
+  EXPECT_GE(preempts.load(), 1u);
+}
+
+// Recurses until at most `left` bytes of the goroutine's stack remain
+// below the frame, and calls f() there.
+template <class F>
+__attribute__((noinline)) uint64_t at_stack_depth(size_t left, F& f) {
+  volatile char pad[512];
+  pad[0] = 1;
+  auto here = reinterpret_cast<uintptr_t>(&pad[0]);
+  if (here - reinterpret_cast<uintptr_t>(internal::getg()->stack_lo) <= left) return f() + pad[0];
+  return at_stack_depth(left, f) + pad[0];
+}
+
+// What a small stack gives up (docs/stacks.md, "Stack size classes"): the
+// signal handler injects the preemption only with room below the stack
+// pointer for the saved registers, the XSAVE area and the yield's frames
+// (preempt/signal.cpp, kFrameHeadroom: over 16 KiB). A call-free loop with
+// 12 KiB left under it is never preempted asynchronously, however often
+// it is asked (1 ms slices for 200 ms); the goroutine waiting on the P
+// runs only once the loop has come back up and yielded.
+TEST(PreemptSmallStack, CallFreeLoopNearTheBottomIsNotPreemptedAsynchronously) {
+  SKIP_WITHOUT_ASYNC_PREEMPTION();
+  std::atomic<uint32_t> deep_preempts{~0u};
+  std::atomic<int> other_ran_while_deep{-1};
+  std::atomic<bool> other_ran{false};
+  run_cfg(preempt_cfg(1, absl::Milliseconds(1)), [&] {
+    Countdown cd(2);
+    gort::go(gort::GoOptions{.stack = gort::StackSize::kSmall}, [&] {
+      gort::go([&] {
+        other_ran = true;
+        cd.done();
+      });
+      auto spin_deep = [&]() -> uint64_t {
+        const bool ran_before = other_ran.load();
+        const uint32_t before = self_async_preempts();
+        uint64_t x = spin_for(200ms);
+        deep_preempts = self_async_preempts() - before;
+        other_ran_while_deep = !ran_before && other_ran.load() ? 1 : 0;
+        return x;
+      };
+      at_stack_depth(12 * 1024, spin_deep);
+      gort::yield();
+      cd.done();
+    });
+    cd.wait();
+  });
+  EXPECT_EQ(deep_preempts.load(), 0u) << "preempted asynchronously with 12 KiB of stack left";
+  EXPECT_EQ(other_ran_while_deep.load(), 0);
+  EXPECT_TRUE(other_ran.load());
+}
+
 // Another goroutine sleeps 1 ms at a time, kTicks times, beside a spinner
 // on one P. Each of its wake-ups needs the spinner off the P (the P's timers
 // run only when its M is in the scheduler), so the spinner must have been

@@ -106,7 +106,7 @@ def _lookup(name):
 
 
 def _runtime():
-    """What outlives a run (gmp/sched.hpp, Runtime): `running`, the stack pool."""
+    """What outlives a run (gmp/sched.hpp, Runtime): `running`, the stack pools."""
     runtime = _lookup("runtime")
     try:
         if not bool(_atomic(runtime["running"])):
@@ -729,19 +729,37 @@ def _present_pages(pid, lo, hi):
     return runs
 
 
+def _stack_pools():
+    """The runtime's stack pools: the default size class's, then each other
+    class's (runtime.sized_stacks, gmp/stackclass.cpp), each with its own
+    slot size."""
+    rt = _runtime()
+    pools = [rt["stacks"]]
+    try:
+        sized = rt["sized_stacks"]
+        first, last = sized.type.strip_typedefs().range()
+        pools += [sized[i] for i in range(first, last + 1)]
+    except gdb.error:
+        pass  # a library without stack size classes
+    return pools
+
+
 def _gcore(path):
     inf = gdb.selected_inferior()
     if inf.pid == 0 or not inf.threads():
         raise GortError("gort gcore: needs a live process")
-    stacks = _runtime()["stacks"]
-    slot = int(stacks["slot_"])
-    stack = int(stacks["size_"])
-    slabs = [(int(p["first"]), int(p["second"])) for p in _vector_items(stacks["slabs_"])]
+    # (base, bytes, slot, stack) of every slab of every pool.
+    slabs = []
+    for stacks in _stack_pools():
+        slot = int(stacks["slot_"])
+        stack = int(stacks["size_"])
+        slabs += [(int(p["first"]), int(p["second"]), slot, stack)
+                  for p in _vector_items(stacks["slabs_"])]
     gdb.execute("gcore %s" % path, to_string=True)
     loads = _core_loads(path)
     copied = 0
     with open(path, "r+b") as core:
-        for base, size in slabs:
+        for base, size, slot, stack in slabs:
             seg = [l for l in loads if l[0] <= base and base + size <= l[0] + l[1]]
             if not seg:
                 gdb.write("gort gcore: the stack slab at 0x%x is not in the core\n" % base)

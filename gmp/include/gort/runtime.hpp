@@ -26,6 +26,21 @@
 // goroutine's stack is address space (`Config::stack_size`, default 256 KiB)
 // of which only the touched pages cost memory.
 //
+// Stack sizes: Go's stacks grow, gort's cannot (a C++ frame holds pointers
+// into its stack), so a goroutine's stack is reserved whole when it is
+// spawned. `go(GoOptions{.stack = StackSize::kSmall}, f, args...)` gives
+// one goroutine a 64 KiB stack (for programs that run a million small
+// goroutines: less page-table memory each), `StackSize::kLarge` an 8 MiB
+// one (what a thread gets: deep recursion, big locals); the plain
+// `go(f, args...)` gives `Config::stack_size`. A small stack gives things
+// up: asynchronous preemption needs 17–19 KiB free below the goroutine's
+// stack pointer (27 KiB on CPUs with AMX), so a call-free loop more than
+// about 45 KiB below the top of a small stack is preempted only at its
+// next gort call; and libraries written for threads' stacks
+// (getaddrinfo, iostreams, TLS) may overflow it, which is fatal, as any
+// overflow is. docs/stacks.md, "Stack size classes", has the sizes, what
+// each costs per goroutine in page tables, and why.
+//
 // Thread-safety: every function here may be called from any goroutine. `go`
 // may also be called from a plain OS thread while `run` is active.
 //
@@ -104,6 +119,30 @@ struct Config {
 // descriptor without a heap allocation.
 inline constexpr size_t kInlineClosureSize = 64;
 
+// The stack a goroutine gets (GoOptions::stack): its whole size is reserved
+// at `go` and never changes (address space; pages are committed as
+// touched). Overflowing it is Go's `fatal error: stack overflow`, whatever
+// the size. Each size has its own slabs and its own dead goroutines kept
+// for reuse: a goroutine is only ever reborn on a stack of its own size.
+enum class StackSize : uint8_t {
+  // Config::stack_size (256 KiB unless the run chose another).
+  kDefault,
+  // kSmallStackSize (64 KiB), whatever Config::stack_size is: for a
+  // million small goroutines. A call-free loop in its bottom 17–19 KiB
+  // is not preempted asynchronously (see the top of this header).
+  kSmall,
+  // kLargeStackSize (8 MiB, a default thread's): deep recursion, big
+  // locals, code written for threads.
+  kLarge,
+};
+inline constexpr size_t kSmallStackSize = 64 * 1024;
+inline constexpr size_t kLargeStackSize = 8 * 1024 * 1024;
+
+// How `go(GoOptions, f, args...)` starts its goroutine.
+struct GoOptions {
+  StackSize stack = StackSize::kDefault;
+};
+
 namespace internal {
 
 struct G;
@@ -116,6 +155,10 @@ using ClosureFn = void (*)(void* storage);
 // and the runtime is stopping: the spawn is dropped. Panics when the
 // runtime is not running.
 GORT_API G* newproc_alloc(ClosureFn invoke, ClosureFn destroy, void** storage);
+// newproc_alloc for a goroutine whose stack is of size `stack` (go with
+// GoOptions). Panics, before anything else, when `stack` is not one of
+// StackSize's values.
+GORT_API G* newproc_alloc(StackSize stack, ClosureFn invoke, ClosureFn destroy, void** storage);
 // Makes a goroutine from newproc_alloc runnable.
 GORT_API void newproc_start(G* g);
 // Gives back a G from newproc_alloc whose closure was never constructed.
@@ -164,6 +207,39 @@ void invoke_heap(void* storage) {
 template <class Tuple>
 void destroy_heap(void* storage) {
   delete *static_cast<Tuple**>(storage);
+}
+
+// The body of both `go`s: kSized asks for `stack` (go with GoOptions); the
+// plain go's call stays the one it always was. Always inlined into the
+// caller of `go`, for its "created by" record (see `go`).
+template <bool kSized, class F, class... Args>
+__attribute__((always_inline)) inline void go_with(StackSize stack, F&& f, Args&&... args) {
+  using Tuple = std::tuple<std::decay_t<F>, std::decay_t<Args>...>;
+  constexpr bool kInline = sizeof(Tuple) <= kInlineClosureSize && alignof(Tuple) <= 16;
+  constexpr ClosureFn invoke = kInline ? &invoke_inline<Tuple> : &invoke_heap<Tuple>;
+  constexpr ClosureFn destroy = kInline ? &destroy_inline<Tuple> : &destroy_heap<Tuple>;
+  void* storage;
+  // Allocate first: if the runtime is not running this panics, and if it is
+  // stopping it drops the spawn, before f and args are copied anywhere.
+  G* g;
+  if constexpr (kSized) {
+    g = newproc_alloc(stack, invoke, destroy, &storage);
+  } else {
+    (void)stack;
+    g = newproc_alloc(invoke, destroy, &storage);
+  }
+  if (g == nullptr) return;
+  try {
+    if constexpr (kInline) {
+      ::new (storage) Tuple(std::forward<F>(f), std::forward<Args>(args)...);
+    } else {
+      *static_cast<Tuple**>(storage) = new Tuple(std::forward<F>(f), std::forward<Args>(args)...);
+    }
+  } catch (...) {
+    newproc_abort(g);
+    throw;
+  }
+  newproc_start(g);
 }
 
 // gort::run's main: callable with no arguments, returning void or int.
@@ -219,27 +295,21 @@ int run(F main, Config cfg = {}) {
 template <class F, class... Args>
   requires std::is_invocable_v<std::decay_t<F>, std::decay_t<Args>...>
 __attribute__((always_inline)) inline void go(F&& f, Args&&... args) {
-  using Tuple = std::tuple<std::decay_t<F>, std::decay_t<Args>...>;
-  constexpr bool kInline = sizeof(Tuple) <= kInlineClosureSize && alignof(Tuple) <= 16;
-  void* storage;
-  // Allocate first: if the runtime is not running this panics, and if it is
-  // stopping it drops the spawn, before f and args are copied anywhere.
-  internal::G* g = kInline ? internal::newproc_alloc(&internal::invoke_inline<Tuple>,
-                                                     &internal::destroy_inline<Tuple>, &storage)
-                           : internal::newproc_alloc(&internal::invoke_heap<Tuple>,
-                                                     &internal::destroy_heap<Tuple>, &storage);
-  if (g == nullptr) return;
-  try {
-    if constexpr (kInline) {
-      ::new (storage) Tuple(std::forward<F>(f), std::forward<Args>(args)...);
-    } else {
-      *static_cast<Tuple**>(storage) = new Tuple(std::forward<F>(f), std::forward<Args>(args)...);
-    }
-  } catch (...) {
-    internal::newproc_abort(g);
-    throw;
-  }
-  internal::newproc_start(g);
+  internal::go_with<false>(StackSize::kDefault, std::forward<F>(f), std::forward<Args>(args)...);
+}
+
+// `go(f, args...)` with options: the goroutine's stack size, e.g.
+//
+//   gort::go({.stack = gort::StackSize::kSmall}, serve, conn);
+//
+// StackSize::kDefault is the plain `go`. Everything else is as for the
+// plain `go`; in particular it panics `gort::go: the runtime is not
+// running` outside a run, and a value of `stack` that is not one of
+// StackSize's panics too, before f and args are copied.
+template <class F, class... Args>
+  requires std::is_invocable_v<std::decay_t<F>, std::decay_t<Args>...>
+__attribute__((always_inline)) inline void go(GoOptions opts, F&& f, Args&&... args) {
+  internal::go_with<true>(opts.stack, std::forward<F>(f), std::forward<Args>(args)...);
 }
 
 // Runs f() — a call that may block in the kernel (file I/O, a foreign
@@ -325,12 +395,13 @@ struct RuntimeStats {
   int threads = 0;           // Ms (OS threads) created by this run so far
   int idle_threads = 0;      // Ms sleeping for lack of work
   int64_t goroutines = 0;    // num_goroutine()
-  // Goroutine descriptors (each with its stack) that exist: the live
-  // goroutines plus dead ones cached for reuse (at most ~1,024 beyond the
-  // per-P caches; the rest are released with their stacks).
+  // Goroutine descriptors (each with its stack, of any StackSize) that
+  // exist: the live goroutines plus dead ones cached for reuse (beyond the
+  // per-P caches, at most ~1,024 of the default and the small size and 4
+  // of the large one; the rest are released with their stacks).
   int64_t goroutines_allocated = 0;
-  size_t stack_slabs = 0;    // stack slabs mapped (each one mmap)
-  size_t stack_size = 0;     // bytes reserved per goroutine stack (its G at the top included)
+  size_t stack_slabs = 0;    // stack slabs mapped, of every StackSize (each one mmap)
+  size_t stack_size = 0;     // bytes reserved per StackSize::kDefault stack (its G at the top included)
   const char* stack_guard = "";  // "madvise" (MADV_GUARD_INSTALL) or "mprotect"
   // Fresh stacks prepared ahead of need by the runtime's helper thread
   // during bursts of new goroutines, in this run (docs/stacks.md).
