@@ -15,10 +15,12 @@
 //    prints the same names. Lower is better, except for metrics whose name
 //    ends in "/s" (throughput). A case without counters is compared on
 //    Google Benchmark's own time per iteration, reported as "ns/op".
-//  - GORT_BENCH_SCALE (default 1) scales the workload sizes (`scaled`), for
-//    smoke runs (`bench/compare --quick` uses 0.1).
+//  - GORT_BENCH_SCALE (default 1) scales the workload sizes (`scaled`) and
+//    the fixed durations (`scale`), for smoke runs (`bench/compare --quick`
+//    uses 0.1).
 #pragma once
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <benchmark/benchmark.h>
@@ -33,13 +35,26 @@
 
 namespace gortbench {
 
+// GORT_BENCH_SCALE (default 1; a value that is not positive counts as 1).
+inline double scale() {
+  double s = 1.0;
+  if (const char* env = std::getenv("GORT_BENCH_SCALE")) s = std::strtod(env, nullptr);
+  return s > 0 ? s : 1.0;
+}
+
 // n scaled by GORT_BENCH_SCALE, at least 1.
 inline int64_t scaled(int64_t n) {
-  double scale = 1.0;
-  if (const char* env = std::getenv("GORT_BENCH_SCALE")) scale = std::strtod(env, nullptr);
-  if (!(scale > 0)) scale = 1.0;
-  auto v = static_cast<int64_t>(static_cast<double>(n) * scale);
+  auto v = static_cast<int64_t>(static_cast<double>(n) * scale());
   return v < 1 ? 1 : v;
+}
+
+// CPU time of the whole process so far, user + system, every thread
+// (getrusage RUSAGE_SELF; Go's twin: harness.CPUSeconds, the same call).
+inline double process_cpu_seconds() {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 // Resident set size now, from /proc/self/statm (pages * page size).

@@ -73,7 +73,9 @@ static inline const char* c_server_listen_flag(int argc, char** argv, const char
   return dflt;
 }
 
-// Listens on addr (non-blocking, SO_REUSEADDR, backlog 1024), makes
+// Listens on addr (non-blocking, SO_REUSEADDR, backlog SOMAXCONN as gort's
+// and Go's listeners: 4096 with this glibc, capped by the kernel at
+// net.core.somaxconn; bench/echo_compare connects 1,000 at once), makes
 // SIGTERM and SIGINT end c_server_loop, and prints "listening on
 // HOST:PORT" as the gort samples do. Exits 2 on a bad address, 1 on
 // failure.
@@ -92,7 +94,7 @@ static inline int c_server_listen(const char* prog, const char* addr) {
   if (ls < 0) c_server_die("socket");
   setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (bind(ls, (struct sockaddr*)&sa, sizeof sa) != 0) c_server_die("bind");
-  if (listen(ls, 1024) != 0) c_server_die("listen");
+  if (listen(ls, SOMAXCONN) != 0) c_server_die("listen");
   socklen_t len = sizeof sa;
   getsockname(ls, (struct sockaddr*)&sa, &len);
   char ip[INET_ADDRSTRLEN];

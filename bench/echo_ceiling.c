@@ -7,7 +7,9 @@
 // (a read shorter than the buffer means the socket is empty, so no read
 // is spent on EAGAIN; see c_server.h). Bytes the socket does not take at once are kept
 // and sent when it is writable again, and reading that connection waits
-// until they are out, as a blocking echo loop would.
+// until they are out, as a blocking echo loop would. Pipelined input
+// (bench/echo_load.c -mode stream) is read 4 KiB at a time and each read
+// echoed as it came, as the gort sample and its Go twin do.
 //
 // Usage (the flags of samples/echo_server; -procs, -max-conns and
 // -idle-timeout are accepted and ignored):

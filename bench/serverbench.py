@@ -450,8 +450,10 @@ class Others:
     """Measures the CPU time that processes other than the server, the load
     generator and this script used during a window: the machine is shared,
     and a build next door inflates every figure. start() before the load
-    generator is started, stop(server_cpu_ns) after it has been waited for;
-    the result is in ns (clock-tick resolution)."""
+    generator is started, stop(server_cpu_ns) after it has been waited for
+    (a load generator that goes on running: add the CPU time it reports
+    for the window to server_cpu_ns); the result is in ns (clock-tick
+    resolution)."""
 
     def start(self):
         self.busy0, self.own0 = _machine_busy_ns(), _own_ns()
@@ -480,7 +482,10 @@ def measure_round(sides, start, load, duration, slice_s, warmup, turn, syscalls=
 
     start(side) returns (Server, CpuCgroup or None) for a new server;
     load(server, seconds) runs the load generator against it and returns
-    (requests or messages completed, seconds it measured). Every server is
+    (requests or messages completed, seconds it measured), or a triple
+    whose third item is the CPU ns that a load generator still running
+    (one kept between turns, not yet waited for) used in the turn, so
+    that it is not counted as other processes' time. Every server is
     started, warmed up for `warmup` seconds, then the sides take turns in
     slices of about slice_s seconds until each has had `duration`, the
     order rotating by one each slice (starting at `turn`), so that a change
@@ -518,8 +523,11 @@ def measure_round(sides, start, load, duration, slice_s, warmup, turn, syscalls=
                     t0, before = time.monotonic(), srv.cpu()
                     others.start()
                     thr0 = cgroup.stat() if cgroup else None
-                    count, secs = load(srv, each)
-                    time.sleep(0.05)  # the load generator's closes reach the server
+                    done = load(srv, each)
+                    count, secs = done[0], done[1]
+                    helper_ns = done[2] if len(done) > 2 else 0
+                    # The load generator's closes (if it closed) reach the server.
+                    time.sleep(0.05)
                     after, t1 = srv.cpu(), time.monotonic()
                     cpu = cpu_used_ns(before, after)
                     a["cpu"] += cpu
@@ -528,7 +536,7 @@ def measure_round(sides, start, load, duration, slice_s, warmup, turn, syscalls=
                     a["count"] += count
                     a["load_s"] += secs
                     a["wall_s"] += t1 - t0
-                    a["others"] += others.stop(cpu)
+                    a["others"] += others.stop(cpu + helper_ns)
                     if perf:
                         counts = perf.stop()
                         a["syscalls"] += counts.get("raw_syscalls:sys_enter", 0)

@@ -27,6 +27,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -64,19 +65,34 @@ func (r *Result) Op(f func(b *testing.B)) {
 	r.Report("ns/op", float64(res.T.Nanoseconds())/float64(res.N))
 }
 
-// Scaled returns n scaled by GORT_BENCH_SCALE (default 1), at least 1.
-func Scaled(n int) int {
-	scale := 1.0
+// Scale returns GORT_BENCH_SCALE (default 1; a value that is not positive
+// counts as 1), for fixed durations.
+func Scale() float64 {
 	if s := os.Getenv("GORT_BENCH_SCALE"); s != "" {
 		if v, err := strconv.ParseFloat(s, 64); err == nil && v > 0 {
-			scale = v
+			return v
 		}
 	}
-	v := int(float64(n) * scale)
+	return 1.0
+}
+
+// Scaled returns n scaled by GORT_BENCH_SCALE (default 1), at least 1.
+func Scaled(n int) int {
+	v := int(float64(n) * Scale())
 	if v < 1 {
 		v = 1
 	}
 	return v
+}
+
+// CPUSeconds is the CPU time of the whole process so far, user + system,
+// every thread (getrusage RUSAGE_SELF, as gortbench::process_cpu_seconds).
+func CPUSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
 }
 
 // RSSBytes is the resident set size now, from /proc/self/statm.
