@@ -331,6 +331,14 @@ bool timer_reset(Timer* t, int64_t when, int64_t period) {
   return r;
 }
 
+bool timer_push_later(Timer* t, int64_t when) {
+  race_release(t);
+  t->mu.lock();
+  bool done = t->period == 0 && when >= t->target && reset_later(t, when);
+  t->mu.unlock();
+  return done;
+}
+
 bool timer_active(Timer* t) { return __atomic_load_n(&t->p, __ATOMIC_ACQUIRE) != nullptr; }
 
 int64_t timers_run(P* p, int64_t now) {

@@ -127,6 +127,11 @@ void timer_sleep(int64_t when, WaitReason reason);
 bool timer_stop(Timer* t);
 // Stops t and re-adds it at `when`. Returns what timer_stop returned.
 bool timer_reset(Timer* t, int64_t when, int64_t period);
+// Moves a queued one-shot timer to `when`, no earlier than its target,
+// without the heap lock (reset's lock-free path, and nothing else): true if
+// done. False if t is idle, periodic, claimed by its runner or asked to
+// move earlier: then the caller stops or resets it (a locked path).
+bool timer_push_later(Timer* t, int64_t when);
 // True if t is queued (its f may still be running when this is false).
 bool timer_active(Timer* t);
 // t's stop/reset count (see "Stale firings" above).

@@ -28,6 +28,7 @@
 #include "gmp/tls.hpp"
 #include "gort/time.hpp"
 #include "stdlib/sync/chan_core.hpp"
+#include "stdlib/sync/chan_ring.hpp"
 
 namespace gort {
 
@@ -71,6 +72,11 @@ struct Timer::State {
   // Under send_mu: a one-shot arming whose value has not been sent yet (so
   // a stop that finds the timer idle knows a claimed firing is in flight).
   bool armed = false;
+  // Written under send_mu: a value may sit in c (send_time put one there,
+  // and no drain has found c empty since). While it is false, a reset that
+  // pushes a queued timer later needs neither send_mu nor the channel
+  // (Timer::reset).
+  std::atomic<bool> sent{false};
   // Tickers: set when the last Ticker handle is gone. From then on the
   // ticker stops as soon as nobody holds its channel either (Go 1.23
   // collects a ticker nothing refers to): at once if nobody does, or at
@@ -106,12 +112,20 @@ struct Timer::State {
       absl::Time now = absl::Now();
       internal::SelectCase sc{internal::ChanAccess::core(s->c), &now, true, false};
       internal::selectgo(&sc, 1, false);  // drop the value if the buffer is full
+      s->sent.store(true, std::memory_order_release);
     }
     s->send_mu.unlock();
   }
 
   // send_mu held: takes a value left in the channel; true if there was one.
   bool drain() {
+    // Only send_time sends on c, under send_mu: an empty ring stays empty
+    // (a receiver can only empty it further). A reset of a timer that has
+    // not fired since the last drain (a deadline pushed back) skips the
+    // channel altogether, and one whose value was received skips the select.
+    if (!sent.load(std::memory_order_relaxed)) return false;
+    sent.store(false, std::memory_order_relaxed);
+    if (internal::ring_len(internal::ChanAccess::core(c)) == 0) return false;
     absl::Time stale;
     internal::SelectCase sc{internal::ChanAccess::core(c), &stale, false, false};
     return internal::selectgo(&sc, 1, false) == 0 && sc.received;
@@ -170,8 +184,15 @@ bool Timer::stop() const {
 
 bool Timer::reset(absl::Duration d) const {
   if (!s_) throw panic_error("time: Reset called on uninitialized Timer");
-  if (!s_->c) return internal::timer_reset(&s_->t, when_after(d), 0);
-  return s_->stop_or_reset(when_after(d), 0);
+  const int64_t when = when_after(d);
+  if (!s_->c) return internal::timer_reset(&s_->t, when, 0);
+  // The common reset, a deadline pushed back before it fired: the timer is
+  // queued, nothing sits in its channel, and it moves later without
+  // send_mu. No value can arrive meanwhile: a firing of this arming that
+  // was claimed fails the push (timer_push_later), and an older one's is
+  // stale (timer.hpp, "Stale firings").
+  if (!s_->sent.load(std::memory_order_acquire) && internal::timer_push_later(&s_->t, when)) return true;
+  return s_->stop_or_reset(when, 0);
 }
 
 namespace {

@@ -353,6 +353,27 @@ TEST_P(TimerChan, FiredUnreceivedValueIsDiscarded) {
   });
 }
 
+// A timer pushed back again and again (a deadline renewed per request,
+// which takes reset's lock-free path) fires once, not before the last time
+// asked; once its value is received, a reset re-arms it (false: nothing
+// was pending) and the next pushes go lock-free again.
+TEST_P(TimerChan, PushedBackTimerFiresOnceAtItsLastTime) {
+  run_test([] {
+    auto t = gort::new_timer(absl::Milliseconds(20));
+    for (int round = 0; round < 3; round++) {
+      for (int i = 0; i < 1000; i++) EXPECT_TRUE(t.reset(absl::Milliseconds(20))) << "round " << round;
+      const absl::Time last = absl::Now();
+      std::optional<absl::Time> v = t.chan().recv();
+      ASSERT_TRUE(v.has_value());
+      EXPECT_GE(absl::Now() - last, absl::Milliseconds(18)) << "fired before the last push's time";
+      EXPECT_FALSE(take(t.chan())) << "fired twice";
+      EXPECT_FALSE(t.reset(absl::Milliseconds(20))) << "fired and received: nothing was pending";
+    }
+    EXPECT_TRUE(t.stop());
+    EXPECT_FALSE(take(t.chan()));
+  });
+}
+
 // Tickers at a few µs stopped and reset while their ticks are being sent
 // on other threads: after stop, no tick; after reset to an hour, no tick.
 TEST_P(TimerChan, TickerStopAndResetRacingWithTicks) {
