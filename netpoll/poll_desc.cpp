@@ -542,10 +542,24 @@ int poll_wait(PollDesc* pd, int mode) {
     if (poll_check(pd, mode) == kPollOk) {
       park(&commit_wait, gpp, WaitReason::kIOWait);
     }
-    old = gpp->exchange(0, std::memory_order_acq_rel);
-    if (old > kWait) fatal("poll_wait: corrupted descriptor");
-    if (old == kReady) return kPollOk;
-    // Woken by close or a deadline (checked at the top), or spuriously.
+    // Back: unblock replaced this goroutine's G (or its kWait, if it did
+    // not park) with kReady or 0, or has not come (close or a deadline).
+    // Another reader of the descriptor (the hooks let several goroutines
+    // read one pipe) may have taken that kReady meanwhile and be waiting
+    // in the slot itself by now: only this goroutine's own marks are
+    // cleared, never another's wait.
+    old = gpp->load(std::memory_order_acquire);
+    for (;;) {
+      if (old == reinterpret_cast<uintptr_t>(self)) fatal("poll_wait: woken while still waiting in the descriptor");
+      if (old == kReady) {
+        if (gpp->compare_exchange_weak(old, 0, std::memory_order_acq_rel)) return kPollOk;
+        continue;
+      }
+      if (old != kWait) break;  // 0, or another goroutine's wait
+      if (gpp->compare_exchange_weak(old, 0, std::memory_order_acq_rel)) break;
+    }
+    // Woken by close or a deadline (checked at the top), or spuriously, or
+    // another reader took the readiness: wait again.
   }
 }
 
