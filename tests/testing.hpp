@@ -12,6 +12,7 @@
 //     internal::park/ready, so that scheduler tests do not depend on stdlib/.
 //     They tell the race detector their happens-before edges, as stdlib's
 //     primitives do (docs/race.md): the scheduler itself orders nothing.
+//   - count_fds, count_threads, rss_bytes: what /proc says of this process.
 //   - read_errno/write_errno, current_m(): opaque accessors that the compiler
 //     cannot hoist across a switch (see docs/runtime.md, "Thread state saved
 //     per goroutine").
@@ -88,6 +89,13 @@ inline int count_dir_entries(const char* path) {
 
 inline int count_fds() { return count_dir_entries("/proc/self/fd"); }
 inline int count_threads() { return count_dir_entries("/proc/self/task"); }
+
+// Resident memory of this process, in bytes (/proc/self/statm).
+inline size_t rss_bytes() {
+  size_t size = 0, resident = 0;
+  std::ifstream("/proc/self/statm") >> size >> resident;
+  return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
 
 inline int count_maps_lines() {
   std::ifstream in("/proc/self/maps");

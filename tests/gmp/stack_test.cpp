@@ -21,13 +21,6 @@ using internal::StackPool;
 
 size_t page() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 
-// Resident set size of this process, in bytes.
-size_t rss_bytes() {
-  std::ifstream in("/proc/self/statm");
-  size_t total = 0, resident = 0;
-  in >> total >> resident;
-  return resident * page();
-}
 
 // MADV_GUARD_INSTALL exists from Linux 6.13 on.
 bool kernel_has_guard_madvise() { return kernel_at_least(6, 13); }

@@ -29,14 +29,7 @@ using internal::kGSize;
 
 constexpr int kClasses = internal::kStackClasses;
 
-size_t page() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 
-size_t rss_bytes() {
-  std::ifstream in("/proc/self/statm");
-  size_t total = 0, resident = 0;
-  in >> total >> resident;
-  return resident * page();
-}
 
 // The whole slot of each class (its G at the top included): the run's
 // Config::stack_size for the default.

@@ -22,9 +22,11 @@
 
 namespace {
 
+using gort::test::make_pair;
 using gort::test::msg;
 using gort::test::must;
 using gort::test::NetTest;
+using gort::test::Pair;
 using gort::test::Parked;
 using gort::test::read_exactly;
 using gort::test::write_str;
@@ -40,20 +42,6 @@ uint64_t next_random(uint64_t* x) {
   return *x;
 }
 
-// A connected pair over loopback TCP.
-struct Pair {
-  gort::net::Listener ln;
-  gort::net::Conn client, server;
-};
-
-Pair make_pair() {
-  Pair p;
-  p.ln = must(gort::net::listen("tcp", "127.0.0.1:0"));
-  if (!p.ln) return p;
-  p.client = must(gort::net::dial("tcp", p.ln.addr()));
-  p.server = must(p.ln.accept());
-  return p;
-}
 
 // A listening socket with a backlog of 0 whose queue is already full: a
 // connect to it is neither accepted nor refused (Linux drops the SYN).

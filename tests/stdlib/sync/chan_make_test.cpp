@@ -68,12 +68,7 @@ TEST(MakeChan, AllocationFailureInsideTheBoundPanics) {
   GORT_EXPECT_SUBPROCESS_OK(60, child);
 }
 
-// Resident memory of this process.
-size_t rss_bytes() {
-  size_t size = 0, resident = 0;
-  std::ifstream("/proc/self/statm") >> size >> resident;
-  return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
-}
+using gort::test::rss_bytes;
 
 constexpr size_t kMiB = size_t{1} << 20;
 
