@@ -58,6 +58,7 @@
 
 namespace gort::internal {
 
+struct Bubble;
 struct M;
 struct P;
 
@@ -82,8 +83,47 @@ enum class WaitReason : uint8_t {
   kTimer,
   kPreempted,
   kTest,
+  // A synctest bubble's durable waits (gmp/bubble.hpp): Go's texts, and
+  // gort's for its Mutex, RWMutex and Semaphore, which Go does not count.
+  kSynctestRun,
+  kSynctestWait,
+  kSynctestChanRecv,
+  kSynctestChanSend,
+  kSynctestSelect,
+  kSynctestWaitGroup,
+  kSynctestMutex,
+  kSynctestRWMutex,
+  kSynctestSemacquire,
   kNumWaitReasons  // not a reason: the count (add new ones above it)
 };
+
+// Whether a goroutine of a synctest bubble parked for `r` is durably
+// blocked (Go's waitReason.isIdleInSynctest): only another goroutine of its
+// bubble, or the bubble's fake clock, can wake it. Channel and select waits
+// are durable only on the bubble's own channels (the callers pass the
+// kSynctest* reasons for those); I/O, kernel waits and objects made
+// outside the bubble are not.
+constexpr bool wait_reason_durable(WaitReason r) {
+  switch (r) {
+    case WaitReason::kChanSendNilChan:
+    case WaitReason::kChanRecvNilChan:
+    case WaitReason::kSelectNoCases:
+    case WaitReason::kSleep:
+    case WaitReason::kSyncCond:
+    case WaitReason::kSynctestRun:
+    case WaitReason::kSynctestWait:
+    case WaitReason::kSynctestChanRecv:
+    case WaitReason::kSynctestChanSend:
+    case WaitReason::kSynctestSelect:
+    case WaitReason::kSynctestWaitGroup:
+    case WaitReason::kSynctestMutex:
+    case WaitReason::kSynctestRWMutex:
+    case WaitReason::kSynctestSemacquire:
+      return true;
+    default:
+      return false;
+  }
+}
 
 const char* wait_reason_string(WaitReason r);
 // Go's text of each WaitReason, indexed by it (newproc.cpp).
@@ -157,6 +197,13 @@ struct alignas(64) G {
   bool preempt_locks_m = false;
   // Goroutine-local storage (GoroutineLocal), destroyed at exit.
   void* locals = nullptr;
+  // The synctest bubble it belongs to (gmp/bubble.hpp), inherited from its
+  // creator at spawn, or null. Fixed for the G's life but for the bubble's
+  // root, which joins and leaves while it runs synctest::test.
+  Bubble* bubble = nullptr;
+  // Its creation order in its bubble (1 for main): unlike `id`, the same in
+  // every run of a seeded bubble, so schedules are told apart by it.
+  uint32_t bubble_ordinal = 0;
   G* schedlink = nullptr;   // run queue / free list link
   // Value handed over by whoever readies the G (e.g. which select case won).
   void* param = nullptr;
@@ -191,9 +238,13 @@ static_assert(kGSize % 64 == 0, "the G must keep stack_hi 64-byte aligned");
 // cost two locked instructions per switch for nothing. Callers pass only
 // transitions from the table (bad_status also rejects illegal ones when a
 // status is wrong, to name the bug).
+// A bubble's member changed status (gmp/bubble.cpp; Go's changegstatus).
+void bubble_status(G* g, GStatus from, GStatus to);
+
 inline void set_status(G* g, GStatus from, GStatus to) {
   if (g->status.load(std::memory_order_relaxed) != from) [[unlikely]] bad_status(g, from, to);
   g->status.store(to, std::memory_order_release);
+  if (g->bubble != nullptr) [[unlikely]] bubble_status(g, from, to);
 }
 
 // A singly linked FIFO of Gs through schedlink (not thread-safe).

@@ -41,6 +41,7 @@
 #include <new>
 #include <string>
 
+#include "gmp/bubble.hpp"
 #include "gmp/os/fatal.hpp"
 #include "gmp/proc.hpp"
 #include "gmp/race/race.hpp"
@@ -422,6 +423,15 @@ extern const char* const kWaitReasonStrings[] = {
     "timer",                    // kTimer
     "preempted",                // kPreempted
     "test",                     // kTest
+    "synctest.Run",                    // kSynctestRun
+    "synctest.Wait",                   // kSynctestWait
+    "chan receive (durable)",          // kSynctestChanRecv
+    "chan send (durable)",             // kSynctestChanSend
+    "select (durable)",                // kSynctestSelect
+    "sync.WaitGroup.Wait (durable)",   // kSynctestWaitGroup
+    "sync.Mutex.Lock (durable)",       // kSynctestMutex
+    "sync.RWMutex.Lock (durable)",     // kSynctestRWMutex
+    "semacquire (durable)",            // kSynctestSemacquire
 };
 static_assert(std::size(kWaitReasonStrings) == static_cast<size_t>(WaitReason::kNumWaitReasons),
               "one string per WaitReason");
@@ -507,6 +517,8 @@ __attribute__((always_inline)) inline G* newproc_alloc_in(int cls, ClosureFn inv
   g->gopc = gopc;
   G* parent = m != nullptr ? m->curg : nullptr;
   g->parent_goid = parent != nullptr ? parent->id : 0;
+  g->bubble = nullptr;
+  if (parent != nullptr && parent->bubble != nullptr) [[unlikely]] bubble_adopt(g, parent);
   capture_fp_control(g);
   // The first frame is laid out now, as Go's newproc does: the G already
   // has its stack, and this touches the page the G is on anyway.
@@ -531,6 +543,7 @@ G* newproc_alloc(StackSize stack, ClosureFn invoke, ClosureFn destroy, void** st
 
 void newproc_abort(G* g) {
   g->invoke = g->destroy = nullptr;
+  if (g->bubble != nullptr) [[unlikely]] bubble_abandon(g);
   M* m = getm();
   bool external = g->spawned_external;
   if (m != nullptr && !m->in_blocking.load(std::memory_order_relaxed)) {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <mutex>
 
+#include "gmp/bubble.hpp"
 #include "gmp/os/debugvars.hpp"
 #include "gmp/os/fatal.hpp"
 #include "gmp/proc.hpp"
@@ -74,8 +75,11 @@ void after_switch(G* prev) {
       relaxed_store<M*>(prev->m, nullptr);
       globrunqput_and_wake(m, prev);
       break;
-    case AfterSwitch::kPark:
+    case AfterSwitch::kPark: {
       relaxed_store<M*>(prev->m, nullptr);
+      // Read before the unlock: from then on prev may run, exit and be
+      // reborn elsewhere.
+      Bubble* bubble = prev->bubble;
       if (!park_unlock(m, prev)) {
         set_status(prev, GStatus::kWaiting, GStatus::kRunnable);
         // Without a P (sysmon took it while the kernel blocked this
@@ -87,7 +91,9 @@ void after_switch(G* prev) {
           globrunqput_and_wake(m, prev);
         }
       }
+      if (bubble != nullptr) [[unlikely]] bubble_dec_active(bubble);
       break;
+    }
     case AfterSwitch::kExit:
       // prev's stack is no longer in use: it may be released with it. Its
       // TSan fiber goes now (Go's racegoend): the race detector's room is
@@ -137,6 +143,9 @@ void park(bool (*unlock)(G*, void*), void* arg, WaitReason reason) {
   ensurep(m);
   m->park_unlock = unlock;
   m->park_arg = arg;
+  // The bubble must not look idle between "marked waiting" and the unlock
+  // function's verdict (after_switch ends the bracket).
+  if (self->bubble != nullptr) [[unlikely]] bubble_inc_active(self->bubble);
   relaxed_store(self->waitreason, reason);
   relaxed_store(self->waitsince, sched.coarse_now.load(std::memory_order_relaxed));
   set_status(self, GStatus::kRunning, GStatus::kWaiting);
@@ -147,16 +156,17 @@ void park(bool (*unlock)(G*, void*), void* arg, WaitReason reason) {
 
 namespace {
 
-// Puts g, runnable, in runnext of the caller's P. Inside blocking() the P
-// may already belong to another M, and sysmon may have taken it from an M
-// the kernel blocked (ensurep): then g goes to the global queue, as from a
-// plain thread. Returns the P used, or null for the global queue.
-P* runqput_next_here(G* g) {
+// Puts g, runnable, in runnext of the caller's P (or at its tail: `at`).
+// Inside blocking() the P may already belong to another M, and sysmon may
+// have taken it from an M the kernel blocked (ensurep): then g goes to the
+// global queue, as from a plain thread. Returns the P used, or null for the
+// global queue.
+P* runqput_next_here(G* g, RunqAt at = RunqAt::kNext) {
   M* m = getm();
   bool gated = m != nullptr && !m->in_blocking.load(std::memory_order_relaxed);
   if (gated) acquirem(m);
   P* p = gated ? ensurep(m) : nullptr;
-  runqput_or_global(p, g, RunqAt::kNext);
+  runqput_or_global(p, g, at);
   if (gated) releasem(m);
   return p;
 }
@@ -165,6 +175,12 @@ P* runqput_next_here(G* g) {
 
 void ready(G* g) {
   set_status(g, GStatus::kWaiting, GStatus::kRunnable);
+  if (Bubble* b = seeded_bubble(g)) [[unlikely]] {
+    // The seed picks runnext or the tail (bubble_sched.cpp); one P: no
+    // other M to wake.
+    runqput_next_here(g, bubble_ready_next(b) ? RunqAt::kNext : RunqAt::kTail);
+    return;
+  }
   runqput_next_here(g);
   wakep();
 }
@@ -260,6 +276,11 @@ void preempt_check() {
   G* g = m->curg;
   if (g != nullptr && g->preempt.load(std::memory_order_relaxed) && m->locks.load(std::memory_order_relaxed) == 0 &&
       m->oslocks.load(std::memory_order_relaxed) == 0) {
+    if (seeded_bubble(g) != nullptr) [[unlikely]] {
+      // Never cut a seeded bubble's goroutine at the machine's pace.
+      g->preempt.store(false, std::memory_order_relaxed);
+      return;
+    }
     preempt_park(g);
   }
 }
@@ -272,6 +293,11 @@ void preempt_check_may_park(const char* what) {
   // docs allow.
   if (debug.parkcheck != 0 && m->oslocks.load(std::memory_order_relaxed) != 0) [[unlikely]] {
     may_not_switch(m, what);
+  }
+  if (Bubble* b = seeded_bubble(m->curg)) [[unlikely]] {
+    if (!m->in_blocking.load(std::memory_order_relaxed) && m->oslocks.load(std::memory_order_relaxed) == 0) {
+      bubble_maybe_yield(b);
+    }
   }
   preempt_check();
 }

@@ -5,11 +5,13 @@
 
 #include <gort/detail/race.hpp>
 
+#include "gmp/bubble.hpp"
 #include "gmp/os/fatal.hpp"
 #include "gmp/lock.hpp"
 #include "gmp/race/sanitizer.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/os/sys.hpp"
+#include "gmp/timer_heap.hpp"
 #include "gmp/tls.hpp"
 
 namespace gort::internal {
@@ -34,39 +36,6 @@ TimerHeap* heap_of(P* p) {
   return static_cast<TimerHeap*>(p->timers);
 }
 
-// 4-ary min-heap on `when`.
-void sift_up(std::vector<Timer*>& h, size_t i) {
-  Timer* t = h[i];
-  while (i > 0) {
-    size_t parent = (i - 1) / 4;
-    if (h[parent]->when <= t->when) break;
-    h[i] = h[parent];
-    h[i]->index = static_cast<int32_t>(i);
-    i = parent;
-  }
-  h[i] = t;
-  t->index = static_cast<int32_t>(i);
-}
-
-void sift_down(std::vector<Timer*>& h, size_t i) {
-  size_t n = h.size();
-  Timer* t = h[i];
-  for (;;) {
-    size_t c = 4 * i + 1;
-    if (c >= n) break;
-    size_t best = c;
-    for (size_t k = c + 1; k < c + 4 && k < n; k++) {
-      if (h[k]->when < h[best]->when) best = k;
-    }
-    if (h[best]->when >= t->when) break;
-    h[i] = h[best];
-    h[i]->index = static_cast<int32_t>(i);
-    i = best;
-  }
-  h[i] = t;
-  t->index = static_cast<int32_t>(i);
-}
-
 void update_timer0(TimerHeap* th) ABSL_EXCLUSIVE_LOCKS_REQUIRED(th->lock) {
   // seq_cst: Dekker with an M going idle (find_runnable: it puts its P on
   // pidle or publishes poll_until, then reads timer0) against wake_poller
@@ -77,23 +46,12 @@ void update_timer0(TimerHeap* th) ABSL_EXCLUSIVE_LOCKS_REQUIRED(th->lock) {
 }
 
 void heap_remove(TimerHeap* th, Timer* t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(th->lock) {
-  auto& h = th->heap;
-  size_t i = static_cast<size_t>(t->index);
-  Timer* last = h.back();
-  h.pop_back();
-  if (i < h.size()) {
-    h[i] = last;
-    last->index = static_cast<int32_t>(i);
-    sift_up(h, i);
-    sift_down(h, static_cast<size_t>(last->index));
-  }
-  t->index = -1;
+  heap_erase(th->heap, t);
   update_timer0(th);
 }
 
 void heap_push(TimerHeap* th, Timer* t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(th->lock) {
-  th->heap.push_back(t);
-  sift_up(th->heap, th->heap.size() - 1);
+  heap_insert(th->heap, t);
   update_timer0(th);
 }
 
@@ -304,6 +262,7 @@ class TimerRaceContext {
 }  // namespace
 
 void timer_add(Timer* t, int64_t when, int64_t period) {
+  if (t->bubble != nullptr) [[unlikely]] return bubble_timer_add(t, when, period);
   race_release(t);
   t->mu.lock();
   add_locked(t, when, period);
@@ -312,11 +271,13 @@ void timer_add(Timer* t, int64_t when, int64_t period) {
 
 // Nobody else may touch t (see timer.hpp): t->mu has nothing to exclude.
 void timer_add_unshared(Timer* t, int64_t when) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (t->bubble != nullptr) [[unlikely]] return bubble_timer_add(t, when, 0);
   race_release(t);
   add_locked(t, when, 0);
 }
 
 bool timer_stop(Timer* t) {
+  if (t->bubble != nullptr) [[unlikely]] return bubble_timer_stop(t);
   t->mu.lock();
   bool r = stop_locked(t);
   t->mu.unlock();
@@ -324,6 +285,7 @@ bool timer_stop(Timer* t) {
 }
 
 bool timer_reset(Timer* t, int64_t when, int64_t period) {
+  if (t->bubble != nullptr) [[unlikely]] return bubble_timer_reset(t, when, period);
   race_release(t);
   t->mu.lock();
   bool r = reset_locked(t, when, period);
@@ -332,6 +294,7 @@ bool timer_reset(Timer* t, int64_t when, int64_t period) {
 }
 
 bool timer_push_later(Timer* t, int64_t when) {
+  if (t->bubble != nullptr) [[unlikely]] return false;  // a bubble's are always locked
   race_release(t);
   t->mu.lock();
   bool done = t->period == 0 && when >= t->target && reset_later(t, when);
@@ -339,7 +302,10 @@ bool timer_push_later(Timer* t, int64_t when) {
   return done;
 }
 
-bool timer_active(Timer* t) { return __atomic_load_n(&t->p, __ATOMIC_ACQUIRE) != nullptr; }
+bool timer_active(Timer* t) {
+  if (t->bubble != nullptr) [[unlikely]] return bubble_timer_active(t);
+  return __atomic_load_n(&t->p, __ATOMIC_ACQUIRE) != nullptr;
+}
 
 int64_t timers_run(P* p, int64_t now) {
   auto* th = static_cast<TimerHeap*>(p->timers);
@@ -458,11 +424,14 @@ void timer_sleep(int64_t when, WaitReason reason) {
     }
     return;
   }
-  if (when <= nanotime()) return;
+  // In a bubble, `when` is on its fake clock and the timer in its heap: a
+  // durable wait (kSleep), which lets the clock jump to it.
+  if (when <= clock_now()) return;
   Timer t;
   t.f = [](Timer* t, int64_t, uint32_t) { ready(static_cast<G*>(t->arg)); };
   t.arg = g;
   t.when = when;
+  t.bubble = g->bubble;
   // Armed only once we are parked, so that it cannot fire first. The timer
   // lives on this stack: the runner never touches it after f (the header).
   park(

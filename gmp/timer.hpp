@@ -78,6 +78,7 @@
 
 namespace gort::internal {
 
+struct Bubble;
 struct P;
 
 struct Timer {
@@ -104,6 +105,10 @@ struct Timer {
   P* p = nullptr;
   int32_t index = -1;
   State state = kIdle;
+  // The synctest bubble whose heap and fake clock the timer runs on
+  // (gmp/bubble.hpp; timer_bind_bubble), or null for real time. Set while
+  // the timer is idle and never in use by another bubble.
+  Bubble* bubble = nullptr;
   // Bumped by every add, stop and reset, except reset's lock-free path
   // (see "Stale firings" above). Written under `mu`; the heap lock too
   // while the timer is queued.

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "gmp/bubble.hpp"
 #include "gmp/clock_rand.hpp"
 #include "gmp/diag/fatal.hpp"
 #include "gmp/sched.hpp"
@@ -353,6 +354,10 @@ void print_goroutine(TraceWriter& w, G* g, const char* state, const GoroutineFra
       w.put(minutes == 1 ? " minute" : " minutes");
     }
   }
+  if (const Bubble* b = g->bubble) {  // Go 1.25's mark
+    w.put(", synctest bubble ");
+    w.put_int(static_cast<int64_t>(b->id));
+  }
   w.put("]:\n");
   print_frames(w, f, level);
   print_created_by(w, g);
@@ -434,7 +439,7 @@ bool plausible(const G* g) {
 }  // namespace
 
 // Sched::lock is held, or not takable (frozen): the analysis cannot tell.
-void print_all(TraceWriter& w, G* skip, int level, Frozen world) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+void print_all(TraceWriter& w, G* skip, int level, Frozen world, const Bubble* only) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   const bool frozen = world == Frozen::kYes;
   std::vector<char> buf;
   if (!frozen) {
@@ -445,6 +450,7 @@ void print_all(TraceWriter& w, G* skip, int level, Frozen world) ABSL_NO_THREAD_
     if (frozen && !plausible(g)) break;
     GStatus s = g->status.load(std::memory_order_acquire);
     if (g == skip || g->is_g0 || s == GStatus::kDead || s == GStatus::kIdle) continue;
+    if (only != nullptr && g->bubble != only) continue;
     GoroutineFrames f;
     // A frozen M's word first: the status may be a step ahead of the
     // switch that goes with it (marked runnable but still on its stack).
@@ -525,7 +531,34 @@ void stack_body(void* arg) {
   }
 }
 
+struct BubbleCall {
+  const internal::Bubble* b;
+  internal::G* skip;
+  std::string* out;
+};
+
+void bubble_body(void* arg) {
+  using namespace internal;
+  auto* c = static_cast<BubbleCall*>(arg);
+  std::lock_guard<std::mutex> symbols(symbolizer_mutex());
+  int level = traceback_settings().level >= 2 ? 2 : 1;
+  TraceWriter w(c->out);
+  MutexLock lock(sched.lock);
+  print_all(w, c->skip, level, Frozen::kNo, c->b);
+}
+
 }  // namespace
+
+namespace internal {
+
+std::string bubble_stacks(const Bubble* b, G* skip) {
+  std::string out;
+  gort::BubbleCall c{b, skip, &out};
+  systemstack(&gort::bubble_body, &c);
+  return out;
+}
+
+}  // namespace internal
 
 __attribute__((noinline)) std::string stack(bool all) {
   std::string out;

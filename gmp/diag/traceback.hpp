@@ -109,7 +109,13 @@ enum class Frozen : bool { kNo = false, kYes = true };
 // held by the caller, or, frozen, not takable (a stopped thread holds it):
 // then the G pointers are checked against the stack pool before they are
 // used.
-void print_all(TraceWriter& w, G* skip, int level, Frozen frozen);
+// `only`: just the goroutines of that synctest bubble.
+void print_all(TraceWriter& w, G* skip, int level, Frozen frozen, const Bubble* only = nullptr);
+
+// The tracebacks of bubble b's goroutines but `skip` (its root), each after
+// a blank line, for the deadlock panic of synctest::test (Go prints them
+// under the panic's text).
+std::string bubble_stacks(const Bubble* b, G* skip);
 
 // Stops every M but the caller's for good (a dying process), and sysmon's
 // work: their stacks hold still while they are printed. Waits up to

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gmp/bubble.hpp"
 #include "gmp/os/interpose.hpp"
 #include "netpoll/hook/hook.hpp"
 
@@ -75,7 +76,8 @@ bool park_for(int64_t ns) {
       break;
   }
   if (!hook::may_park()) return false;  // a signal handler sleeps its thread
-  if (ns > 0) hook::sleep_until(add_sat(gort::internal::nanotime(), ns));
+  // A bubble goroutine sleeps on its fake clock (gmp/bubble.hpp).
+  if (ns > 0) hook::sleep_until(add_sat(gort::internal::clock_now(), ns));
   return true;
 }
 

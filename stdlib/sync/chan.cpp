@@ -13,6 +13,7 @@
 #include <new>
 #include <string>
 
+#include "gmp/bubble.hpp"
 #include "gmp/diag/fatal.hpp"
 #include "gmp/lock.hpp"
 #include "gmp/race/sanitizer.hpp"
@@ -93,14 +94,18 @@ ChanCore* chan_make(const ElemType* et, size_t cap) {
   c->et = et;
   c->buf = static_cast<char*>(mem) + header;
   c->mapped_bytes = mapped;
+  c->bubble_id = current_bubble_id();
   if (cap > 0) {
     c->slot_size = static_cast<uint32_t>(slot);
     c->elem_off = static_cast<uint32_t>(elem_off);
     c->mark_bit = std::bit_ceil(uint64_t{cap} + 1);
-    c->one_lap = c->mark_bit * 2;
     // The zeroed ring is ready as it is (chan_ring.hpp: stamps).
   }
   return c;
+}
+
+void check_chan_bubble(const ChanCore* c, const char* op) {
+  if (current_bubble_id() != c->bubble_id) throw panic_error(std::string(op) + " synctest channel from outside bubble");
 }
 
 void chan_retain(ChanCore* c) noexcept { c->refs.fetch_add(1, std::memory_order_relaxed); }
@@ -239,7 +244,7 @@ bool wait_on(ChanCore* c, WaitQ* q, void* elem, WaitReason reason) ABSL_UNLOCK_F
 // it), false if the channel is closed (for a receive: and drained).
 template <Side s>
 bool buffered_slow(ChanCore* c, void* elem) {
-  constexpr WaitReason kReason = s == Side::kSend ? WaitReason::kChanSend : WaitReason::kChanRecv;
+  const WaitReason kReason = chan_wait_reason(c, s == Side::kSend);
   for (;;) {
     Note note;
     Sudog w{.g = getg(), .note = &note, .elem = elem, .c = c};
@@ -280,6 +285,7 @@ void chan_send(ChanCore* c, void* elem) {
     if (c != nullptr) panic_moved_from("send on");
     block_forever(WaitReason::kChanSendNilChan, "a goroutine blocked forever was woken");
   }
+  if (c->bubble_id != 0) [[unlikely]] check_chan_bubble(c, "send on");
   RaceChanOp race(c, true);
   if (c->cap > 0) {
     RingResult r = ring_send(c, elem);
@@ -305,7 +311,7 @@ void chan_send(ChanCore* c, void* elem) {
     sudog_ready(r);
     return;
   }
-  if (!wait_on(c, &c->sendq, elem, WaitReason::kChanSend)) throw panic_error("send on closed channel");
+  if (!wait_on(c, &c->sendq, elem, chan_wait_reason(c, true))) throw panic_error("send on closed channel");
 }
 
 bool chan_recv(ChanCore* c, void* out) {
@@ -314,6 +320,7 @@ bool chan_recv(ChanCore* c, void* out) {
     if (c != nullptr) panic_moved_from("receive from");
     block_forever(WaitReason::kChanRecvNilChan, "a goroutine blocked forever was woken");
   }
+  if (c->bubble_id != 0) [[unlikely]] check_chan_bubble(c, "receive on");
   RaceChanOp race(c, false);
   if (c->cap > 0) {
     RingResult r = ring_recv(c, out);
@@ -336,7 +343,7 @@ bool chan_recv(ChanCore* c, void* out) {
     c->lock.unlock();
     return false;
   }
-  return wait_on(c, &c->recvq, out, WaitReason::kChanRecv);
+  return wait_on(c, &c->recvq, out, chan_wait_reason(c, false));
 }
 
 void chan_close(ChanCore* c) {
@@ -345,6 +352,7 @@ void chan_close(ChanCore* c) {
     if (c != nullptr) panic_moved_from("close of");
     throw panic_error("close of nil channel");
   }
+  if (c->bubble_id != 0) [[unlikely]] check_chan_bubble(c, "close of");
   race_release(race_sent(c));  // before every receive that sees the close
   RaceIgnore ignore;
   c->lock.lock();

@@ -47,7 +47,9 @@ struct ChanCore {
   const ElemType* et = nullptr;
   char* buf = nullptr;
   uint64_t mark_bit = 0;   // buffered: the closed bit of tail; also lap size / 2
-  uint64_t one_lap = 0;    // buffered: 2 * mark_bit
+  // The synctest bubble it was made in (gmp/bubble.hpp), or 0: only that
+  // bubble's goroutines may use it, and their waits on it are durable.
+  uint64_t bubble_id = 0;
   uint32_t slot_size = 0;  // buffered: stamp + element, padded
   uint32_t elem_off = 0;   // buffered: the element's offset in its slot
   // Buffered only: the queues are not empty (see chan_ring.hpp).
@@ -81,6 +83,17 @@ void recv_from_sender(ChanCore* c, Sudog* s, void* out);
 // line and cold: the operations branch here only after their is_chan test
 // has failed and the handle is not nil.
 [[noreturn]] void panic_moved_from(const char* op);
+
+// Panics `<op> synctest channel from outside bubble` (Go's text) unless the
+// caller belongs to c's bubble; for a channel made in a bubble only
+// (c->bubble_id != 0), so out of line and cold.
+void check_chan_bubble(const ChanCore* c, const char* op);
+
+// The wait reason of a send or receive parked on c: durable on a bubble's.
+inline WaitReason chan_wait_reason(const ChanCore* c, bool send) {
+  if (c->bubble_id != 0) [[unlikely]] return send ? WaitReason::kSynctestChanSend : WaitReason::kSynctestChanRecv;
+  return send ? WaitReason::kChanSend : WaitReason::kChanRecv;
+}
 
 // Moves an element (dst is uninitialised). Trivial types are copied here,
 // with a fixed-size copy for the common sizes, instead of through the

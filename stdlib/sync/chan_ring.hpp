@@ -167,7 +167,7 @@ inline void store_stamp(char* slot, uint64_t index, uint64_t stamp) {
 inline RingResult ring_send(ChanCore* c, void* elem) {
   InFlight guard(c->et);
   const uint64_t mark = c->mark_bit;
-  const uint64_t one_lap = c->one_lap;
+  const uint64_t one_lap = c->mark_bit * 2;
   uint64_t tail = c->tail.load(std::memory_order_relaxed);
   for (Backoff b;;) {
     if (tail & mark) return RingResult::kClosed;
@@ -203,7 +203,7 @@ inline RingResult ring_send(ChanCore* c, void* elem) {
 inline RingResult ring_recv(ChanCore* c, void* out) {
   InFlight guard(c->et);
   const uint64_t mark = c->mark_bit;
-  const uint64_t one_lap = c->one_lap;
+  const uint64_t one_lap = c->mark_bit * 2;
   uint64_t head = c->head.load(std::memory_order_relaxed);
   for (Backoff b;;) {
     uint64_t index = head & (mark - 1);

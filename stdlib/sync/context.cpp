@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gort/context.hpp"
+#include "gort/time.hpp"
 #include "gmp/sched.hpp"
 #include "stdlib/sync/context_node.hpp"
 
@@ -135,7 +136,7 @@ std::string Context::to_string() const {
         parts.push_back(absl::StrCat(".WithDeadline(",
                                      absl::FormatTime("%Y-%m-%d %H:%M:%E*S %z %Z", *c->deadline,
                                                       absl::LocalTimeZone()),
-                                     " [", absl::FormatDuration(*c->deadline - absl::Now()), "])"));
+                                     " [", absl::FormatDuration(*c->deadline - gort::now()), "])"));
       } else {
         parts.push_back(".WithCancel");
       }

@@ -29,6 +29,7 @@
 #include "gmp/clock_rand.hpp"
 #include "gmp/lock.hpp"
 #include "gmp/sched.hpp"
+#include "gort/time.hpp"
 #include "gmp/timer.hpp"
 #include "gort/context.hpp"
 #include "gort/detail/race.hpp"
@@ -397,11 +398,12 @@ void timer_ref(Timer* t, int delta) {
 // Followed by timer_ref(t, -1) on the same M.
 void timer_fire(Timer* t, int64_t, uint32_t) { static_cast<TimerNode*>(t->arg)->fired = true; }
 
-// t on the runtime's clock (nanotime); 100 years or more: never.
+// t on the runtime's timer clock (clock_now: nanotime, or a bubble's fake
+// time); 100 years or more: never.
 int64_t nanotime_at(absl::Time t) {
-  absl::Duration d = t - absl::Now();
+  absl::Duration d = t - gort::now();
   if (d >= absl::Hours(24 * 365 * 100)) return int64_t{1} << 62;
-  int64_t now = nanotime();
+  int64_t now = clock_now();
   int64_t ns = absl::ToInt64Nanoseconds(d);
   return ns > (int64_t{1} << 62) - now ? int64_t{1} << 62 : now + ns;
 }
@@ -442,7 +444,7 @@ std::pair<Context, CancelFunc> with_deadline_cause(const Context& parent, absl::
   if (auto cur = parent.deadline(); cur && *cur < t) {
     return with_cancel(parent);  // the parent's deadline is sooner
   }
-  bool future = t > absl::Now();
+  bool future = t > gort::now();
   if (future) internal::require_running("gort::with_deadline", "a deadline needs a timer");
   auto n = std::make_shared<internal::TimerNode>();
   n->parent = parent;
@@ -472,11 +474,11 @@ std::pair<Context, CancelFunc> with_deadline(const Context& parent, absl::Time t
 }
 
 std::pair<Context, CancelFunc> with_timeout(const Context& parent, absl::Duration d) {
-  return with_deadline_cause(parent, absl::Now() + d, absl::OkStatus());
+  return with_deadline_cause(parent, gort::now() + d, absl::OkStatus());
 }
 
 std::pair<Context, CancelFunc> with_timeout_cause(const Context& parent, absl::Duration d, absl::Status cause) {
-  return with_deadline_cause(parent, absl::Now() + d, std::move(cause));
+  return with_deadline_cause(parent, gort::now() + d, std::move(cause));
 }
 
 std::function<bool()> after_func(const Context& ctx, std::function<void()> f) {

@@ -49,6 +49,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "gmp/lock.hpp"
+#include "gmp/bubble.hpp"
 #include "gmp/timer.hpp"
 #include "gort/chan.hpp"
 #include "gort/context.hpp"
@@ -144,7 +145,9 @@ struct CancelNode : internal::ContextNode, std::enable_shared_from_this<CancelNo
 };
 
 struct TimerNode final : CancelNode {
-  TimerNode() : CancelNode(Flavour::kTimer) {}
+  // The deadline's timer runs on the creator's bubble's fake clock, if any.
+  TimerNode() : CancelNode(Flavour::kTimer) { timer_bind_bubble(&t); }
+  ~TimerNode() { timer_unbind_bubble(&t); }
   Timer t;
   absl::Status deadline_cause;
   // The timer's reference, from its entering a heap until it is stopped or

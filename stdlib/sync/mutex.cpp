@@ -8,6 +8,7 @@
 
 #include <atomic>
 
+#include "gmp/bubble.hpp"
 #include "gmp/os/cpu.hpp"
 #include "gmp/diag/fatal.hpp"
 #include "gmp/g.hpp"
@@ -98,9 +99,11 @@ void Mutex::lock_slow(int32_t old) {
       if ((old & (kLocked | kStarving)) == 0) return;  // locked it
       // A waiter that was woken before keeps its place at the front.
       internal::QueueAt at = wait_start != 0 ? internal::QueueAt::kFront : internal::QueueAt::kBack;
-      if (wait_start == 0) wait_start = internal::nanotime();
+      // clock_now: a bubble's fake time, so that a seeded schedule never
+      // depends on how fast the machine ran it.
+      if (wait_start == 0) wait_start = internal::clock_now();
       sema_.acquire(at, static_cast<uint8_t>(internal::WaitReason::kSyncMutex));
-      starving = starving || internal::nanotime() - wait_start > kStarvationThresholdNs;
+      starving = starving || internal::clock_now() - wait_start > kStarvationThresholdNs;
       old = state_.load(std::memory_order_acquire);
       if ((old & kStarving) != 0) {
         // Handed to us directly; the state is inconsistent until we fix it:

@@ -24,6 +24,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "gmp/bubble.hpp"
 #include "gmp/diag/fatal.hpp"
 #include "gmp/lock.hpp"
 #include "gmp/sched.hpp"
@@ -167,12 +168,20 @@ int selectgo_impl(SelectCase* cases, int n, bool block) {
   // Poll order: a uniform shuffle of the non-nil cases (inside-out
   // Fisher-Yates).
   int npoll = 0;
+  // Durable in a bubble only if every channel is the bubble's (Go's
+  // select: one outside channel could be made ready from outside).
+  bool all_bubble = true;
   for (int i = 0; i < n; i++) {
     if (!is_chan(cases[i].c)) [[unlikely]] {
       if (cases[i].c != nullptr) panic_moved_from("select on");
       continue;
     }
-    int j = static_cast<int>(fastrandn(static_cast<uint32_t>(npoll + 1)));
+    if (cases[i].c->bubble_id != 0) [[unlikely]] {
+      check_chan_bubble(cases[i].c, "select on");
+    } else {
+      all_bubble = false;
+    }
+    int j = static_cast<int>(sched_randn(static_cast<uint32_t>(npoll + 1)));  // a seeded bubble's draw
     poll[npoll] = poll[j];
     poll[j] = i;
     npoll++;
@@ -236,7 +245,7 @@ int selectgo_impl(SelectCase* cases, int n, bool block) {
         return finish(cases[i], i, complete_ring(cases[i], p, &ls));
       }
     }
-    sudog_block(&waiters[0], &park_unlock_all, &ls, WaitReason::kSelect);
+    sudog_block(&waiters[0], &park_unlock_all, &ls, all_bubble ? WaitReason::kSynctestSelect : WaitReason::kSelect);
 
     // Whoever woke us is done; we still go back to every channel.
     lifetime_probe();

@@ -20,6 +20,7 @@
 // the object before the releaser looked.
 #include "gort/detail/sema.hpp"
 
+#include "gmp/bubble.hpp"
 #include "gmp/diag/fatal.hpp"
 #include "gmp/lifetime.hpp"
 #include "gmp/lock.hpp"
@@ -28,6 +29,23 @@
 #include "gmp/tls.hpp"
 
 namespace gort::internal {
+
+uint32_t current_bubble_tag() { return static_cast<uint32_t>(current_bubble_id()); }
+
+namespace {
+
+// A wait on a Sema of the caller's own bubble is durable (gort's rule: Go
+// counts only WaitGroups; golang/go#77687 asks for mutexes).
+WaitReason durable_reason(uint8_t reason) {
+  switch (static_cast<WaitReason>(reason)) {
+    case WaitReason::kSyncMutex: return WaitReason::kSynctestMutex;
+    case WaitReason::kSyncRWMutex: return WaitReason::kSynctestRWMutex;
+    case WaitReason::kSyncWaitGroup: return WaitReason::kSynctestWaitGroup;
+    default: return WaitReason::kSynctestSemacquire;
+  }
+}
+
+}  // namespace
 
 bool Sema::try_acquire() {
   lock_.lock();
@@ -52,7 +70,9 @@ void Sema::acquire(QueueAt at, uint8_t reason) {
   }
   nwait_.store(nwait_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   if (at == QueueAt::kFront) q_.push_front(&s); else q_.push(&s);
-  sudog_block(&s, &park_unlock<decltype(lock_)>, &lock_, static_cast<WaitReason>(reason));
+  WaitReason why = static_cast<WaitReason>(reason);
+  if (bubble_ != 0 && bubble_ == current_bubble_tag()) [[unlikely]] why = durable_reason(reason);
+  sudog_block(&s, &park_unlock<decltype(lock_)>, &lock_, why);
   released_by_park(lock_);
   // Woken only by release, which handed over its unit.
 }

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "absl/time/clock.h"
+#include "gmp/bubble.hpp"
 #include "gmp/diag/fatal.hpp"
 #include "gmp/lock.hpp"
 #include "gmp/sched.hpp"
@@ -46,9 +47,11 @@ void require_running(const char* what) {
   }
 }
 
+// On the runtime's timer clock (internal::clock_now: a bubble's fake time
+// in a bubble, where the timers are bound to it).
 int64_t when_after(absl::Duration d) {
   int64_t ns = to_ns(d);
-  int64_t now = internal::nanotime();
+  int64_t now = internal::clock_now();
   return ns > (int64_t{1} << 62) - now ? int64_t{1} << 62 : now + ns;
 }
 
@@ -102,14 +105,16 @@ struct Timer::State {
     s->ref_mu.unlock();
   }  // `drop` may free s, after its lock is released
 
-  static void send_time(internal::Timer* t, int64_t, uint32_t seq) {
+  static void send_time(internal::Timer* t, int64_t fired_at, uint32_t seq) {
     auto* s = static_cast<State*>(t->arg);
     s->send_mu.lock();
     if (s->unreachable()) {
       internal::timer_stop(t);  // the runner holds a reference across this call
     } else if (internal::timer_seq(t) == seq) {
       s->armed = false;
-      absl::Time now = absl::Now();
+      // A bubble's timer fires at its fake `now` (Unix ns), which is what
+      // its goroutines read as the time.
+      absl::Time now = t->bubble != nullptr ? absl::FromUnixNanos(fired_at) : absl::Now();
       internal::SelectCase sc{internal::ChanAccess::core(s->c), &now, true, false};
       internal::selectgo(&sc, 1, false);  // drop the value if the buffer is full
       s->sent.store(true, std::memory_order_release);
@@ -151,8 +156,11 @@ struct Timer::State {
     gort::go(s->f);
   }
 
+  ~State() { internal::timer_unbind_bubble(&t); }
+
   static std::shared_ptr<State> make(void (*f)(internal::Timer*, int64_t, uint32_t)) {
     auto s = std::make_shared<State>();
+    internal::timer_bind_bubble(&s->t);  // a bubble's goroutine makes a fake timer
     s->weak = s;
     s->t.f = f;
     s->t.arg = s.get();
@@ -160,6 +168,13 @@ struct Timer::State {
     return s;
   }
 };
+
+absl::Time now() {
+  if (internal::Bubble* b = internal::current_bubble()) [[unlikely]] {
+    return absl::FromUnixNanos(b->now.load(std::memory_order_acquire));
+  }
+  return absl::Now();
+}
 
 void sleep(absl::Duration d) {
   internal::preempt_check_may_park("sleep");
@@ -178,12 +193,14 @@ Chan<absl::Time> Timer::chan() const { return s_ ? s_->c : Chan<absl::Time>(); }
 
 bool Timer::stop() const {
   if (!s_) throw panic_error("time: Stop called on uninitialized Timer");
+  internal::timer_check_bubble(&s_->t, "stop");
   if (!s_->c) return internal::timer_stop(&s_->t);  // after_func
   return s_->stop_or_reset(-1, 0);
 }
 
 bool Timer::reset(absl::Duration d) const {
   if (!s_) throw panic_error("time: Reset called on uninitialized Timer");
+  internal::timer_check_bubble(&s_->t, "reset");
   const int64_t when = when_after(d);
   if (!s_->c) return internal::timer_reset(&s_->t, when, 0);
   // The common reset, a deadline pushed back before it fired: the timer is
@@ -255,12 +272,15 @@ Ticker new_ticker(absl::Duration d) {
 Chan<absl::Time> Ticker::chan() const { return s_ ? s_->c : Chan<absl::Time>(); }
 
 void Ticker::stop() const {
-  if (s_) s_->stop_or_reset(-1, 0);
+  if (!s_) return;
+  internal::timer_check_bubble(&s_->t, "stop");
+  s_->stop_or_reset(-1, 0);
 }
 
 void Ticker::reset(absl::Duration d) const {
   if (d <= absl::ZeroDuration()) throw panic_error("non-positive interval for Ticker.Reset");
   if (!s_) throw panic_error("time: Reset called on uninitialized Ticker");
+  internal::timer_check_bubble(&s_->t, "reset");
   s_->stop_or_reset(when_after(d), to_ns(d));
 }
 

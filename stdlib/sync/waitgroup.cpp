@@ -10,6 +10,7 @@ namespace gort {
 // before Wait returns.
 void WaitGroup::add(int64_t delta) {
   internal::preempt_check();
+  sema_.associate_bubble();
   if (delta < 0) internal::race_release(this);
   uint64_t state = state_.fetch_add(static_cast<uint64_t>(delta) << 32, std::memory_order_acq_rel) +
                    (static_cast<uint64_t>(delta) << 32);

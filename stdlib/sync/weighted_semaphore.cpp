@@ -25,7 +25,7 @@ using internal::Sudog;
 // the grant. A context-aware acquire sets `elem` to a channel that is
 // closed on grant instead (the waiter is parked in a select on it and on
 // ctx.done()).
-Semaphore::Semaphore(int64_t n) : size_(n) {
+Semaphore::Semaphore(int64_t n) : size_(n), bubble_(internal::current_bubble_tag()) {
   if (n < 0) throw panic_error("semaphore: negative size");
 }
 
@@ -80,7 +80,10 @@ void Semaphore::acquire(int64_t n) {
     internal::thread_wait_outside_run(internal::WaitReason::kSemacquire);
   }
   q_.push(&s);
-  internal::sudog_block(&s, &internal::park_unlock<decltype(lock_)>, &lock_, internal::WaitReason::kSemacquire);
+  // Durable in the bubble it was made in (docs/testing.md).
+  const bool durable = bubble_ != 0 && bubble_ == internal::current_bubble_tag();
+  internal::sudog_block(&s, &internal::park_unlock<decltype(lock_)>, &lock_,
+                        durable ? internal::WaitReason::kSynctestSemacquire : internal::WaitReason::kSemacquire);
   internal::released_by_park(lock_);
   if (!s.success) internal::fatal("semaphore: waiter woken without grant");
   internal::race_acquire(this);

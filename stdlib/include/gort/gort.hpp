@@ -19,4 +19,5 @@
 #include "gort/server.hpp"
 #include "gort/signal.hpp"
 #include "gort/sync.hpp"
+#include "gort/synctest.hpp"
 #include "gort/time.hpp"

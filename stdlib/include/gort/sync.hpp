@@ -302,6 +302,7 @@ class GORT_API Semaphore {
   int64_t size_;
   int64_t cur_ = 0;
   internal::WordLock<internal::LockRank::kSemaphore> lock_;
+  uint32_t bubble_;  // internal::current_bubble_tag() at construction
   internal::WaitQ q_;  // FIFO; Sudog::n is each waiter's request
 };
 

@@ -47,6 +47,18 @@
 
 namespace gort {
 
+// The current time (Go's time.Now): absl::Now(), except on a goroutine of a
+// synctest bubble (gort/synctest.hpp), where it is the bubble's fake clock
+// (2000-01-01 00:00:00 UTC at the bubble's start, moving only when every
+// goroutine of the bubble is durably blocked). Sleeps, timers, tickers,
+// context deadlines and the pipe's deadlines (net::pipe) all run on this
+// clock; measure time with it, not with absl::Now(), in code that a test
+// may run in a bubble. Costs a thread-local read beside absl::Now().
+GORT_API absl::Time now();
+// now() - t and t - now() (Go's time.Since and time.Until).
+inline absl::Duration since(absl::Time t) { return now() - t; }
+inline absl::Duration until(absl::Time t) { return t - now(); }
+
 // Parks the calling goroutine for at least d (returns at once if d <= 0).
 // From a plain thread, sleeps the thread.
 GORT_API void sleep(absl::Duration d);

@@ -55,6 +55,8 @@ namespace gort::internal {
   /* a P's timer heap (gmp/timer.cpp); timers_move holds two, the world */ \
   /* stopped and Sched::lock held, so no other pair can be waiting */        \
   X(kTimerHeap, true)                                                        \
+  /* a synctest bubble's timer heap (gmp/bubble_timer.cpp) */                \
+  X(kBubbleTimers, false)                                                     \
   /* a time::Timer's reference count: taken by the runtime's reference */  \
   /* hook under the timer's and the heap's locks */                          \
   X(kTimerRefs, false)                                                        \
@@ -67,7 +69,10 @@ namespace gort::internal {
   /* the callbacks run at a run's end (gmp/run.cpp) */                       \
   X(kRunEnd, false)                                                           \
   /* registered preemptible code (preempt/safe_points.cpp) */                \
-  X(kSafePoints, false)
+  X(kSafePoints, false)                                                       \
+  /* a synctest bubble's counts (gmp/bubble.cpp): taken when a member's */  \
+  /* status changes, under whatever its caller holds; a leaf */             \
+  X(kBubble, false)
 
 enum class LockRank : uint8_t {
   kNone = 0,

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "gort/detail/api.hpp"
 #include "gort/detail/waitq.hpp"
@@ -30,8 +31,25 @@ enum class QueueAt : bool { kBack = false, kFront = true };
 // handoff: a Mutex in starvation mode).
 enum class Handoff : bool { kNo = false, kYes = true };
 
+// The synctest bubble of the calling goroutine, as a tag (its id's low
+// 32 bits), or 0 outside one (gmp/bubble.hpp). What a Sema, and so a Mutex,
+// RWMutex or WaitGroup, remembers of where it was made.
+GORT_API uint32_t current_bubble_tag();
+
 class GORT_API Sema {
  public:
+  // A Sema made by a bubble's goroutine belongs to the bubble: its waits
+  // are durable there (docs/testing.md). Constant-initialised ones (a
+  // constinit global) are nobody's.
+  constexpr Sema() {
+    if (!std::is_constant_evaluated()) bubble_ = current_bubble_tag();
+  }
+  // WaitGroup's Go 1.25 rule: one made outside joins the bubble of the
+  // first goroutine that adds to it from inside one.
+  void associate_bubble() {
+    if (bubble_ == 0) bubble_ = current_bubble_tag();
+  }
+
   // Waits until the count is positive and decrements it. `reason` is a
   // WaitReason.
   void acquire(QueueAt at, uint8_t reason);
@@ -43,6 +61,7 @@ class GORT_API Sema {
   uint32_t count_ = 0;                // under lock_
   std::atomic<uint32_t> nwait_{0};    // written under lock_; waiters() reads it without
   WordLock<LockRank::kSema> lock_;
+  uint32_t bubble_ = 0;               // current_bubble_tag() at construction
   WaitQ q_;
 };
 
