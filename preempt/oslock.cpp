@@ -33,6 +33,11 @@
 //
 // Cost: one TLS load, two plain stores and an indirect call per operation
 // (os_mutex in bench/gmp_bench.cpp measures it against the unwrapped call).
+//
+// The timed forms also translate their absolute deadline on a goroutine of
+// a synctest bubble that fakes the standard clocks: the caller computed it
+// from the fake clock, the kernel compares it with the real one
+// (netpoll/hook/fake_clock.hpp).
 #include <pthread.h>
 #include <stdio.h>
 #include <time.h>
@@ -43,6 +48,7 @@
 
 #include "gort/detail/race.hpp"
 #include "gmp/os/interpose.hpp"
+#include "netpoll/hook/fake_clock.hpp"
 #include "preempt/preempt.hpp"
 
 
@@ -120,6 +126,7 @@ __attribute__((constructor(101))) void resolve_all() {
 
 
 using gort::internal::oslock_add;
+using gort::internal::real_deadline;
 
 extern "C" {
 // The C++ ABI's guard functions (libstdc++ defines them).
@@ -153,11 +160,15 @@ GORT_INTERPOSE int pthread_mutex_trylock(pthread_mutex_t* m) noexcept {
 }
 
 GORT_INTERPOSE int pthread_mutex_timedlock(pthread_mutex_t* m, const struct timespec* t) noexcept {
+  timespec buf;
+  t = real_deadline(CLOCK_REALTIME, t, &buf);
   oslock_add(1);
   return counted(GORT_NEXT(pthread_mutex_timedlock)(m, t));
 }
 
 GORT_INTERPOSE int pthread_mutex_clocklock(pthread_mutex_t* m, clockid_t c, const struct timespec* t) noexcept {
+  timespec buf;
+  t = real_deadline(c, t, &buf);
   oslock_add(1);
   return counted(GORT_NEXT(pthread_mutex_clocklock)(m, c, t));
 }
@@ -181,11 +192,15 @@ GORT_INTERPOSE int pthread_rwlock_tryrdlock(pthread_rwlock_t* l) noexcept {
 }
 
 GORT_INTERPOSE int pthread_rwlock_timedrdlock(pthread_rwlock_t* l, const struct timespec* t) noexcept {
+  timespec buf;
+  t = real_deadline(CLOCK_REALTIME, t, &buf);
   oslock_add(1);
   return counted(GORT_NEXT(pthread_rwlock_timedrdlock)(l, t));
 }
 
 GORT_INTERPOSE int pthread_rwlock_clockrdlock(pthread_rwlock_t* l, clockid_t c, const struct timespec* t) noexcept {
+  timespec buf;
+  t = real_deadline(c, t, &buf);
   oslock_add(1);
   return counted(GORT_NEXT(pthread_rwlock_clockrdlock)(l, c, t));
 }
@@ -201,11 +216,15 @@ GORT_INTERPOSE int pthread_rwlock_trywrlock(pthread_rwlock_t* l) noexcept {
 }
 
 GORT_INTERPOSE int pthread_rwlock_timedwrlock(pthread_rwlock_t* l, const struct timespec* t) noexcept {
+  timespec buf;
+  t = real_deadline(CLOCK_REALTIME, t, &buf);
   oslock_add(1);
   return counted(GORT_NEXT(pthread_rwlock_timedwrlock)(l, t));
 }
 
 GORT_INTERPOSE int pthread_rwlock_clockwrlock(pthread_rwlock_t* l, clockid_t c, const struct timespec* t) noexcept {
+  timespec buf;
+  t = real_deadline(c, t, &buf);
   oslock_add(1);
   return counted(GORT_NEXT(pthread_rwlock_clockwrlock)(l, c, t));
 }

@@ -25,7 +25,9 @@
 // size-class lock, abseil's clock under its spin lock, gort's own timers),
 // and a goroutine preempted there would leave the lock held while every
 // thread that wants it waits. So for a PC in a clock function the handler
-// unwinds to the caller (clock_caller_preemptible).
+// unwinds to the caller (clock_caller_preemptible). gort's own clock
+// interposers (netpoll/hook/clock.cpp), through which a program's reads
+// pass, are unwound through too, though a PC in them is not a safe point.
 //
 // Beyond the PC, what the interrupted goroutine is in the middle of
 // (frames_preemptible): a user signal handler, which belongs to the thread
@@ -45,6 +47,7 @@
 
 #include "gmp/g.hpp"
 #include "gmp/lock.hpp"
+#include "netpoll/hook/clock.hpp"
 #include "preempt/preempt.hpp"
 
 namespace gort::internal {
@@ -74,7 +77,7 @@ void for_each_exec_segment(const dl_phdr_info* info, F add) {
 
 // The clock functions, written once by preempt_ranges_init before any
 // handler reads them.
-constexpr int kMaxClockRanges = 16;
+constexpr int kMaxClockRanges = 32;
 Range g_clock[kMaxClockRanges];
 std::atomic<int> g_nclock{0};
 
@@ -177,11 +180,12 @@ int add_vdso_segments(dl_phdr_info* info, size_t, void* arg) {
   return 1;
 }
 
-// [lo, hi) of the function at f, from its symbol's size; false if unknown.
+// [lo, hi) of the function at f, from its symbol's size; false if unknown
+// (no dynamic symbol starts at f: dladdr names the nearest one below).
 bool function_range(void* f, uintptr_t* lo, uintptr_t* hi, const char** object) {
   Dl_info info;
   void* sym = nullptr;  // RTLD_DL_SYMENT: the symbol's ElfW(Sym)
-  if (f == nullptr || dladdr1(f, &info, &sym, RTLD_DL_SYMENT) == 0 || sym == nullptr ||
+  if (f == nullptr || dladdr1(f, &info, &sym, RTLD_DL_SYMENT) == 0 || sym == nullptr || info.dli_saddr != f ||
       static_cast<const ElfW(Sym)*>(sym)->st_size == 0) {
     return false;
   }
@@ -227,6 +231,16 @@ void add_clock_ranges() {
         std::strstr(object, "/libasan.so") != nullptr) {
       add_clock_range(lo, hi);
     }
+  }
+  // gort's own interposers of the clock functions (netpoll/hook/clock.hpp),
+  // which a program's reads pass through on their way to libc. They are
+  // gort's code, so a PC inside them is no safe point (pc_kind asks
+  // in_own_range first); the walk passes through their frames to the
+  // caller.
+  void* own[kClockHooks];
+  clock_hook_entries(own);
+  for (void* f : own) {
+    if (function_range(f, &lo, &hi, &object)) add_clock_range(lo, hi);
   }
 }
 

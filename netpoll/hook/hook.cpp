@@ -227,11 +227,13 @@ void before_child(int also) {
 void* volatile g_link_sink;
 
 void link_all() {
-  g_link_sink = reinterpret_cast<void*>(&::read);       // io.cpp
-  g_link_sink = reinterpret_cast<void*>(&::poll);       // poll.cpp
-  g_link_sink = reinterpret_cast<void*>(&::nanosleep);  // sleep.cpp
-  g_link_sink = reinterpret_cast<void*>(&::socket);     // fd.cpp
-  g_link_sink = reinterpret_cast<void*>(&::fork);       // proc.cpp
+  g_link_sink = reinterpret_cast<void*>(&::read);                    // io.cpp
+  g_link_sink = reinterpret_cast<void*>(&::poll);                    // poll.cpp
+  g_link_sink = reinterpret_cast<void*>(&::nanosleep);               // sleep.cpp
+  g_link_sink = reinterpret_cast<void*>(&::socket);                  // fd.cpp
+  g_link_sink = reinterpret_cast<void*>(&::fork);                    // proc.cpp
+  g_link_sink = reinterpret_cast<void*>(&::clock_gettime);           // clock.cpp
+  g_link_sink = reinterpret_cast<void*>(&::pthread_cond_timedwait);  // timedwait.cpp
 }
 
 }  // namespace gort::internal::hook

@@ -8,7 +8,9 @@
 // to take): it always sleeps its whole time, returns 0 and leaves `rem`
 // alone. A sleep until an absolute CLOCK_REALTIME time is measured against
 // the runtime's clock from the moment of the call: a change of the system
-// time meanwhile does not move it.
+// time meanwhile does not move it. Its `now` is read through clock_gettime,
+// so that on a goroutine of a bubble that fakes the standard clocks a
+// deadline computed from the fake clock is measured against it.
 // Each function is defined under its own name: none of the 64-bit
 // renames (open -> open64) of _FILE_OFFSET_BITS=64, nor fortify's wrappers.
 #undef _FILE_OFFSET_BITS
@@ -18,6 +20,7 @@
 
 #include "gmp/bubble.hpp"
 #include "gmp/os/interpose.hpp"
+#include "netpoll/hook/fake_clock.hpp"
 #include "netpoll/hook/hook.hpp"
 
 using gort::internal::hook::get_errno;
@@ -103,9 +106,15 @@ GORT_INTERPOSE int nanosleep(const timespec* req, timespec* rem) {
 }
 
 GORT_INTERPOSE int clock_nanosleep(clockid_t clock, int flags, const timespec* req, timespec* rem) {
-  if (hook::mode() == hook::Mode::kThread || req == nullptr || !valid(req)) {
-    return GORT_NEXT(clock_nanosleep)(clock, flags, req, rem);
-  }
+  // The call as libc makes it; an absolute deadline computed from a
+  // bubble's fake clock is translated to the kernel's (fake_clock.hpp).
+  auto forward = [&] {
+    timespec buf;
+    const timespec* t = req;
+    if (req != nullptr && (flags & TIMER_ABSTIME) != 0) t = gort::internal::real_deadline(clock, req, &buf);
+    return GORT_NEXT(clock_nanosleep)(clock, flags, t, rem);
+  };
+  if (hook::mode() == hook::Mode::kThread || req == nullptr || !valid(req)) return forward();
   switch (clock) {
     case CLOCK_REALTIME:
     case CLOCK_MONOTONIC:
@@ -115,7 +124,7 @@ GORT_INTERPOSE int clock_nanosleep(clockid_t clock, int flags, const timespec* r
     default:
       // A CPU-time clock (or one the kernel refuses): as it is, in the
       // system-call protocol.
-      return hook::in_syscall_block([&] { return GORT_NEXT(clock_nanosleep)(clock, flags, req, rem); });
+      return hook::in_syscall_block(forward);
   }
   int64_t ns = ts_ns(*req);
   if ((flags & TIMER_ABSTIME) != 0) {
@@ -123,7 +132,7 @@ GORT_INTERPOSE int clock_nanosleep(clockid_t clock, int flags, const timespec* r
     if (clock_gettime(clock, &now) != 0) return get_errno();
     ns -= ts_ns(now);
   }
-  if (!park_for(ns)) return GORT_NEXT(clock_nanosleep)(clock, flags, req, rem);
+  if (!park_for(ns)) return forward();
   return 0;
 }
 
