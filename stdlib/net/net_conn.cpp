@@ -1,15 +1,21 @@
 // stdlib/net/net_conn.cpp — gort::net::Conn (Go's net.conn and TCPConn).
+// Each call serves a socket (NetFD) or a pipe end (PipeEnd, net::pipe());
+// which one is bit 0 of the handle (net.hpp).
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <utility>
+
 #include "gort/net.hpp"
 #include "stdlib/net/net_error.hpp"
 #include "stdlib/net/net_fd.hpp"
+#include "stdlib/net/pipe.hpp"
 
 namespace gort::net {
 
 using internal::NetFD;
+using internal::PipeEnd;
 
 namespace {
 
@@ -29,14 +35,24 @@ absl::Status deadline_result(int err) {
 }  // namespace
 
 Conn& Conn::operator=(Conn&& o) noexcept {
-  internal::move_fd(fd_, o.fd_);
+  // o's handle is taken first, so self-assignment keeps it; ~Conn of
+  // `old` releases what this held.
+  Conn old(std::move(o));
+  std::swap(h_, old.h_);
   return *this;
 }
 
-Conn::~Conn() { internal::drop_fd(fd_); }
+Conn::~Conn() {
+  if (is_pipe()) {
+    PipeEnd::release(pipe_end());
+  } else {
+    internal::drop_fd(fd());
+  }
+}
 
 absl::StatusOr<size_t> Conn::read(absl::Span<char> buf) {
-  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::StatusOr<size_t> {
+  if (is_pipe()) return pipe_end()->read(buf);
+  return internal::with_fd(fd(), [&](NetFD* fd) -> absl::StatusOr<size_t> {
     internal::IoResult r = fd->read(buf.data(), buf.size());
     if (r.err != 0) return internal::io_error(r.err, prefix(fd, "read"), "read");
     return r.n;
@@ -44,14 +60,16 @@ absl::StatusOr<size_t> Conn::read(absl::Span<char> buf) {
 }
 
 absl::Status Conn::wait_readable() {
-  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  if (is_pipe()) return pipe_end()->wait_readable();
+  return internal::with_fd(fd(), [&](NetFD* fd) -> absl::Status {
     int err = fd->wait_readable();
     return err == 0 ? absl::OkStatus() : internal::io_error(err, prefix(fd, "read"), "read");
   });
 }
 
 absl::StatusOr<size_t> Conn::write(absl::Span<const char> buf) {
-  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::StatusOr<size_t> {
+  if (is_pipe()) return pipe_end()->write(buf);
+  return internal::with_fd(fd(), [&](NetFD* fd) -> absl::StatusOr<size_t> {
     internal::IoResult r = fd->write(buf.data(), buf.size());
     if (r.err != 0) return internal::io_error(r.err, prefix(fd, "write"), "write");
     return r.n;
@@ -59,57 +77,75 @@ absl::StatusOr<size_t> Conn::write(absl::Span<const char> buf) {
 }
 
 absl::Status Conn::set_deadline(absl::Time t) {
-  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  if (is_pipe()) return pipe_end()->set_deadline(t, 'r' + 'w');
+  return internal::with_fd(fd(), [&](NetFD* fd) -> absl::Status {
     return deadline_result(fd->set_deadline(t, 'r' + 'w'));
   });
 }
 
 absl::Status Conn::set_read_deadline(absl::Time t) {
-  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  if (is_pipe()) return pipe_end()->set_deadline(t, 'r');
+  return internal::with_fd(fd(), [&](NetFD* fd) -> absl::Status {
     return deadline_result(fd->set_deadline(t, 'r'));
   });
 }
 
 absl::Status Conn::set_write_deadline(absl::Time t) {
-  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  if (is_pipe()) return pipe_end()->set_deadline(t, 'w');
+  return internal::with_fd(fd(), [&](NetFD* fd) -> absl::Status {
     return deadline_result(fd->set_deadline(t, 'w'));
   });
 }
 
 absl::Status Conn::close() {
-  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  if (is_pipe()) return pipe_end()->close();
+  return internal::with_fd(fd(), [&](NetFD* fd) -> absl::Status {
     return fd->close() == 0 ? absl::OkStatus() : internal::closed_error();
   });
 }
 
 absl::Status Conn::close_write() {
-  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  if (is_pipe()) return PipeEnd::unsupported("close_write");
+  return internal::with_fd(fd(), [&](NetFD* fd) -> absl::Status {
     int err = fd->shutdown(SHUT_WR);
     return err == 0 ? absl::OkStatus() : internal::io_error(err, prefix(fd, "close"), "shutdown");
   });
 }
 
 absl::Status Conn::close_read() {
-  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  if (is_pipe()) return PipeEnd::unsupported("close_read");
+  return internal::with_fd(fd(), [&](NetFD* fd) -> absl::Status {
     int err = fd->shutdown(SHUT_RD);
     return err == 0 ? absl::OkStatus() : internal::io_error(err, prefix(fd, "close"), "shutdown");
   });
 }
 
-std::string Conn::local_addr() const { return fd_ != nullptr ? fd_->laddr() : std::string(); }
+// A pipe end's addresses and network are all "pipe", as Go's pipeAddr.
+std::string Conn::local_addr() const {
+  if (is_pipe()) return "pipe";
+  return h_ != 0 ? fd()->laddr() : std::string();
+}
 
-std::string Conn::remote_addr() const { return fd_ != nullptr ? fd_->raddr() : std::string(); }
+std::string Conn::remote_addr() const {
+  if (is_pipe()) return "pipe";
+  return h_ != 0 ? fd()->raddr() : std::string();
+}
 
-std::string Conn::network() const { return fd_ != nullptr ? fd_->net() : std::string(); }
+std::string Conn::network() const {
+  if (is_pipe()) return "pipe";
+  return h_ != 0 ? fd()->net() : std::string();
+}
 
 absl::Status Conn::set_no_delay(bool on) {
-  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  if (is_pipe()) return PipeEnd::unsupported("set_no_delay");
+  return internal::with_fd(fd(), [&](NetFD* fd) -> absl::Status {
     return opt_result(fd, fd->setsockopt_int(IPPROTO_TCP, TCP_NODELAY, on ? 1 : 0));
   });
 }
 
 absl::Status Conn::set_linger(int sec) {
-  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  if (is_pipe()) return PipeEnd::unsupported("set_linger");
+  return internal::with_fd(fd(), [&](NetFD* fd) -> absl::Status {
     linger l{};
     l.l_onoff = sec >= 0 ? 1 : 0;
     l.l_linger = sec >= 0 ? sec : 0;
@@ -118,13 +154,15 @@ absl::Status Conn::set_linger(int sec) {
 }
 
 absl::Status Conn::set_keep_alive(bool on) {
-  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  if (is_pipe()) return PipeEnd::unsupported("set_keep_alive");
+  return internal::with_fd(fd(), [&](NetFD* fd) -> absl::Status {
     return opt_result(fd, fd->setsockopt_int(SOL_SOCKET, SO_KEEPALIVE, on ? 1 : 0));
   });
 }
 
 absl::Status Conn::set_keep_alive_period(absl::Duration d) {
-  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  if (is_pipe()) return PipeEnd::unsupported("set_keep_alive_period");
+  return internal::with_fd(fd(), [&](NetFD* fd) -> absl::Status {
     // Go: rounded up to whole seconds.
     int secs = static_cast<int>(absl::ToInt64Seconds(absl::Ceil(d, absl::Seconds(1))));
     if (secs < 1) secs = 1;
@@ -135,17 +173,19 @@ absl::Status Conn::set_keep_alive_period(absl::Duration d) {
 }
 
 absl::Status Conn::set_read_buffer(int bytes) {
-  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  if (is_pipe()) return PipeEnd::unsupported("set_read_buffer");
+  return internal::with_fd(fd(), [&](NetFD* fd) -> absl::Status {
     return opt_result(fd, fd->setsockopt_int(SOL_SOCKET, SO_RCVBUF, bytes));
   });
 }
 
 absl::Status Conn::set_write_buffer(int bytes) {
-  return internal::with_fd(fd_, [&](NetFD* fd) -> absl::Status {
+  if (is_pipe()) return PipeEnd::unsupported("set_write_buffer");
+  return internal::with_fd(fd(), [&](NetFD* fd) -> absl::Status {
     return opt_result(fd, fd->setsockopt_int(SOL_SOCKET, SO_SNDBUF, bytes));
   });
 }
 
-int Conn::native_handle() const { return fd_ != nullptr ? fd_->sysfd() : -1; }
+int Conn::native_handle() const { return fd() != nullptr ? fd()->sysfd() : -1; }  // -1 for a pipe end
 
 }  // namespace gort::net

@@ -280,15 +280,18 @@ inline void drop_fd(NetFD* fd) noexcept {
 }
 
 // The handles that own a NetFD (net::Conn, Listener, PacketConn, os::File)
-// are made only here: their constructors from a NetFD are private, so the
-// public API offers no way to wrap a raw one.
+// are made only here, as is a Conn that owns a pipe end
+// (stdlib/net/pipe.hpp): their constructors from a NetFD (PipeEnd) are
+// private, so the public API offers no way to wrap a raw one.
 struct NetFDAccess {
   static net::Conn conn(NetFD* fd) noexcept { return net::Conn(fd); }
+  static net::Conn conn(PipeEnd* p) noexcept { return net::Conn(p); }
   static net::Listener listener(NetFD* fd) noexcept { return net::Listener(fd); }
   static net::PacketConn packet_conn(NetFD* fd) noexcept { return net::PacketConn(fd); }
   static os::File file(NetFD* fd, std::string name) noexcept { return os::File(fd, std::move(name)); }
-  // The descriptor behind a Conn (null for an empty one), for tests.
-  static NetFD* fd(const net::Conn& c) noexcept { return c.fd_; }
+  // The descriptor behind a Conn (null for an empty one or a pipe end),
+  // for tests.
+  static NetFD* fd(const net::Conn& c) noexcept { return c.fd(); }
 };
 
 // What a read or a write does for the race detector (docs/race.md, I/O),

@@ -14,6 +14,7 @@
 #include "gort/runtime.hpp"
 #include "stdlib/net/net_error.hpp"
 #include "stdlib/net/net_fd.hpp"
+#include "stdlib/net/pipe.hpp"
 #include "gmp/os/sys.hpp"
 
 namespace gort {
@@ -197,17 +198,17 @@ absl::Status RawConn::result(int err, std::string_view op) const {
 }
 
 absl::Status RawConn::control(absl::FunctionRef<void(int)> f) {
-  if (fd_ == nullptr) return internal::invalid_error();
+  if (fd_ == nullptr) return pipe_ ? internal::PipeEnd::unsupported("raw-control") : internal::invalid_error();
   return result(fd_->raw_control(f), "raw-control");
 }
 
 absl::Status RawConn::read(absl::FunctionRef<bool(int)> f) {
-  if (fd_ == nullptr) return internal::invalid_error();
+  if (fd_ == nullptr) return pipe_ ? internal::PipeEnd::unsupported("raw-read") : internal::invalid_error();
   return result(fd_->raw_io('r', f), "raw-read");
 }
 
 absl::Status RawConn::write(absl::FunctionRef<bool(int)> f) {
-  if (fd_ == nullptr) return internal::invalid_error();
+  if (fd_ == nullptr) return pipe_ ? internal::PipeEnd::unsupported("raw-write") : internal::invalid_error();
   return result(fd_->raw_io('w', f), "raw-write");
 }
 

@@ -33,6 +33,8 @@
 // address for listen and the loopback address for dial; port 0 picks a free
 // port. Unix addresses are paths ("@name" is an abstract socket). Addresses
 // are reported the same way ("127.0.0.1:1234", "[::1]:80", "/tmp/sock").
+// pipe() makes a connected pair of Conns in memory, with no socket (Go's
+// net.Pipe), for tests.
 //
 // Errors are absl::Status values with Go's texts. A failed system call reads
 // `op network local->remote: syscall: strerror` — for example
@@ -61,7 +63,8 @@
 // listen/listen_packet/write_to given a host name (not a numeric address)
 // may park too: names are resolved with getaddrinfo inside gort::blocking,
 // so the P keeps running other goroutines. close, close_write, the
-// set_*deadline calls, addresses and socket options never park.
+// set_*deadline calls, addresses and socket options never park (on a
+// pipe() end, see there).
 //
 // Thread-safety: a Conn, Listener or PacketConn may be used by many
 // goroutines at once, as in Go: concurrent reads are served one at a time,
@@ -87,6 +90,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -103,11 +107,19 @@
 #include "gort/errors.hpp"
 #include "gort/rawconn.hpp"
 
+namespace gort::internal {
+class PipeEnd;  // stdlib/net/pipe.hpp: one end of net::pipe()
+}  // namespace gort::internal
+
 namespace gort::net {
 
 // The message of the error returned by calls on a closed socket (Go's
 // net.ErrClosed).
 inline constexpr std::string_view kErrClosed = "use of closed network connection";
+// The message of the error a net::pipe() end's write (and set_*deadline)
+// returns once the other end is closed: absl::FailedPreconditionError, as
+// a socket's EPIPE (Go's io.ErrClosedPipe).
+inline constexpr std::string_view kErrClosedPipe = "io: read/write on closed pipe";
 
 // True for absl::FailedPreconditionError("use of closed network connection").
 GORT_API bool is_closed_error(const absl::Status& s);
@@ -115,7 +127,8 @@ GORT_API bool is_closed_error(const absl::Status& s);
 // timeout (the status code is DeadlineExceeded).
 GORT_API bool is_timeout_error(const absl::Status& s);
 
-// A stream connection (TCP or Unix) or a connected datagram socket. Move-only;
+// A stream connection (TCP or Unix), a connected datagram socket, or one
+// end of an in-memory pipe (net::pipe() below). Move-only;
 // closes the socket on destruction. A default-constructed or moved-from Conn
 // holds no socket: its calls return absl::InvalidArgumentError("invalid
 // argument") at once (Go's nil Conn), its queries "" or -1, and valid() is
@@ -125,7 +138,7 @@ GORT_API bool is_timeout_error(const absl::Status& s);
 class GORT_API Conn : public ::gort::internal::ChronoDeadlines<Conn> {
  public:
   Conn() = default;
-  Conn(Conn&& o) noexcept : fd_(std::exchange(o.fd_, nullptr)) {}
+  Conn(Conn&& o) noexcept : h_(std::exchange(o.h_, 0)) {}
   Conn& operator=(Conn&& o) noexcept;
   Conn(const Conn&) = delete;
   Conn& operator=(const Conn&) = delete;
@@ -204,19 +217,40 @@ class GORT_API Conn : public ::gort::internal::ChronoDeadlines<Conn> {
   absl::Status set_write_buffer(int bytes);
 
   // The socket's descriptor, for options this API lacks; -1 without a
-  // socket. Valid until close(); do not read, write or close it directly.
+  // socket (and for a pipe end). Valid until close(); do not read, write
+  // or close it directly.
   int native_handle() const;
   // Raw access for a library that does its own I/O on the socket (Go's
-  // SyscallConn; gort/rawconn.hpp). Valid while this Conn lives.
-  RawConn syscall_conn() const { return RawConn(fd_, false); }
-  bool valid() const { return fd_ != nullptr; }
+  // SyscallConn; gort/rawconn.hpp). Valid while this Conn lives. A pipe
+  // end has no descriptor: its RawConn's calls fail (Unimplemented).
+  RawConn syscall_conn() const { return RawConn(fd(), false, is_pipe()); }
+  bool valid() const { return h_ != 0; }
   explicit operator bool() const { return valid(); }
 
  private:
   friend struct internal::NetFDAccess;
-  explicit Conn(internal::NetFD* fd) noexcept : fd_(fd) {}
+  explicit Conn(internal::NetFD* fd) noexcept : h_(reinterpret_cast<uintptr_t>(fd)) {}
+  explicit Conn(internal::PipeEnd* p) noexcept : h_(reinterpret_cast<uintptr_t>(p) | kPipeTag) {}
 
-  internal::NetFD* fd_ = nullptr;
+  bool is_pipe() const noexcept { return (h_ & kPipeTag) != 0; }
+  // The socket, or null (no connection, or a pipe end).
+  internal::NetFD* fd() const noexcept {
+    return is_pipe() ? nullptr : reinterpret_cast<internal::NetFD*>(h_);
+  }
+  // Only when is_pipe().
+  internal::PipeEnd* pipe_end() const noexcept {
+    return reinterpret_cast<internal::PipeEnd*>(h_ & ~kPipeTag);
+  }
+
+  // A tagged pointer, one word: 0 (no connection), a NetFD* (bit 0 clear:
+  // a socket) or a PipeEnd* with bit 0 set (net::pipe(); both types are
+  // at least 8-byte aligned). So a socket's Conn stays 8 bytes and each of
+  // its calls pays one test of a bit in a word it loads anyway. A common
+  // polymorphic base would have put a vtable pointer at the front of
+  // NetFD, whose first 32 bytes are laid out for the read and write paths
+  // (stdlib/net/net_fd.hpp), and made every socket call an indirect one.
+  static constexpr uintptr_t kPipeTag = 1;
+  uintptr_t h_ = 0;
 };
 
 // A stream listener (TCP or Unix). Move-only; closes on destruction. A
@@ -327,6 +361,56 @@ template <chrono_duration D>
 absl::StatusOr<Conn> dial_timeout(std::string_view network, std::string_view address, D timeout) {
   return dial_timeout(network, address, from_chrono(timeout));
 }
+
+// Go's net.Pipe: a synchronous, in-memory, full-duplex connection whose
+// two ends are Conns. What one end writes the other reads, copied straight
+// from the writer's buffer into the reader's: there is no buffering, so a
+// write parks until reads on the other end have taken all of it, and each
+// write is delivered whole before the next one starts. It is what tests of
+// code written against Conn use, and a way to connect two goroutines:
+//
+//   auto [client, server] = gort::net::pipe();
+//   gort::go([s = std::move(server)]() mutable {
+//     char buf[64];
+//     for (;;) {                                 // an echo server
+//       auto n = s.read(absl::MakeSpan(buf));
+//       if (!n.ok() || *n == 0) return;          // error or client closed
+//       if (!s.write(absl::MakeConstSpan(buf, *n)).ok()) return;
+//     }
+//   });
+//   client.write(absl::MakeConstSpan("ping", 4));  // parks until read
+//   auto n = client.read(absl::MakeSpan(reply));   // "ping"
+//   client.close();                                // the server reads EOF
+//
+// An end behaves as a socket's Conn (read, wait_readable, write, the
+// deadline setters with their "i/o timeout", close with its closed error,
+// valid), except that: close() on one end makes the other end's reads
+// return end of stream (0, OK) and its writes and set_*deadline calls
+// absl::FailedPreconditionError(kErrClosedPipe) (Go's io.ErrClosedPipe);
+// local_addr(), remote_addr() and network() are "pipe"; native_handle() is
+// -1; close_write, close_read, the TCP options and set_*_buffer return
+// absl::UnimplementedError("<call> pipe: unsupported operation"), and so
+// do the calls of syscall_conn()'s RawConn. A read with an empty buffer
+// returns 0 at once. A write of 0 bytes parks until a read on the other
+// end meets it, as in Go; that read lets it complete and goes on waiting
+// (Go's returns 0, which here would mean end of stream).
+//
+// Thread-safety and lifetime as Conn's: any goroutine or plain thread may
+// use an end; concurrent reads are served one at a time, as are concurrent
+// writes; an end must outlive the calls in progress on it; the two ends
+// may be destroyed in any order. read, wait_readable and write may park; close
+// and the queries never park; a deadline setter, and the destruction of an
+// end, may park for a moment (while a deadline that is firing finishes).
+//
+// Built from channels, select and timers only (stdlib/net/pipe.hpp): a
+// blocked call waits on channels, a deadline is a timer, so it is the
+// connection to use in synctest bubbles (docs/net.md). Costs: two heap objects and
+// fourteen small channels per pipe, made by this call (which never parks);
+// a hand-off between a write and a read is a few channel operations on
+// each side and one copy of the bytes, no system call; a pending deadline
+// is a runtime timer, and its firing runs a short goroutine. The runtime
+// must be running; destroy the ends before run returns.
+GORT_API std::pair<Conn, Conn> pipe();
 
 // Go's SplitHostPort: "host:port", "[host]:port" or "[host%zone]:port" into
 // host and port; InvalidArgument with Go's texts ("address 127.0.0.1:

@@ -44,7 +44,10 @@ class File;
 // Go's syscall.RawConn: raw access to a File's or Conn's descriptor under
 // the runtime's rules. Obtained from File::syscall_conn or
 // net::Conn::syscall_conn; valid while that object lives (after its close,
-// calls return its closed error). Copyable; any goroutine may use it.
+// calls return its closed error). One from a net::pipe() end has no
+// descriptor: its calls return absl::UnimplementedError("raw-read pipe:
+// unsupported operation") and the like, without calling f. Copyable; any
+// goroutine may use it.
 class GORT_API RawConn {
  public:
   RawConn() = default;
@@ -67,12 +70,14 @@ class GORT_API RawConn {
  private:
   friend class net::Conn;
   friend class os::File;
-  // `os` picks os's closed error over net's.
-  RawConn(internal::NetFD* fd, bool os) noexcept : fd_(fd), os_(os) {}
+  // `os` picks os's closed error over net's; `pipe`: a net::pipe() end
+  // (fd is null).
+  RawConn(internal::NetFD* fd, bool os, bool pipe = false) noexcept : fd_(fd), os_(os), pipe_(pipe) {}
   absl::Status result(int err, std::string_view op) const;
 
   internal::NetFD* fd_ = nullptr;
   bool os_ = false;
+  bool pipe_ = false;  // in os_'s padding: the size is unchanged
 };
 
 }  // namespace gort
