@@ -676,6 +676,18 @@ RuntimeStats runtime_stats() {
   return st;
 }
 
+int runtime_threads() {
+  using namespace internal;
+  if (!runtime.running.load(std::memory_order_acquire)) return 0;
+  int32_t ms;
+  {
+    MutexLock lock(sched.lock);
+    ms = sched.mcount;
+  }
+  // m0 is the thread that called run: the program's, not the runtime's.
+  return ms - 1 + runtime.nsystem_threads.load(std::memory_order_relaxed);
+}
+
 bool in_goroutine() { return internal::getg() != nullptr; }
 
 }  // namespace gort

@@ -1,18 +1,26 @@
 // tests/testing.hpp — the one header through which tests reach gort's
-// internals, plus the helpers every suite shares.
+// internals, plus the helpers every suite shares. Those a user of gort
+// would want too are public, in <gort/testing.hpp> (libgort_gtest, which
+// the suites link with libgort_testing, tests/meson.build):
+// the Procs fixture and GORT_INSTANTIATE_PROCS, the leak checks,
+// eventually, the /proc counts, parsing tracebacks. This header adds what
+// gort's own suites do with them:
 //
-//   - ProcsTest: a fixture parameterized by the number of Ps; suites derive
-//     from it and GORT_INSTANTIATE_PROCS(Suite) runs each TEST_P with 1, 2,
-//     4 and 8 Ps (as google/marl's marl_test.h does with its worker counts).
-//   - run_checked(procs, body): gort::run(body) with tear-down checks that
-//     nothing leaked: every goroutine but main has exited before main
-//     returns, no fd was left open, and every runtime thread was joined
-//     when run returned.
+//   - ProcsTest: gort::testing::ProcsTest, whose TEST_Ps run with 1, 2, 4
+//     and 8 Ps (GORT_INSTANTIATE_PROCS(Suite); as google/marl's
+//     marl_test.h does with its worker counts), with run_test(body,
+//     all_exit) running the body through run_checked.
+//   - run_checked(procs, body): gort::testing::run(body) with
+//     Config::park_check, checking that the run has the Ps asked for; its
+//     tear-down checks that nothing leaked: every goroutine but main has
+//     exited before main returns, no fd was left open, and every runtime
+//     thread was joined when run returned.
 //   - Event, Gate, Countdown: tiny parking primitives built directly on
 //     internal::park/ready, so that scheduler tests do not depend on stdlib/.
 //     They tell the race detector their happens-before edges, as stdlib's
 //     primitives do (docs/race.md): the scheduler itself orders nothing.
-//   - count_fds, count_threads, rss_bytes: what /proc says of this process.
+//   - rss_bytes, count_maps_lines: what /proc says of this process (and
+//     count_fds, count_threads from <gort/testing.hpp>).
 //   - read_errno/write_errno, current_m(): opaque accessors that the compiler
 //     cannot hoist across a switch (see docs/runtime.md, "Thread state saved
 //     per goroutine").
@@ -22,15 +30,16 @@
 //   - GORT_EXPECT_SUBPROCESS_OK: runs a statement in a death-test child with
 //     a watchdog, for behaviour that could hang or kill the whole suite.
 //   - has_frame, goroutine_block, count_goroutines, announced_block: reading
-//     Go-format tracebacks (docs/debugging.md); die_in_goroutine and
-//     no_core_file for the death tests that print them.
+//     Go-format tracebacks (docs/debugging.md) in a death test's stderr,
+//     sysmon's stall reports left out (gort::testing::parse_goroutines
+//     reads the rest); die_in_goroutine and no_core_file for the death
+//     tests that print them.
 //
 // Goroutine code must not use ASSERT_* (it returns from the lambda and may
 // leave a waiter parked forever) nor SCOPED_TRACE (gtest keeps traces per
 // thread, and goroutines migrate); use EXPECT_*.
 #pragma once
 
-#include <dirent.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -47,6 +56,7 @@
 #include <functional>
 #include <ostream>
 #include <mutex>
+#include <source_location>
 #include <string>
 #include <thread>
 #include <utility>
@@ -67,6 +77,7 @@
 #include "gort/detail/race.hpp"
 #include "gort/preempt.hpp"
 #include "gort/runtime.hpp"
+#include "gort/testing.hpp"
 
 namespace gort::test {
 
@@ -74,21 +85,10 @@ using internal::G;
 
 // ---- process resources ----
 
-// Entries of a /proc directory (without . and ..), or -1.
-inline int count_dir_entries(const char* path) {
-  DIR* d = opendir(path);
-  if (d == nullptr) return -1;
-  int n = 0;
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    n++;
-  }
-  closedir(d);
-  return n;
-}
-
-inline int count_fds() { return count_dir_entries("/proc/self/fd"); }
-inline int count_threads() { return count_dir_entries("/proc/self/task"); }
+using gort::testing::count_fds;
+using gort::testing::count_threads;
+using gort::testing::settled_fd_count;
+using gort::testing::settled_thread_count;
 
 // Resident memory of this process, in bytes (/proc/self/statm).
 inline size_t rss_bytes() {
@@ -105,58 +105,26 @@ inline int count_maps_lines() {
   return n;
 }
 
-// Polls `pred` until it holds or `limit` passes; returns its last value.
-// Only a bound on waiting for something that must happen, never a speed check.
+// gort::testing::eventually as a bool, for the tests that keep or return
+// the answer. Only a bound on waiting for something that must happen,
+// never a speed check.
 template <class Pred>
 bool eventually(Pred pred, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  for (uint32_t i = 1;; i++) {
-    if (pred()) return true;
-    if (std::chrono::steady_clock::now() > deadline) return pred();
-    // In a goroutine, let the others on this P run. Yield the OS thread only
-    // now and then: on a loaded machine sched_yield can cost a whole kernel
-    // time slice.
-    bool g = gort::in_goroutine();
-    if (g) gort::yield();
-    if (!g || i % 64 == 0) std::this_thread::yield();
-  }
+  return static_cast<bool>(gort::testing::eventually(std::move(pred), limit));
 }
 
-// count() once it reads the same twice, `gap` apart (at most 50 tries): a
-// baseline that something already on its way out does not inflate.
-inline int settled(int (*count)(), std::chrono::microseconds gap) {
-  int n = count();
-  for (int i = 0; i < 50; i++) {
-    std::this_thread::sleep_for(gap);
-    int again = count();
-    if (again == n) return n;
-    n = again;
-  }
-  return n;
-}
-
-// The baseline for expect_no_leaks. Threads the test joined just before
-// can still be listed (see below).
-inline int settled_thread_count() { return settled(&count_threads, std::chrono::microseconds(200)); }
-
-// Open descriptors: one closed a moment ago may still be held by another
-// thread (under the race detector, its own background thread opens files
-// now and then).
-inline int settled_fd_count() { return settled(&count_fds, std::chrono::milliseconds(2)); }
-
+// The OS threads and fds before a gort::run (its goroutines are checked
+// in the run: expect_goroutines_settle).
 struct ResourceSnapshot {
-  int fds = count_fds();
-  int threads = settled_thread_count();
+  gort::testing::LeakCheck check{gort::testing::LeakOptions{.goroutines = false}};
 };
 
 // Checks, after gort::run returned, that its threads were joined and its fds
-// closed. A joined thread can linger in /proc/self/task for a moment (the
-// kernel wakes pthread_join before it reaps the task), hence the polling.
+// closed (waiting a moment for a joined thread still listed in
+// /proc/self/task: the kernel wakes pthread_join before it reaps the task).
 inline void expect_no_leaks(const ResourceSnapshot& before) {
-  int threads = before.threads;
-  eventually([&] { return (threads = count_threads()) <= before.threads; });
-  EXPECT_LE(threads, before.threads) << "runtime threads still exist after gort::run returned";
-  EXPECT_EQ(count_fds(), before.fds) << "fds leaked by gort::run";
+  EXPECT_TRUE(before.check.check_threads()) << "threads still exist after gort::run returned";
+  EXPECT_TRUE(before.check.check_fds()) << "fds leaked by gort::run";
   EXPECT_EQ(gort::procs(), 0) << "the runtime still claims to run";
 }
 
@@ -167,29 +135,31 @@ inline void expect_goroutines_settle(int64_t n) {
   EXPECT_EQ(now, n) << "goroutines leaked (still alive when main returns)";
 }
 
-// gort::run(body) on `procs` Ps with the leak checks described above.
+// gort::testing::run(body) with `cfg` and the leak checks described above.
 // `all_exit`: every goroutine the body started has exited before it returns.
 // Config::park_check is on: a gort call that may park under an OS lock is
 // a fatal error even when it does not park.
 template <class F>
-void run_checked(const gort::Config& cfg_in, F&& body, bool all_exit = true) {
-  ResourceSnapshot before;
-  gort::Config cfg = cfg_in;
-  cfg.park_check = true;
-  gort::run(
+void run_checked(const gort::Config& cfg, F&& body, bool all_exit = true,
+                 std::source_location where = std::source_location::current()) {
+  gort::testing::RunOptions options;
+  options.config = cfg;
+  options.config.park_check = true;
+  options.leaks.goroutines = all_exit;
+  gort::testing::run(
       [&] {
         EXPECT_EQ(gort::procs(), cfg.procs);
         body();
-        if (all_exit) expect_goroutines_settle(1);
       },
-      cfg);
-  expect_no_leaks(before);
+      options, where);
+  EXPECT_EQ(gort::procs(), 0) << "the runtime still claims to run";
 }
 template <class F>
-void run_checked(int procs, F&& body, bool all_exit = true) {
+void run_checked(int procs, F&& body, bool all_exit = true,
+                 std::source_location where = std::source_location::current()) {
   gort::Config cfg;
   cfg.procs = procs;
-  run_checked(cfg, std::forward<F>(body), all_exit);
+  run_checked(cfg, std::forward<F>(body), all_exit, where);
 }
 
 // For tests of the scheduler's order: a slice so long that no goroutine is
@@ -204,22 +174,17 @@ inline gort::Config unpreempted_cfg(int procs) {
 
 // ---- the fixture ----
 
-class ProcsTest : public ::testing::TestWithParam<int> {
+// GORT_INSTANTIATE_PROCS(Suite) (gort/testing.hpp) runs its TEST_Ps with
+// 1, 2, 4 and 8 Ps.
+class ProcsTest : public gort::testing::ProcsTest {
  protected:
-  int procs() const { return GetParam(); }
   template <class F>
-  void run_test(F&& body, bool all_exit = true) {
-    run_checked(procs(), std::forward<F>(body), all_exit);
+  void run_test(F&& body, bool all_exit = true, std::source_location where = std::source_location::current()) {
+    run_checked(procs(), std::forward<F>(body), all_exit, where);
   }
 };
 
-inline std::string procs_name(const ::testing::TestParamInfo<int>& info) {
-  return "procs" + std::to_string(info.param);
-}
-
-#define GORT_INSTANTIATE_PROCS(Suite)                                              \
-  INSTANTIATE_TEST_SUITE_P(Procs, Suite, ::testing::Values(1, 2, 4, 8), \
-                           ::gort::test::procs_name)
+using gort::testing::procs_name;
 
 // Skips a test that needs asynchronous preemption where the build has none:
 // the race detector's (preemption is cooperative there, docs/race.md), a
@@ -601,12 +566,8 @@ inline std::string without_stall_reports(const std::string& out) {
 // The part of `out` about goroutine `id`: from its header to the blank
 // line after it (empty if it is not there). Stall reports do not count.
 inline std::string goroutine_block(const std::string& whole, int64_t id) {
-  std::string out = without_stall_reports(whole);
-  std::string head = "goroutine " + std::to_string(id) + " ";
-  for (size_t at = out.find(head); at != std::string::npos; at = out.find(head, at + 1)) {
-    if (at != 0 && out[at - 1] != '\n') continue;
-    size_t end = out.find("\n\n", at);
-    return out.substr(at, end == std::string::npos ? std::string::npos : end + 1 - at);
+  for (gort::testing::Goroutine& g : gort::testing::parse_goroutines(without_stall_reports(whole))) {
+    if (g.id == id) return std::move(g.text);
   }
   return "";
 }
@@ -650,14 +611,9 @@ inline void no_core_file() {
 // line) in `out`, in order. Ids need not be consecutive: each P hands them
 // out from its own batch (as Go's goidcache does).
 inline std::vector<int64_t> goroutine_ids(const std::string& whole) {
-  std::string out = without_stall_reports(whole);
   std::vector<int64_t> ids;
-  for (size_t at = out.find("goroutine "); at != std::string::npos; at = out.find("goroutine ", at + 1)) {
-    if (at != 0 && out[at - 1] != '\n') continue;
-    size_t i = at + 10;
-    int64_t id = 0;
-    while (i < out.size() && out[i] >= '0' && out[i] <= '9') id = id * 10 + (out[i++] - '0');
-    if (i > at + 10 && i < out.size() && out[i] == ' ') ids.push_back(id);
+  for (const gort::testing::Goroutine& g : gort::testing::parse_goroutines(without_stall_reports(whole))) {
+    ids.push_back(g.id);
   }
   return ids;
 }

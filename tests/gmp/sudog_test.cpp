@@ -73,7 +73,7 @@ TEST(WaitQDrain, EveryLengthOddAndEven) {
 TEST(WaitQDrain, CompletedSelectsAreDroppedAtEitherEndAndInTheMiddle) {
   for (int n : {1, 2, 3, 4, 5, 6, 7, 33, 1000, 1001}) {
     for (int every : {1, 2, 3}) {
-      SCOPED_TRACE(testing::Message() << "n=" << n << " every=" << every);
+      SCOPED_TRACE(::testing::Message() << "n=" << n << " every=" << every);
       Queued qd(n, every);
       WakeList wl;
       qd.q.drain(&wl);

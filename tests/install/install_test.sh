@@ -3,7 +3,8 @@
 #
 # Installs the build into a temporary DESTDIR and builds hello.cpp against it
 # exactly as a user would (`c++ -std=c++20 hello.cpp $(pkg-config --cflags
-# --libs gort)`), then runs it; then spinner.cpp against the installed
+# --libs gort)`), then runs it; then gtest_hello.cpp with `pkg-config
+# --cflags --libs gort-gtest`, where the build has it; then spinner.cpp against the installed
 # libgort.a with `pkg-config --static --cflags --libs gort` (-lgort read as
 # the archive), which must keep asynchronous preemption. Exit 77 (skip)
 # when there is no compiler or pkg-config.
@@ -94,6 +95,37 @@ gort::run returned 7"
 if [[ "$out" != "$expected" ]]; then
   printf 'FAIL: unexpected output; wanted:\n%s\n' "$expected"
   exit 1
+fi
+
+# The GoogleTest helpers (libgort_gtest.a, gort-gtest.pc), where the build
+# has them (it skips them without GoogleTest): a test program built with
+# `pkg-config --cflags --libs gort-gtest` runs and passes, against the
+# installed libgort_gtest.a and libgort.
+if pkg-config --exists gort-gtest; then
+  gtest_flags=$(pkg-config --cflags --libs gort-gtest)
+  echo "pkg-config --cflags --libs gort-gtest: $gtest_flags"
+  if [[ "$gtest_flags" != *-lgort_gtest* || -z "$(find "$destdir" -name libgort_gtest.a)" ]]; then
+    printf 'FAIL: gort-gtest.pc does not link the installed libgort_gtest.a:\n%s\n' "$gtest_flags"
+    exit 1
+  fi
+  # shellcheck disable=SC2086 # word splitting of the flags is intended
+  "$CXX" -std=c++20 -Wall -Wextra "${san[@]}" -o "$tmp/gtest_hello" "$src_dir/gtest_hello.cpp" $gtest_flags
+  libs=$(ldd "$tmp/gtest_hello")
+  if [[ "$libs" != *"$destdir"*libgort* && "$libs" != *libgort*"$destdir"* ]]; then
+    printf 'FAIL: gtest_hello is not linked against the installed libgort:\n%s\n' "$libs"
+    exit 1
+  fi
+  out=$("$tmp/gtest_hello" 2>&1) || { printf 'FAIL: gtest_hello:\n%s\n' "$out"; exit 1; }
+  if [[ "$out" != *"[  PASSED  ] 6 tests."* ]]; then
+    printf 'FAIL: gtest_hello did not pass its 6 tests:\n%s\n' "$out"
+    exit 1
+  fi
+  echo "gtest_hello: 6 tests passed"
+elif [[ -n "$(find "$destdir" -name 'libgort_gtest.a')" ]]; then
+  echo "FAIL: libgort_gtest was installed without gort-gtest.pc"
+  exit 1
+else
+  echo "no libgort_gtest (built without GoogleTest): not checking it"
 fi
 
 # A release program (-O2, no -g) whose goroutine calls gort::sleep in tail

@@ -420,6 +420,14 @@ struct RuntimeStats {
 };
 GORT_API RuntimeStats runtime_stats();
 
+// The OS threads the running runtime has started and not yet joined: its
+// Ms other than the thread that called run, sysmon, and the stack pool's
+// helper; 0 when no run is active. With /proc/self/task's count it tells
+// the program's own threads from the runtime's (gort/testing.hpp's leak
+// check). A thread being started or joined may be counted while it is not
+// listed there yet, or no more while it still is. Never parks.
+GORT_API int runtime_threads();
+
 // True when the caller is a goroutine (as opposed to a plain OS thread or the
 // runtime's own threads).
 GORT_API bool in_goroutine();
