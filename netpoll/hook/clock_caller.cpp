@@ -26,6 +26,11 @@
 //     (libgcc's _Unwind_Backtrace, lock-free through glibc's
 //     _dl_find_object, as preempt/safe_points.cpp's signal handler does).
 //     If that fails, the read is not faked.
+//   - libstdc++'s std::chrono clocks (system_clock::now, steady_clock::now),
+//     which abseil calls for its clock reads (absl::Now reads
+//     system_clock): when one of them is the direct caller, the walk goes
+//     on past it in the same way, so the caller that decides is the one
+//     that called the chrono clock.
 #include <dlfcn.h>
 #include <link.h>
 #include <unwind.h>
@@ -48,7 +53,7 @@ struct Range {
 // A table filled by the constructor, read lock-free after.
 template <int N>
 struct Ranges {
-  Range r[N];
+  Range r[N] = {};
   std::atomic<int> n{0};
 
   void add(uintptr_t lo, uintptr_t hi) {
@@ -67,12 +72,15 @@ struct Ranges {
 };
 
 // Debian's abseil is some eighty libraries; a program loads a few dozen.
-Ranges<128> g_absl;
-Ranges<8> g_ahead;
+// constinit: filled by a constructor function, which may run before this
+// file's dynamic initialisers would (and they would then empty them).
+constinit Ranges<128> g_absl;
+constinit Ranges<8> g_ahead;
+constinit Ranges<4> g_chrono;
 
 enum AbslState : int { kNotLooked, kKnown, kMissing };
-std::atomic<int> g_absl_state{kNotLooked};
-std::atomic<bool> g_warned{false};
+constinit std::atomic<int> g_absl_state{kNotLooked};
+constinit std::atomic<bool> g_warned{false};
 
 const char* base_name(const char* path) {
   const char* slash = std::strrchr(path, '/');
@@ -114,16 +122,39 @@ int add_object_at(dl_phdr_info* info, size_t, void* arg) {
 }
 
 void find_absl() {
+  // Shared abseil: every loaded libabsl_* object. Looked for by name, not
+  // through &absl::GetCurrentTimeNanos, which in a non-PIE executable
+  // calling it is the executable's canonical PLT entry.
+  dl_iterate_phdr(&add_absl_object, nullptr);
+  if (g_absl.n.load(std::memory_order_relaxed) > 0) return;
   auto anchor = reinterpret_cast<void*>(&absl::GetCurrentTimeNanos);
   Dl_info info;
   void* sym = nullptr;  // RTLD_DL_SYMENT: the symbol's ElfW(Sym)
   if (dladdr1(anchor, &info, &sym, RTLD_DL_SYMENT) == 0 || info.dli_fname == nullptr) return;
-  if (std::strncmp(base_name(info.dli_fname), "libabsl_", 8) == 0) {
-    dl_iterate_phdr(&add_absl_object, nullptr);
-  } else if (sym != nullptr && info.dli_saddr == anchor && static_cast<const ElfW(Sym)*>(sym)->st_size != 0) {
+  if (sym != nullptr && info.dli_saddr == anchor && static_cast<const ElfW(Sym)*>(sym)->st_size != 0) {
     auto lo = reinterpret_cast<uintptr_t>(anchor);
     g_absl.add(lo, lo + static_cast<const ElfW(Sym)*>(sym)->st_size);
   }
+}
+
+// libstdc++'s chrono clocks, each as its symbol's extent. Looked up in
+// libstdc++ itself: in a non-PIE executable that calls them, RTLD_DEFAULT
+// finds the executable's canonical PLT entry instead.
+void find_chrono() {
+  void* lib = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD);
+  if (lib == nullptr) return;  // linked statically: its clocks are the program's code
+  static constexpr const char* kNames[] = {"_ZNSt6chrono3_V212system_clock3nowEv",
+                                           "_ZNSt6chrono3_V212steady_clock3nowEv"};
+  for (const char* name : kNames) {
+    void* f = dlsym(lib, name);
+    if (f == nullptr) continue;
+    Dl_info info;
+    void* sym = nullptr;
+    if (dladdr1(f, &info, &sym, RTLD_DL_SYMENT) == 0 || sym == nullptr || info.dli_saddr != f) continue;
+    auto lo = reinterpret_cast<uintptr_t>(f);
+    g_chrono.add(lo, lo + static_cast<const ElfW(Sym)*>(sym)->st_size);
+  }
+  dlclose(lib);
 }
 
 void find_ahead() {
@@ -139,6 +170,7 @@ void find_ahead() {
 
 __attribute__((constructor)) void find_callers() {
   find_ahead();
+  find_chrono();
   find_absl();
   g_absl_state.store(g_absl.n.load(std::memory_order_relaxed) > 0 ? kKnown : kMissing, std::memory_order_release);
 }
@@ -157,7 +189,7 @@ _Unwind_Reason_Code caller_walk_step(_Unwind_Context* ctx, void* arg) {
   if (++w->frames > kMaxWalkFrames) return _URC_END_OF_STACK;
   uintptr_t ip = _Unwind_GetIP(ctx);
   if (ip == 0) return _URC_END_OF_STACK;
-  if (g_ahead.contains(ip - 1)) {
+  if (g_ahead.contains(ip - 1) || g_chrono.contains(ip - 1)) {
     w->in_ahead = true;
     return _URC_NO_REASON;
   }
@@ -191,7 +223,7 @@ bool clock_fake_for_caller(uintptr_t ret) {
   }
   // The return address, less one: a call may be its function's last
   // instruction.
-  if (g_ahead.contains(ret - 1)) {
+  if (g_ahead.contains(ret - 1) || g_chrono.contains(ret - 1)) {
     ret = caller_past_interceptors();
     if (ret == 0) return false;
   }

@@ -18,6 +18,7 @@
 
 #include "gort/chan.hpp"
 #include "gort/net.hpp"
+#include "gort/time.hpp"
 #include "gort/runtime.hpp"
 #include "stdlib/net/net_addr.hpp"
 #include "stdlib/net/net_error.hpp"
@@ -142,7 +143,7 @@ absl::StatusOr<Conn> dial_impl(const Context& ctx, std::string_view network,
       return internal::wrap_error(internal::op_prefix("dial", n->name, "", internal::format_sockaddr(ra)),
                                 internal::ctx_error(e));
     }
-    auto pd = partial_deadline(absl::Now(), deadline, total - i);
+    auto pd = partial_deadline(gort::now(), deadline, total - i);
     if (!pd.ok()) {
       if (first_err.ok()) {
         first_err = internal::wrap_error(
@@ -178,7 +179,7 @@ absl::StatusOr<Conn> dial(const Context& ctx, std::string_view network, std::str
 absl::StatusOr<Conn> dial_timeout(std::string_view network, std::string_view address,
                                   absl::Duration timeout) {
   // Go's Dialer.Timeout: 0 means none.
-  absl::Time deadline = timeout == absl::ZeroDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+  absl::Time deadline = timeout == absl::ZeroDuration() ? absl::InfiniteFuture() : gort::now() + timeout;
   return dial_impl(background(), network, address, deadline);
 }
 

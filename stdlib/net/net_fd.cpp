@@ -22,6 +22,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "gmp/bubble.hpp"
 #include "gmp/sched.hpp"
 #include "gort/runtime.hpp"
 #include "gort/time.hpp"
@@ -152,7 +153,11 @@ int64_t poll_deadline(absl::Time t, int64_t now) {
   // Duration arithmetic (three, on every deadline a server sets).
   // ToUnixNanos floors and saturates, so a time outside int64's range
   // (before 1678, after 2262) lands in the first or the last branch.
-  const int64_t wall = now + wall_offset(now);
+  // In a synctest bubble `t` is on the bubble's fake clock (gort::now()):
+  // what is left of it is measured from there, and waited for in real time
+  // (socket I/O is not durable), as Go's runtime poller does.
+  internal::Bubble* b = internal::current_bubble();
+  const int64_t wall = b == nullptr ? now + wall_offset(now) : b->now.load(std::memory_order_acquire);
   const int64_t tn = absl::ToUnixNanos(t);
   if (tn <= wall) return 1;  // any past nanotime: expired
   constexpr int64_t kFar = int64_t{1} << 62;

@@ -3,6 +3,8 @@
 // stdlib/net/pipe.hpp.
 #include "stdlib/net/pipe.hpp"
 
+#include "gort/time.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -17,10 +19,10 @@ namespace gort::internal {
 
 namespace {
 
-// The deadlines' "now", read in this one place: in a synctest bubble it
-// is to be the bubble's clock (issue 44), as the timers that close the
-// deadline channels already run on the runtime's.
-absl::Time pipe_now() { return absl::Now(); }
+// The deadlines' "now", read in this one place: in a synctest bubble it is
+// the bubble's fake clock, as the timers that close the deadline channels
+// are bubble timers (docs/testing.md).
+absl::Time pipe_now() { return gort::now(); }
 
 // Whether a Signal has been closed, without waiting.
 bool is_closed(const Signal& s) { return gort::select(on_recv(s), on_default()) == 0; }

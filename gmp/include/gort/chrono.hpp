@@ -69,8 +69,13 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "gort/detail/api.hpp"
 
 namespace gort {
+
+// gort/time.hpp's now() (defined in libgort): the time, on a synctest
+// bubble's fake clock on its goroutines.
+GORT_API absl::Time now();
 
 namespace internal {
 
@@ -144,11 +149,14 @@ inline absl::Time from_chrono(absl::Time t) { return t; }
 
 // The one place gort relates steady_clock to the wall clock: the instant
 // `since_epoch` past steady_clock's epoch, as the absl::Time that is as far
-// from absl::Now() as it is from steady_clock::now(). Both clocks are read
+// from gort::now() as it is from steady_clock::now(). gort::now(), not
+// absl::Now(): in a synctest bubble a deadline `steady_clock::now() + 1s`
+// is one second away on the bubble's clock, whether or not the bubble
+// fakes steady_clock too (gort/synctest.hpp). Both clocks are read
 // once, back to back; the result is off by the time between the two reads
 // (well under a microsecond) and saturates as absl's arithmetic does.
 inline absl::Time steady_to_time(absl::Duration since_epoch) {
-  const absl::Time wall = absl::Now();
+  const absl::Time wall = gort::now();
   const auto steady = std::chrono::steady_clock::now().time_since_epoch();
   return wall + (since_epoch - from_chrono(steady));
 }

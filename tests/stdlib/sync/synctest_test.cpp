@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "gort/chan.hpp"
 #include "gort/context.hpp"
+#include "gort/net.hpp"
 #include "gort/sync.hpp"
 #include "gort/synctest.hpp"
 #include "gort/time.hpp"
@@ -426,6 +427,40 @@ TEST_P(Synctest, PipelineStress) {
       // Each stage sleeps 1 ms per item; stages overlap, so the last item
       // leaves after kItems + kStages - 1 ms at the least.
       EXPECT_GE(gort::now() - kEpoch, absl::Milliseconds(kItems));
+    });
+  });
+}
+
+// net::pipe is built on channels and timers: its reads, writes and
+// deadlines are durable, on the fake clock.
+TEST_P(Synctest, PipeDeadlinesOnTheFakeClock) {
+  run_checked(procs(), [] {
+    gort::synctest::test([] {
+      auto [a, b] = gort::net::pipe();
+      char buf[8];
+      ASSERT_TRUE(a.set_read_deadline(gort::now() + absl::Minutes(5)).ok());
+      auto r = a.read(absl::MakeSpan(buf));
+      EXPECT_TRUE(gort::net::is_timeout_error(r.status())) << r.status();
+      EXPECT_EQ(gort::now(), kEpoch + absl::Minutes(5));
+      // A write before the deadline: the read returns at the write's time.
+      ASSERT_TRUE(a.set_read_deadline(gort::now() + absl::Minutes(5)).ok());
+      gort::go([&b] {
+        gort::sleep(absl::Minutes(1));
+        EXPECT_EQ(b.write(absl::MakeConstSpan("hi", 2)).value_or(0), 2u);
+      });
+      auto n = a.read(absl::MakeSpan(buf));
+      ASSERT_TRUE(n.ok()) << n.status();
+      EXPECT_EQ(*n, 2u);
+      EXPECT_EQ(gort::now(), kEpoch + absl::Minutes(6));
+      // std::chrono deadlines are relative to the bubble's clock too.
+      ASSERT_TRUE(b.set_write_deadline(std::chrono::steady_clock::now() + 30s).ok());
+      auto w = b.write(absl::MakeConstSpan("x", 1));  // nobody reads
+      EXPECT_TRUE(gort::net::is_timeout_error(w.status())) << w.status();
+      // From the std::chrono time point: exact but for the real time
+      // between its two clock reads (gort/chrono.hpp, steady_to_time).
+      EXPECT_LT(absl::AbsDuration(gort::now() - (kEpoch + absl::Minutes(6) + absl::Seconds(30))), absl::Milliseconds(1));
+      EXPECT_TRUE(a.close().ok());
+      EXPECT_TRUE(b.close().ok());
     });
   });
 }
