@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "gmp/clock_rand.hpp"
@@ -141,18 +142,27 @@ bool report(M* m, G* g, int64_t ns, const char* what, const char* why) {
     unwind(rr.regs, rr.view, rr.first_pc(), &f.pcs);
     f.kind = GoroutineFrames::kWalked;
   }
-  TraceWriter w(2);
-  w.put("gort: stall: goroutine ");
-  w.put_int(g->id);
-  w.put(what);
-  put_duration(w, ns);
-  w.put(" on M ");
-  w.put_int(m->id);
-  w.put(" (");
-  w.put(why);
-  w.put(")\n\n");
-  print_goroutine(w, g, nullptr, f, traceback_settings().level >= 2 ? 2 : 1);
-  w.put("\n");
+  // Composed first, written in one go unless the process has begun to die
+  // meanwhile (asking the M above may take a while): a stall report must
+  // not land in the middle of a fatal error's.
+  std::string text;
+  {
+    TraceWriter w(&text);
+    w.put("gort: stall: goroutine ");
+    w.put_int(g->id);
+    w.put(what);
+    put_duration(w, ns);
+    w.put(" on M ");
+    w.put_int(m->id);
+    w.put(" (");
+    w.put(why);
+    w.put(")\n\n");
+    print_goroutine(w, g, nullptr, f, traceback_settings().level >= 2 ? 2 : 1);
+    w.put("\n");
+  }
+  if (process_dying()) return false;
+  TraceWriter out(2);
+  out.put(text);
   return true;
 }
 
