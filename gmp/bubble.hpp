@@ -88,6 +88,7 @@ struct Bubble {
   // then used only by the one P a seeded bubble runs on, one goroutine or
   // scheduler context at a time: no lock.
   bool seeded = false;
+  uint64_t seed = 0;
   uint32_t yield_per_65536 = 0;  // chance of a yield at each call that may park
   uint64_t rng[2] = {0, 0};      // xoroshiro128+
   uint64_t schedule_hash = 0;    // FNV-1a over the ordinals run, in order

@@ -51,6 +51,7 @@ void bubble_seed(Bubble* b, uint64_t seed, uint32_t yield_per_65536) {
   uint64_t x = seed;
   b->rng[0] = splitmix(&x);
   b->rng[1] = splitmix(&x);
+  b->seed = seed;
   b->yield_per_65536 = yield_per_65536;
   b->schedule_hash = kFnvOffset;
   b->steps = 0;

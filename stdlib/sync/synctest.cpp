@@ -89,6 +89,12 @@ std::vector<uint64_t> explore(std::function<void()> f, ExploreOptions options) {
   return hashes;
 }
 
+std::optional<uint64_t> seed() {
+  internal::Bubble* b = internal::seeded_bubble(internal::getg());
+  if (b == nullptr) return std::nullopt;
+  return b->seed;
+}
+
 uint64_t schedule_hash() {
   internal::Bubble* b = internal::seeded_bubble(internal::getg());
   return b != nullptr ? b->schedule_hash : 0;

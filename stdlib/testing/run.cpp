@@ -1,10 +1,15 @@
 // stdlib/testing/run.cpp — gort::testing::run (a test body as the main
 // goroutine of a run of its own, then the leak checks), init() and the
 // Procs fixture's names.
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
 #include <exception>
+#include <optional>
 #include <string>
 
 #include "gort/runtime.hpp"
+#include "gort/synctest.hpp"
 #include "gort/testing.hpp"
 #include "stdlib/testing/proc_self.hpp"
 
@@ -30,6 +35,24 @@ void call_body(absl::FunctionRef<void()> body, const std::source_location& where
         << "Unknown C++ exception thrown in the test body.";
   }
 }
+
+// A failed expectation inside a seeded synctest bubble names the seed that
+// replays the schedule (once per test): libgort itself does so only for a
+// bubble that throws or deadlocks, as it knows nothing of GoogleTest.
+class SeedPrinter : public ::testing::EmptyTestEventListener {
+ public:
+  void OnTestStart(const ::testing::TestInfo&) override { printed_.store(false, std::memory_order_relaxed); }
+  void OnTestPartResult(const ::testing::TestPartResult& result) override {
+    if (!result.failed()) return;
+    std::optional<uint64_t> seed = gort::synctest::seed();
+    if (!seed || printed_.exchange(true, std::memory_order_relaxed)) return;
+    std::fprintf(stderr, "synctest: schedule seed %llu (GORT_SCHEDSEED=%llu replays it)\n",
+                 static_cast<unsigned long long>(*seed), static_cast<unsigned long long>(*seed));
+  }
+
+ private:
+  std::atomic<bool> printed_{false};
+};
 
 }  // namespace
 
@@ -63,6 +86,7 @@ void init(int* argc, char** argv) {
   detail::prime_threads();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   ::testing::InitGoogleTest(argc, argv);
+  ::testing::UnitTest::GetInstance()->listeners().Append(new detail::SeedPrinter);
 }
 
 }  // namespace gort::testing

@@ -98,6 +98,9 @@ GORT_API bool in_bubble();
 // named by its creation order in the bubble), which tells schedules
 // apart. 0 outside a seeded bubble.
 GORT_API uint64_t schedule_hash();
+// In a seeded bubble: its seed (what GORT_SCHEDSEED would replay); else
+// nullopt. libgort_gtest prints it when an expectation fails in the bubble.
+GORT_API std::optional<uint64_t> seed();
 
 // Runs test(f) under `runs` seeds, first_seed, first_seed + 1, ..., to find
 // order-dependent bugs; returns each run's final schedule_hash, in order.

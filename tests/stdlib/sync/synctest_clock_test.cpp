@@ -207,8 +207,13 @@ TEST(SynctestClock, FakeDeadlinesWaitTheirDistanceInRealTime) {
             std::unique_lock<std::mutex> lock(mu);
             expect_about_50ms("condition_variable::wait_until(steady_clock)",
                               [&] { cv.wait_until(lock, steady_clock::now() + 50ms); });
-            expect_about_50ms("condition_variable::wait_until(system_clock)",
-                              [&] { cv.wait_until(lock, system_clock::now() + 50ms); });
+            // Under the race detector TSan's interceptor of
+            // pthread_cond_timedwait binds libc's versioned definition and
+            // gort's translation never sees the call (docs/testing.md).
+            if (!gort::internal::kRaceEnabled) {
+              expect_about_50ms("condition_variable::wait_until(system_clock)",
+                                [&] { cv.wait_until(lock, system_clock::now() + 50ms); });
+            }
           }
           expect_about_50ms("pthread_mutex_clocklock", [&] {
             timespec ts{};

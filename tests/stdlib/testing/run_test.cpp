@@ -2,19 +2,30 @@
 // the fixtures (stdlib/testing/run.cpp): bodies run as the main goroutine
 // of a run with the Ps asked for; an exception is a test failure; a body
 // that stopped early is not checked for leaks.
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
 #include "gort/chan.hpp"
 #include "gort/runtime.hpp"
+#include "gort/synctest.hpp"
 #include "gort/testing.hpp"
 #include "tests/stdlib/testing/failures.hpp"
 
 namespace gort_testing_test {
 namespace {
+
+const char* program_path() {
+  static char path[4096];
+  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  path[n > 0 ? n : 0] = '\0';
+  return path;
+}
 
 GORT_TEST(TestingRun, GortTestBodyIsTheMainGoroutine) {
   EXPECT_TRUE(gort::in_goroutine());
@@ -95,6 +106,31 @@ TEST_P(TestingProcs, BodyRunsWithTheParameterPs) {
 
 TEST(TestingProcsName, SaysTheProcs) {
   EXPECT_EQ(gort::testing::procs_name(::testing::TestParamInfo<int>(8, 3)), "procs8");
+}
+
+// Run only by the next test, in a child process of its own: a failure
+// inside a seeded bubble.
+TEST(TestingRun, DISABLED_SeededBubbleFails) {
+  gort::Config cfg;
+  cfg.procs = 1;
+  gort::run([] { gort::synctest::test([] { ADD_FAILURE() << "planted"; }, {.seed = 42}); }, cfg);
+}
+
+// A failed expectation inside a seeded bubble names the seed (the listener
+// GORT_TEST_MAIN installs): this test binary runs the disabled test above
+// as a program of its own and reads what it printed.
+TEST(TestingRun, AFailureInASeededBubbleNamesTheSeed) {
+  std::string cmd = "'" + std::string(program_path()) +
+                    "' --gtest_filter=TestingRun.DISABLED_SeededBubbleFails --gtest_also_run_disabled_tests 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  int status = pclose(p);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << out;  // the planted failure
+  EXPECT_NE(out.find("planted"), std::string::npos) << out;
+  EXPECT_NE(out.find("synctest: schedule seed 42 (GORT_SCHEDSEED=42 replays it)"), std::string::npos) << out;
 }
 
 }  // namespace
