@@ -189,9 +189,14 @@ void teardown() {
     for (G* g = allg, *next; g != nullptr; g = next) {
       next = g->allg_next;
       GStatus st = g->status.load();
-      if (g->started && st != GStatus::kDead && st != GStatus::kIdle) abandoned = true;
+      const bool parked = g->started && st != GStatus::kDead && st != GStatus::kIdle;
+      if (parked) abandoned = true;
       destroy_unstarted(g);
-      tsan_release_fiber(&g->tsan_fiber);
+      if (parked) {
+        tsan_abandon_fiber(&g->tsan_fiber);
+      } else {
+        tsan_release_fiber(&g->tsan_fiber);
+      }
     }
   } else {
     while (G* g = queued.pop()) destroy_unstarted(g);

@@ -158,6 +158,12 @@ void tsan_release_fiber(void** fiber) {
   tsan_destroy_fiber(evict);
 }
 
+void tsan_abandon_fiber(void** fiber) {
+  if (*fiber == nullptr) return;
+  *fiber = nullptr;
+  g_live.fetch_sub(1, std::memory_order_relaxed);
+}
+
 #else
 
 void tsan_fresh_stack(char*, char*, size_t) {}
@@ -165,6 +171,7 @@ void tsan_forget_stack(char*, size_t) {}
 int64_t tsan_fibers_created() { return 0; }
 void tsan_start_fiber(void**, int64_t, const void*) {}
 void tsan_release_fiber(void**) {}
+void tsan_abandon_fiber(void**) {}
 
 #endif
 

@@ -5,6 +5,8 @@
 // (one P, a valid probability, GORT_SCHEDSEED) are enforced.
 #include <stdlib.h>
 
+#include <atomic>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -88,7 +90,9 @@ TEST(SynctestSeed, SeedsExploreDistinctInterleavings) {
 // with a call that may park between the check and the act. Only some
 // orders expose it.
 void planted_bug() {
-  int taken = 0;
+  // Atomic: the bug is the order, not a data race (which the race build
+  // would report on its own).
+  std::atomic<int> taken{0};
   auto ch = gort::make_chan<int>(1);
   gort::WaitGroup wg;
   wg.add(2);
@@ -191,7 +195,12 @@ TEST(SynctestSeed, FakeClockAndDeadlockInASeededBubble) {
       EXPECT_EQ(gort::now() - t0, absl::Seconds(3));
     }, {.seed = 5});
     testing::internal::CaptureStderr();
-    EXPECT_THROW(gort::synctest::test([] { gort::make_chan<int>().recv(); }, {.seed = 6}), gort::panic_error);
+    // A WaitGroup, not a channel: see synctest_test.cpp's deadlock tests.
+    EXPECT_THROW(gort::synctest::test([] {
+      auto wg = std::make_shared<gort::WaitGroup>();
+      wg->add(1);
+      wg->wait();
+    }, {.seed = 6}), gort::panic_error);
     EXPECT_NE(testing::internal::GetCapturedStderr().find("schedule seed 6"), std::string::npos);
   }, /*all_exit=*/false);
 }

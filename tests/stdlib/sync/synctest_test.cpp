@@ -207,18 +207,34 @@ TEST_P(Synctest, DeadlockPanicsWithTheBlockedGoroutines) {
   }, /*all_exit=*/false);
 }
 
+TEST_P(Synctest, DeadlockOnAWaitGroup) {
+  run_checked(procs(), [] {
+    std::string text = panic_text([] {
+      gort::synctest::test([] {
+        gort::WaitGroup wg;
+        wg.add(1);
+        gort::go([] { gort::sleep(absl::Hours(1)); });
+        wg.wait();  // nobody calls done; the sleeper exits at 1 h
+      });
+    });
+    EXPECT_EQ(text.rfind("deadlock: all goroutines in bubble are blocked", 0), 0u) << text;
+    EXPECT_NE(text.find("[sync.WaitGroup.Wait (durable), synctest bubble "), std::string::npos) << text;
+  }, /*all_exit=*/false);
+}
+
 TEST_P(Synctest, MainExitedWithBlockedGoroutines) {
   run_checked(procs(), [] {
     std::string text = panic_text([] {
       gort::synctest::test([] {
-        auto c = gort::make_chan<int>();
-        gort::go([c] { c.send(1); });
-        gort::sleep(absl::Seconds(1));  // the child blocks in send
+        auto wg = std::make_shared<gort::WaitGroup>();
+        wg->add(1);
+        gort::go([wg] { wg->wait(); });  // nobody calls done
+        gort::sleep(absl::Seconds(1));
       });
     });
     EXPECT_EQ(text.rfind("deadlock: main bubble goroutine has exited but blocked goroutines remain", 0), 0u)
         << text;
-    EXPECT_NE(text.find("[chan send (durable), synctest bubble "), std::string::npos) << text;
+    EXPECT_NE(text.find("[sync.WaitGroup.Wait (durable), synctest bubble "), std::string::npos) << text;
   }, /*all_exit=*/false);
 }
 
