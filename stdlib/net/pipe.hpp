@@ -1,11 +1,11 @@
 // stdlib/net/pipe.hpp — PipeEnd: one end of net::pipe() (Go's net.Pipe,
 // src/net/pipe.go), made of channels, select and timers and nothing else.
 //
-// Why only those: a synctest bubble (issue 44) counts a goroutine blocked
-// on a channel or a select as durably blocked, and runs timers on its fake
-// clock. A pipe that parked on its own (internal::park, a descriptor on
-// the poller) would keep a bubble from ever going idle; this one needs
-// only its clock read switched (pipe_now() in pipe.cpp). The one Mutex
+// Why only those: a synctest bubble (docs/testing.md) counts a goroutine
+// blocked on its channels or a select on them as durably blocked, and runs
+// timers on its fake clock. A pipe that parked on its own (internal::park,
+// a descriptor on the poller) would keep a bubble from ever going idle;
+// this one reads its clock with gort::now() (pipe_now() in pipe.cpp). The one Mutex
 // per deadline is held for a moment, never across a wait for the peer.
 //
 // The channels of one direction (the peer's writes, this end's reads):
