@@ -26,9 +26,6 @@ struct Main {
   std::exception_ptr thrown;
 };
 
-uint64_t run_seeded(internal::Bubble* b, std::function<void()> f);
-
-
 std::optional<uint64_t> env_seed() {
   const char* v = std::getenv("GORT_SCHEDSEED");
   if (v == nullptr || *v == '\0') return std::nullopt;
@@ -44,65 +41,10 @@ void print_seed(uint64_t seed) {
                static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
 }
 
-// test's body; returns the final schedule hash of a seeded bubble.
-uint64_t run_bubble(std::function<void()> f, const Options& options) {
-  std::optional<uint64_t> seed = options.seed ? options.seed : env_seed();
-  if (seed && gort::procs() != 1) {
-    throw panic_error("synctest: a seeded bubble needs one P (Config::procs = 1), not " +
-                      std::to_string(gort::procs()));
-  }
-  if (options.yield_probability < 0 || options.yield_probability > 1) {
-    throw panic_error("synctest: yield_probability must be in [0, 1]");
-  }
-  internal::Bubble* b = internal::bubble_begin(options.fake_std_clocks);
-  internal::G* root = internal::getg();
-  if (seed) {
-    internal::bubble_seed(b, *seed, static_cast<uint32_t>(options.yield_probability * 65536));
-    root->nopreempt++;
-  }
-  try {
-    uint64_t h = run_seeded(b, std::move(f));
-    if (seed) root->nopreempt--;
-    return h;
-  } catch (...) {
-    if (seed) {
-      root->nopreempt--;
-      print_seed(*seed);
-    }
-    throw;
-  }
-}
-
-}  // namespace
-
-void test(std::function<void()> f, Options options) { run_bubble(std::move(f), options); }
-
-std::vector<uint64_t> explore(std::function<void()> f, ExploreOptions options) {
-  std::vector<uint64_t> hashes;
-  for (int i = 0; i < options.runs; i++) {
-    Options o;
-    o.seed = options.first_seed + static_cast<uint64_t>(i);
-    o.yield_probability = options.yield_probability;
-    o.fake_std_clocks = options.fake_std_clocks;
-    hashes.push_back(run_bubble(f, o));
-  }
-  return hashes;
-}
-
-std::optional<uint64_t> seed() {
-  internal::Bubble* b = internal::seeded_bubble(internal::getg());
-  if (b == nullptr) return std::nullopt;
-  return b->seed;
-}
-
-uint64_t schedule_hash() {
-  internal::Bubble* b = internal::seeded_bubble(internal::getg());
-  return b != nullptr ? b->schedule_hash : 0;
-}
-
-namespace {
-
-uint64_t run_seeded(internal::Bubble* b, std::function<void()> f) {
+// Runs f as the main goroutine of bubble b (begun on the caller) until the
+// bubble is done; returns its final schedule hash. Throws the deadlock
+// panic, or rethrows what f threw.
+uint64_t drive(internal::Bubble* b, std::function<void()> f) {
   auto m = std::make_shared<Main>();
   m->f = std::move(f);
   try {
@@ -138,7 +80,66 @@ uint64_t run_seeded(internal::Bubble* b, std::function<void()> f) {
   return hash;
 }
 
+// test's body; returns the final schedule hash of a seeded bubble.
+uint64_t run_bubble(std::function<void()> f, const Options& options) {
+  std::optional<uint64_t> seed = options.seed ? options.seed : env_seed();
+  if (seed && gort::procs() != 1) {
+    throw panic_error("synctest: a seeded bubble needs one P (Config::procs = 1), not " +
+                      std::to_string(gort::procs()));
+  }
+  if (options.yield_probability < 0 || options.yield_probability > 1) {
+    throw panic_error("synctest: yield_probability must be in [0, 1]");
+  }
+  internal::Bubble* b = internal::bubble_begin(options.fake_std_clocks);
+  internal::G* root = internal::getg();
+  if (seed) {
+    internal::bubble_seed(b, *seed, static_cast<uint32_t>(options.yield_probability * 65536));
+    root->nopreempt++;
+  }
+  // The root is never preempted while it drives a seeded bubble.
+  struct Unseed {
+    internal::G* root;
+    bool seeded;
+    ~Unseed() {
+      if (seeded) root->nopreempt--;
+    }
+  } unseed{root, seed.has_value()};
+  try {
+    return drive(b, std::move(f));
+  } catch (...) {
+    if (seed) print_seed(*seed);
+    throw;
+  }
+}
+
 }  // namespace
+
+void test(std::function<void()> f, Options options) { run_bubble(std::move(f), options); }
+
+std::vector<uint64_t> explore(std::function<void()> f, ExploreOptions options) {
+  std::vector<uint64_t> hashes;
+  for (int i = 0; i < options.runs; i++) {
+    Options o;
+    o.seed = options.first_seed + static_cast<uint64_t>(i);
+    o.yield_probability = options.yield_probability;
+    o.fake_std_clocks = options.fake_std_clocks;
+    hashes.push_back(run_bubble(f, o));
+  }
+  return hashes;
+}
+
+std::optional<uint64_t> seed() {
+  internal::Bubble* b = internal::seeded_bubble(internal::getg());
+  if (b == nullptr) return std::nullopt;
+  return b->seed;
+}
+
+uint64_t schedule_hash() {
+  internal::Bubble* b = internal::seeded_bubble(internal::getg());
+  return b != nullptr ? b->schedule_hash : 0;
+}
+
+
 
 void wait() { internal::bubble_wait(); }
 

@@ -16,11 +16,13 @@
 #include "gort/sync.hpp"
 #include "gort/synctest.hpp"
 #include "gort/time.hpp"
+#include "tests/stdlib/helpers.hpp"
 #include "tests/testing.hpp"
 
 namespace gort_stdlib_test {
 namespace {
 
+using gort::test::panic_message;
 using gort::test::run_checked;
 
 // Four goroutines, five steps each, every step a call that may park (a
@@ -146,12 +148,7 @@ TEST(SynctestSeed, EnvironmentSeedIsTheOptionsSeed) {
       by_env = gort::synctest::schedule_hash();
     });
     setenv("GORT_SCHEDSEED", "seventy", 1);
-    std::string bad;
-    try {
-      gort::synctest::test([] {});
-    } catch (const gort::panic_error& e) {
-      bad = e.what();
-    }
+    std::string bad = panic_message([] { gort::synctest::test([] {}); });
     unsetenv("GORT_SCHEDSEED");
     EXPECT_EQ(by_env, by_option);
     EXPECT_EQ(bad, "synctest: GORT_SCHEDSEED=seventy is not a number");
@@ -160,13 +157,8 @@ TEST(SynctestSeed, EnvironmentSeedIsTheOptionsSeed) {
 
 TEST(SynctestSeed, NeedsOneP) {
   run_checked(2, [] {
-    std::string text;
-    try {
-      gort::synctest::test([] {}, {.seed = 1});
-    } catch (const gort::panic_error& e) {
-      text = e.what();
-    }
-    EXPECT_EQ(text, "synctest: a seeded bubble needs one P (Config::procs = 1), not 2");
+    EXPECT_EQ(panic_message([] { gort::synctest::test([] {}, {.seed = 1}); }),
+              "synctest: a seeded bubble needs one P (Config::procs = 1), not 2");
     EXPECT_EQ(gort::synctest::schedule_hash(), 0u);
   });
 }

@@ -22,27 +22,19 @@
 #include "gort/sync.hpp"
 #include "gort/synctest.hpp"
 #include "gort/time.hpp"
+#include "tests/stdlib/helpers.hpp"
 #include "tests/testing.hpp"
 
 namespace gort_stdlib_test {
 namespace {
 
+using gort::test::panic_message;
 using gort::test::procs_name;
 using gort::test::ProcsTest;
 using gort::test::run_checked;
 using namespace std::chrono_literals;
 
 const absl::Time kEpoch = absl::FromUnixSeconds(946684800);  // 2000-01-01 UTC
-
-template <class F>
-std::string panic_text(F&& f) {
-  try {
-    f();
-  } catch (const gort::panic_error& e) {
-    return e.what();
-  }
-  return "(no panic)";
-}
 
 class Synctest : public ProcsTest {};
 
@@ -164,7 +156,7 @@ TEST_P(Synctest, WaitReturnsOnceOthersAreDurablyBlocked) {
 
 TEST_P(Synctest, WaitMisuse) {
   run_checked(procs(), [] {
-    EXPECT_EQ(panic_text([] { gort::synctest::wait(); }), "goroutine is not in a bubble");
+    EXPECT_EQ(panic_message([] { gort::synctest::wait(); }), "goroutine is not in a bubble");
     gort::synctest::test([] {
       auto hold = gort::make_chan<int>();
       gort::WaitGroup wg;
@@ -173,14 +165,14 @@ TEST_P(Synctest, WaitMisuse) {
       gort::go([&] {
         // A second wait while the first is parked.
         gort::sleep(absl::Seconds(1));
-        second = panic_text([] { gort::synctest::wait(); });
+        second = panic_message([] { gort::synctest::wait(); });
         hold.close();
         wg.done();
       });
       gort::synctest::wait();  // returns when the child sleeps
       hold.recv();
       wg.wait();
-      EXPECT_EQ(second, "(no panic)");  // the first wait had returned by then
+      EXPECT_EQ(second, "<no panic>");  // the first wait had returned by then
     });
   });
 }
@@ -188,7 +180,7 @@ TEST_P(Synctest, WaitMisuse) {
 TEST_P(Synctest, NestedTestPanics) {
   run_checked(procs(), [] {
     gort::synctest::test([] {
-      EXPECT_EQ(panic_text([] { gort::synctest::test([] {}); }),
+      EXPECT_EQ(panic_message([] { gort::synctest::test([] {}); }),
                 "synctest.Run called from within a synctest bubble");
     });
   });
@@ -196,7 +188,7 @@ TEST_P(Synctest, NestedTestPanics) {
 
 TEST_P(Synctest, DeadlockPanicsWithTheBlockedGoroutines) {
   run_checked(procs(), [] {
-    std::string text = panic_text([] {
+    std::string text = panic_message([] {
       gort::synctest::test([] {
         auto c = gort::make_chan<int>();
         c.recv();  // nobody sends
@@ -209,7 +201,7 @@ TEST_P(Synctest, DeadlockPanicsWithTheBlockedGoroutines) {
 
 TEST_P(Synctest, DeadlockOnAWaitGroup) {
   run_checked(procs(), [] {
-    std::string text = panic_text([] {
+    std::string text = panic_message([] {
       gort::synctest::test([] {
         gort::WaitGroup wg;
         wg.add(1);
@@ -224,7 +216,7 @@ TEST_P(Synctest, DeadlockOnAWaitGroup) {
 
 TEST_P(Synctest, MainExitedWithBlockedGoroutines) {
   run_checked(procs(), [] {
-    std::string text = panic_text([] {
+    std::string text = panic_message([] {
       gort::synctest::test([] {
         auto wg = std::make_shared<gort::WaitGroup>();
         wg->add(1);
@@ -261,12 +253,12 @@ TEST_P(Synctest, BubbleChannelsAndTimersFromOutsidePanic) {
     std::vector<std::string> texts;
     gort::go([&] {
       ready.recv();
-      texts.push_back(panic_text([&] { leaked.send(1); }));
-      texts.push_back(panic_text([&] { leaked.recv(); }));
-      texts.push_back(panic_text([&] { gort::select(gort::on_recv(leaked, [](auto) {}), gort::on_default([] {})); }));
-      texts.push_back(panic_text([&] { leaked.close(); }));
-      texts.push_back(panic_text([&] { leaked_timer.stop(); }));
-      texts.push_back(panic_text([&] { leaked_timer.reset(absl::Seconds(1)); }));
+      texts.push_back(panic_message([&] { leaked.send(1); }));
+      texts.push_back(panic_message([&] { leaked.recv(); }));
+      texts.push_back(panic_message([&] { gort::select(gort::on_recv(leaked, [](auto) {}), gort::on_default([] {})); }));
+      texts.push_back(panic_message([&] { leaked.close(); }));
+      texts.push_back(panic_message([&] { leaked_timer.stop(); }));
+      texts.push_back(panic_message([&] { leaked_timer.reset(absl::Seconds(1)); }));
       finish.send({});
     });
     gort::synctest::test([&] {

@@ -23,6 +23,7 @@
 #include "gort/chan.hpp"
 #include "gort/sync.hpp"
 #include "gort/time.hpp"
+#include "tests/stdlib/helpers.hpp"
 #include "tests/testing.hpp"
 
 namespace gort_stdlib_test {
@@ -30,23 +31,12 @@ namespace {
 
 using gort::test::Countdown;
 using gort::test::eventually;
+using gort::test::panic_message;
 using gort::test::procs_name;
 using gort::test::ProcsTest;
 using gort::test::run_checked;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-template <class F>
-std::string panic_text(F&& f) {
-  try {
-    f();
-  } catch (const gort::panic_error& e) {
-    return e.what();
-  } catch (...) {
-    return "<other exception>";
-  }
-  return "<no panic>";
-}
 
 // Receives from ch, or gives up after `limit` (a bound on something that
 // must happen, not a speed check). nullopt: nothing came.
@@ -292,10 +282,10 @@ TEST_P(Time, TimerResetSemantics) {
 
 TEST(TimeMisuse, UninitializedHandlesAndOutsideTheRuntime) {
   gort::Timer none;
-  EXPECT_EQ(panic_text([&] { none.stop(); }), "time: Stop called on uninitialized Timer");
-  EXPECT_EQ(panic_text([&] { none.reset(absl::Seconds(1)); }), "time: Reset called on uninitialized Timer");
+  EXPECT_EQ(panic_message([&] { none.stop(); }), "time: Stop called on uninitialized Timer");
+  EXPECT_EQ(panic_message([&] { none.reset(absl::Seconds(1)); }), "time: Reset called on uninitialized Timer");
   EXPECT_EQ(none.chan().is_nil(), true) << "an empty Timer's channel is the nil channel";
-  EXPECT_NE(panic_text([] { (void)gort::new_timer(absl::Seconds(1)); }), "<no panic>")
+  EXPECT_NE(panic_message([] { (void)gort::new_timer(absl::Seconds(1)); }), "<no panic>")
       << "new_timer outside gort::run";
 }
 
@@ -531,15 +521,15 @@ TEST_P(Time, TickersDroppedWhileTickingFromSeveralPs) {
 
 TEST(TimeMisuse, NonPositiveTickerIntervalPanics) {
   gort::run([] {
-    EXPECT_EQ(panic_text([] { (void)gort::new_ticker(absl::ZeroDuration()); }), "non-positive interval for NewTicker");
-    EXPECT_EQ(panic_text([] { (void)gort::new_ticker(absl::Milliseconds(-1)); }), "non-positive interval for NewTicker");
+    EXPECT_EQ(panic_message([] { (void)gort::new_ticker(absl::ZeroDuration()); }), "non-positive interval for NewTicker");
+    EXPECT_EQ(panic_message([] { (void)gort::new_ticker(absl::Milliseconds(-1)); }), "non-positive interval for NewTicker");
     auto t = gort::new_ticker(absl::Hours(1));
-    EXPECT_EQ(panic_text([&] { t.reset(absl::ZeroDuration()); }), "non-positive interval for Ticker.Reset");
-    EXPECT_EQ(panic_text([&] { t.reset(absl::Seconds(-2)); }), "non-positive interval for Ticker.Reset");
+    EXPECT_EQ(panic_message([&] { t.reset(absl::ZeroDuration()); }), "non-positive interval for Ticker.Reset");
+    EXPECT_EQ(panic_message([&] { t.reset(absl::Seconds(-2)); }), "non-positive interval for Ticker.Reset");
     t.stop();
   });
   // Outside the runtime the interval is checked first, as in Go.
-  EXPECT_EQ(panic_text([] { (void)gort::new_ticker(absl::ZeroDuration()); }), "non-positive interval for NewTicker");
+  EXPECT_EQ(panic_message([] { (void)gort::new_ticker(absl::ZeroDuration()); }), "non-positive interval for NewTicker");
 }
 
 // ---- after, after_func ----
