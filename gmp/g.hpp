@@ -54,6 +54,7 @@
 #include <cstdint>
 
 #include "gmp/os/relaxed.hpp"
+#include "gmp/trace.hpp"
 #include "gort/runtime.hpp"
 
 namespace gort::internal {
@@ -244,6 +245,7 @@ void bubble_status(G* g, GStatus from, GStatus to);
 inline void set_status(G* g, GStatus from, GStatus to) {
   if (g->status.load(std::memory_order_relaxed) != from) [[unlikely]] bad_status(g, from, to);
   g->status.store(to, std::memory_order_release);
+  if (tracing()) [[unlikely]] trace_status(g, static_cast<uint32_t>(from), static_cast<uint32_t>(to));
   if (g->bubble != nullptr) [[unlikely]] bubble_status(g, from, to);
 }
 

@@ -16,6 +16,7 @@
 #include "gmp/clock_rand.hpp"
 #include "gmp/os/fatal.hpp"
 #include "gmp/proc.hpp"
+#include "gmp/trace_consume.hpp"
 #include "gmp/race/race.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/switch.hpp"
@@ -76,6 +77,8 @@ void minit(M* m) {
   m->os_tid.store(static_cast<int>(gettid()), std::memory_order_release);
   m_thread_state_init(m);
   m_signal_stack_init(m);
+  trace_register_m(m);
+  if (tracing()) [[unlikely]] trace_m_start(m);
   pthread_attr_t attr;
   if (pthread_getattr_np(pthread_self(), &attr) == 0) {
     pthread_attr_getstack(&attr, &m->g0_stack_lo, &m->g0_stack_size);
@@ -174,6 +177,7 @@ void acquirep(M* m, P* p) {
   m->p = p;
   relaxed_store(p->m, m);
   set_status(p, PStatus::kIdle, PStatus::kRunning);
+  if (tracing()) [[unlikely]] trace_proc(m, p->id, true);
   // Dekker with sysmon's deep sleep (sysmon.cpp sleep_ns: it stores sysmon_wait, then
   // loads npidle): pidleget's decrement of npidle and this load are both
   // seq_cst, so one side sees the other and sysmon is never left asleep.
@@ -183,6 +187,7 @@ void acquirep(M* m, P* p) {
 P* releasep(M* m) {
   P* p = m->p;
   if (p == nullptr || p->m != m) fatal("releasep: invalid P state");
+  if (tracing()) [[unlikely]] trace_proc(m, p->id, false);
   relaxed_store<M*>(p->m, nullptr);
   set_status(p, PStatus::kRunning, PStatus::kIdle);
   m->p = nullptr;

@@ -37,6 +37,7 @@
 #include "gmp/m_preempt.hpp"
 #include "gmp/m_traceback.hpp"
 #include "gmp/os/note.hpp"
+#include "gmp/trace.hpp"
 #include "gmp/transition.hpp"
 
 namespace gort::internal {
@@ -147,6 +148,8 @@ struct M {
   // Owned by preempt/ (gmp/m_preempt.hpp).
   MPreempt preemption;
   MRace race;
+  // The execution tracer's buffer (gmp/trace.hpp).
+  MTrace trace;
   // Owned by the diagnostics (gmp/m_traceback.hpp).
   TracebackRequest tb;
 

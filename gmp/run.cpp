@@ -32,6 +32,7 @@
 #include "gmp/sched.hpp"
 #include "gmp/timer.hpp"
 #include "gmp/tls.hpp"
+#include "gmp/trace_consume.hpp"
 
 namespace gort::internal {
 namespace {
@@ -206,7 +207,10 @@ void teardown() {
   for (P* p : ps) timers_destroy(p);
   rebuild_sched();
   setm(nullptr);  // this thread's M is deleted next
-  for (M* m : ms) delete_untracked(m);
+  for (M* m : ms) {
+    trace_release_m(m);
+    delete_untracked(m);
+  }
   for (P* p : ps) delete_untracked(p);
 #ifdef GORT_ASAN
   // Under LeakSanitizer, heap owned through an abandoned goroutine's frames

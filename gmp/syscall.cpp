@@ -75,6 +75,7 @@ void entersyscall() {
   // only as a hint for which timer heap to use.
   relaxed_store<M*>(p->m, nullptr);
   set_status(p, PStatus::kRunning, PStatus::kBlocking);
+  if (tracing()) [[unlikely]] trace_syscall(m->curg, true, false);
   releasem(m);
 }
 
@@ -102,10 +103,12 @@ void exitsyscall() {
     // then a retake like sysmon's (as in Go), and that M finds it gone.
     relaxed_store(oldp->m, m);
     m->p = oldp;
+    if (tracing()) [[unlikely]] trace_syscall(g, false, false);
     return;
   }
   // sysmon handed our P to another M.
   m->p = nullptr;
+  if (tracing()) [[unlikely]] trace_syscall(g, false, true);
   {
     UniqueLock lock(sched.lock);
     P* np = pidleget();

@@ -1,6 +1,8 @@
 // gmp/timer.cpp — see timer.hpp.
 #include "gmp/timer.hpp"
 
+#include "gmp/trace.hpp"
+
 #include <vector>
 
 #include <gort/detail/race.hpp>
@@ -313,6 +315,8 @@ int64_t timers_run(P* p, int64_t now) {
   int64_t first = th->timer0.load(std::memory_order_acquire);
   if (first == 0) return -1;
   if (first > now) return first;
+  // Goroutines the timers' functions ready were woken by a timer.
+  TraceSourceScope source(TraceSource::kTimer);
   th->lock.lock();
   while (!th->heap.empty() && th->heap[0]->when <= now) {
     Timer* t = th->heap[0];

@@ -9,6 +9,7 @@
 
 #include "gmp/diag/fatal.hpp"
 #include "gort/detail/race.hpp"
+#include "gmp/trace.hpp"
 #include "netpoll/netpoll_platform.hpp"
 #include "gmp/os/sys.hpp"
 
@@ -97,6 +98,7 @@ void netpoll_break() {
 }
 
 bool netpoll(int64_t timeout_ns, GQueue* out) {
+  TraceSourceScope source(TraceSource::kNetpoll);
   RaceIgnoreSync race;
   if (g_epfd < 0) return false;
   epoll_event events[128];

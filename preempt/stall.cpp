@@ -29,6 +29,7 @@
 #include "gmp/os/debugvars.hpp"
 #include "gmp/diag/fatal.hpp"
 #include "gmp/sched.hpp"
+#include "gmp/trace_consume.hpp"
 #include "gmp/diag/symbolize.hpp"
 #include "gmp/diag/traceback.hpp"
 #include "preempt/preempt.hpp"
@@ -158,6 +159,12 @@ bool report(M* m, G* g, int64_t ns, const char* what, const char* why) {
     w.put(why);
     w.put(")\n\n");
     print_goroutine(w, g, nullptr, f, traceback_settings().level >= 2 ? 2 : 1);
+    // What led to it, if the flight recorder runs (at most one a minute).
+    if (const char* path = tracer_dump_fatal(true)) {
+      w.put("flight recorder: the last events before this were written to ");
+      w.put(path);
+      w.put("\n");
+    }
     w.put("\n");
   }
   if (process_dying()) return false;

@@ -15,8 +15,29 @@
 #include "netpoll/hook/hook.hpp"
 #include "netpoll/netpoll.hpp"
 #include "preempt/preempt.hpp"
+#include "stdlib/trace/trace_files.hpp"
 
 namespace gort::internal {
+
+namespace {
+
+// The program's body, inside what the environment asks of a whole run
+// (GORT_TRACE, GORT_FLIGHTREC; stdlib/trace/trace_run.cpp).
+struct MainBody {
+  void (*body)(void* arg, int* result);
+  void* arg;
+};
+
+void main_body(void* arg, int* result) {
+  auto* b = static_cast<MainBody*>(arg);
+  struct RunEnd {
+    ~RunEnd() { trace_run_end(); }
+  } run_end;
+  trace_run_begin();
+  b->body(b->arg, result);
+}
+
+}  // namespace
 
 int run_main(void (*body)(void* arg, int* result), void* arg, const Config& cfg) {
   SchedHooks hooks;
@@ -25,7 +46,8 @@ int run_main(void (*body)(void* arg, int* result), void* arg, const Config& cfg)
   install_netpoll_hooks(&hooks);
   install_sysmon_hooks(&hooks);
   install_slice_timer_hooks(&hooks);
-  return run_scheduler(body, arg, cfg, hooks);
+  MainBody main{body, arg};
+  return run_scheduler(&main_body, &main, cfg, hooks);
 }
 
 }  // namespace gort::internal

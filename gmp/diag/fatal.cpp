@@ -9,6 +9,7 @@
 // watchdog ends a traceback that makes no progress for 20 s (a lock it
 // needs held by a stopped thread) with exit status 2 all the same.
 #include "gmp/diag/fatal.hpp"
+#include "gmp/trace_consume.hpp"
 
 #include <pthread.h>
 #include <signal.h>
@@ -199,6 +200,13 @@ void die(Death* d) {
   }
   TracebackSettings s = traceback_settings();
   if (s.level > 0 || d->runtime_error) systemstack(&print_tracebacks, d);
+  // The seconds before the incident (async-signal-safe: a stack
+  // overflow's report comes from a signal handler).
+  if (const char* path = tracer_dump_fatal(false)) {
+    write_stderr("\nflight recorder: the last events before this were written to ");
+    write_stderr(path);
+    write_stderr(" (convert it with gort-trace)\n");
+  }
   finish(s.crash);
 }
 

@@ -21,3 +21,4 @@
 #include "gort/sync.hpp"
 #include "gort/synctest.hpp"
 #include "gort/time.hpp"
+#include "gort/trace.hpp"

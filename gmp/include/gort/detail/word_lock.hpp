@@ -72,7 +72,13 @@ namespace gort::internal {
   X(kSafePoints, false)                                                       \
   /* a synctest bubble's counts (gmp/bubble.cpp): taken when a member's */  \
   /* status changes, under whatever its caller holds; a leaf */             \
-  X(kBubble, false)
+  X(kBubble, false)                                                           \
+  /* the tracer's buffer for threads without an M (gmp/trace.cpp): held */ \
+  /* while an event is written, under whatever its emitter holds */         \
+  X(kTraceNoM, false)                                                         \
+  /* the tracer's free list, trace and ring (gmp/trace_consume.cpp); a */    \
+  /* leaf */                                                                  \
+  X(kTracer, false)
 
 enum class LockRank : uint8_t {
   kNone = 0,
