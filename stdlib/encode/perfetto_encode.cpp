@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "stdlib/encode/encoders.hpp"
-#include "stdlib/encode/perfetto_trace.pb.h"
+#include "perfetto_trace.pb.h"
 
 namespace gort::encode {
 

@@ -31,7 +31,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include "stdlib/encode/encoders.hpp"
-#include "stdlib/encode/profile.pb.h"
+#include "profile.pb.h"
 
 namespace gort::encode {
 
