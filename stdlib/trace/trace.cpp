@@ -45,14 +45,16 @@ TraceFormat trace_format_for(std::string_view path) {
 std::string live_pc_name(uint64_t pc, bool call) {
   std::lock_guard<std::mutex> lock(symbolizer_mutex());
   const SymPC& s = symbolize(call ? pc - 1 : pc);
-  // The innermost frame that is the program's, else the physical one.
-  const SymFrame* f = &s.frames.back();
+  // The innermost frame that is the program's; none: the runtime's own
+  // (the main goroutine's creation), which goes unnamed.
+  const SymFrame* f = nullptr;
   for (const SymFrame& fr : s.frames) {
     if (!fr.runtime && !fr.gort) {
       f = &fr;
       break;
     }
   }
+  if (f == nullptr) return call ? "" : s.frames.back().function;
   if (f->function.empty()) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%#llx", static_cast<unsigned long long>(pc));

@@ -98,7 +98,11 @@ class Builder {
     gr.named = true;
     std::string site = namer_ ? namer_(gr.gopc, true) : "";
     std::string n = "G" + std::to_string(id);
-    if (!site.empty()) n += " " + site;
+    if (!site.empty()) {
+      n += " " + site;
+    } else if (gr.parent == 0) {
+      n += " (main)";  // made by the runtime: gort::run's body
+    }
     m_.tracks[tracks_[kGoTrack | static_cast<uint64_t>(id)]].name = n;
   }
 

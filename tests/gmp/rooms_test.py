@@ -42,7 +42,8 @@ CASES = [
 ]
 
 MARKERS = {"gmp": "gmp/room.hpp", "gmp/race": "gmp/race/room.hpp", "gmp/diag": "gmp/diag/room.hpp",
-           "stdlib/sync": "stdlib/sync/room.hpp", "stdlib/net": "stdlib/net/room.hpp"}
+           "stdlib/sync": "stdlib/sync/room.hpp", "stdlib/net": "stdlib/net/room.hpp",
+           "stdlib/trace": "stdlib/trace/room.hpp"}
 # Not included by anything: force-included into every source (race build).
 UNMARKED = {"gmp/race/race_glibcxx.hpp"}
 

@@ -19,8 +19,16 @@ namespace {
 
 using json = nlohmann::json;
 
+// An empty directory of the test's own. No pid in its name: a death test's
+// child runs the test body again, and must find the same directory.
 std::string fresh_dir(const std::string& name) {
-  std::string d = ::testing::TempDir() + "gort-fr-" + std::to_string(getpid()) + "-" + name;
+  std::string d = ::testing::TempDir() + "gort-fr-" + name;
+  if (DIR* dir = opendir(d.c_str())) {
+    while (dirent* e = readdir(dir)) {
+      if (e->d_name[0] != '.') unlink((d + "/" + e->d_name).c_str());
+    }
+    closedir(dir);
+  }
   mkdir(d.c_str(), 0755);
   return d;
 }

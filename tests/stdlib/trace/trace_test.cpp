@@ -67,6 +67,15 @@ void workload() {
     EXPECT_EQ(pong.recv(), i);
   }
   ping.close();
+  // A receive that waits for its sender.
+  auto later = gort::make_chan<int>();
+  wg.add(1);
+  gort::go([&] {
+    EXPECT_EQ(later.recv(), 7);
+    wg.done();
+  });
+  gort::sleep(absl::Milliseconds(1));
+  later.send(7);
   // A sleep.
   wg.add(1);
   gort::go([&] {
@@ -275,7 +284,9 @@ TEST(Trace, RunEndWritesAnUnstoppedTrace) {
 
 // GORT_TRACE traces a whole run with no code change.
 TEST(Trace, EnvironmentTracesTheRun) {
-  std::string path = temp_path("env.json");
+  // No pid in the name: the death test's child runs this body again.
+  std::string path = ::testing::TempDir() + "gort-trace-env.json";
+  unlink(path.c_str());
   GORT_EXPECT_SUBPROCESS_OK(60, [&] {
     setenv("GORT_TRACE", path.c_str(), 1);
     gort::run([] {
