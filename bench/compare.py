@@ -132,9 +132,11 @@ TARGETS.update({
     ("pipe_readers/procs:2", "ms"): 1.5,
 })
 
-# Cases with no Go twin by design (a C++ library has no Go counterpart):
-# run for gort alone, against GORT_TARGETS.
-GORT_ONLY = re.compile(r"^(hiredis_incr|libpq_exec|curl_easy|beast_sync)/")
+# Cases with no Go twin by design (a C++ library has no Go counterpart; a
+# tracer without stacks and a flight recorder, which Go 1.19 lacks): run
+# for gort alone, against GORT_TARGETS if any, their Go column "n/a".
+GORT_ONLY = re.compile(r"^(hiredis_incr|libpq_exec|curl_easy|beast_sync"
+                       r"|pingpong_traced_nostacks|pingpong_flightrec)/")
 
 # The C floor servers' side in the JSON of bench/http_compare and
 # bench/echo_compare; its CPU figures become "<case> vs C floor" rows.
@@ -489,6 +491,9 @@ def run_server_script(script, extra, build_dir, args, results):
     except (OSError, ValueError, KeyError) as e:
         log("FAILED bench/%s: %s" % (script, e))
         return True
+    # Sides other than gort, go and the C floor (http_compare
+    # --trace-overhead's gort+trace and gort+flightrec, which this script
+    # does not ask for) are not rows of this table.
     for case, sides in cases.items():
         results[case] = {"gort": sides["gort"], "go": sides["go"]}
         if C_SIDE in sides:

@@ -334,6 +334,9 @@ class Server:
         self.exe = exe
         self.out = tempfile.TemporaryFile()
         self.err = tempfile.TemporaryFile()
+        # Its stderr once it is gone (kill), for a caller that looks at what
+        # it said on its way out (bench/http_compare: the tracer's messages).
+        self.final_stderr = ""
         cmd = ["taskset", "-c", cpus, exe] + args
 
         def setup():
@@ -405,6 +408,8 @@ class Server:
         if self.p.poll() is None:
             self.p.kill()
             self.p.wait()
+        if not self.err.closed:
+            self.final_stderr = self._read(self.err)
         self.out.close()
         self.err.close()
 
