@@ -72,7 +72,11 @@ namespace gort::internal {
   X(kSafePoints, false)                                                       \
   /* a synctest bubble's counts (gmp/bubble.cpp): taken when a member's */  \
   /* status changes, under whatever its caller holds; a leaf */             \
-  X(kBubble, false)
+  X(kBubble, false)                                                           \
+  /* the block and mutex profiles' tables (stdlib/pprof/events.cpp): */     \
+  /* taken to record a contended lock, under the lock that was */           \
+  /* contended (Sched::lock and other OS locks included); a leaf */         \
+  X(kProfile, false)
 
 enum class LockRank : uint8_t {
   kNone = 0,
