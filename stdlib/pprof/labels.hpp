@@ -1,0 +1,42 @@
+// stdlib/pprof/labels.hpp — label sets (Go's pprof labels) behind
+// G::labels (gmp/profiling.hpp): immutable, reference-counted, sorted by key.
+//
+// Who may read a set: its holders (a goroutine reads its own G::labels
+// freely), and a profile that reads other goroutines' pointers or keeps a
+// pointer past its owner (the CPU profile's samples, a goroutine profile's
+// walk) while it holds a LabelsHold. A set whose last reference goes while
+// a hold exists is freed when the last hold ends, never before: the hold
+// is taken under the same lock the last release looks at, after which the
+// holder's loads of G::labels see every replacement made before (labels.cpp).
+#pragma once
+
+#include "stdlib/pprof/room.hpp"
+
+#include "gmp/g.hpp"
+#include "gmp/profiling.hpp"
+#include "gort/pprof.hpp"
+
+namespace gort::internal {
+
+// A new set holding `kv` (a key given twice keeps its last value), with
+// one reference; null for an empty one.
+GLabels* labels_make(pprof::LabelSet kv);
+// The pairs of a set (empty for null). Only while it is held.
+const pprof::LabelSet& labels_of(const GLabels* l);
+
+// Another goroutine's set, for a holder of a LabelsHold.
+inline GLabels* labels_load(const G* g) { return __atomic_load_n(&g->labels, __ATOMIC_ACQUIRE); }
+// The calling goroutine's set with a reference for the caller, or null
+// (none, or a plain thread).
+GLabels* labels_current_ref();
+
+// Keeps every set alive while it exists (see the top).
+class LabelsHold {
+ public:
+  LabelsHold();
+  ~LabelsHold();
+  LabelsHold(const LabelsHold&) = delete;
+  LabelsHold& operator=(const LabelsHold&) = delete;
+};
+
+}  // namespace gort::internal
