@@ -15,8 +15,27 @@
 #include "netpoll/hook/hook.hpp"
 #include "netpoll/netpoll.hpp"
 #include "preempt/preempt.hpp"
+#include "stdlib/pprof/cpu_profile.hpp"
 
 namespace gort::internal {
+namespace {
+
+// GORT_CPUPROFILE=path: main's body runs inside a CPU profile
+// (stdlib/pprof/cpu_profile.hpp), written when it returns.
+struct Profiled {
+  void (*body)(void* arg, int* result);
+  void* arg;
+  const char* path;
+};
+
+void profiled_body(void* arg, int* result) {
+  auto* p = static_cast<Profiled*>(arg);
+  cpu_profile_env_begin(p->path);
+  p->body(p->arg, result);
+  cpu_profile_env_end();
+}
+
+}  // namespace
 
 int run_main(void (*body)(void* arg, int* result), void* arg, const Config& cfg) {
   SchedHooks hooks;
@@ -25,6 +44,10 @@ int run_main(void (*body)(void* arg, int* result), void* arg, const Config& cfg)
   install_netpoll_hooks(&hooks);
   install_sysmon_hooks(&hooks);
   install_slice_timer_hooks(&hooks);
+  if (const char* path = cpu_profile_env()) {
+    Profiled p{body, arg, path};
+    return run_scheduler(&profiled_body, &p, cfg, hooks);
+  }
   return run_scheduler(body, arg, cfg, hooks);
 }
 
