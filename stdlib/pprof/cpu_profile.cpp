@@ -1,12 +1,13 @@
 // stdlib/pprof/cpu_profile.cpp — a CPU profile from start to stop (Go's
 // StartCPUProfile / StopCPUProfile), and GORT_CPUPROFILE.
 //
-// A session: the label sets its samples point at are held (LabelsHold)
-// from before the first timer to after the last drain; a reader thread
-// folds the rings (cpu_sampler.hpp) every 50 ms into a table keyed by
-// (stack, label set); stop deletes the timers, joins the reader, folds
-// what is left, copies the labels out and builds the profile. One session
-// at a time, whoever started it:
+// A session: the label sets its samples point at are held (a flushing
+// LabelsHold, labels.hpp) from before the first timer to after the last
+// drain; a reader thread folds the rings (cpu_sampler.hpp) every 50 ms
+// into a table keyed by (stack, labels), copying each sample's labels, and
+// then frees the sets released before that fold began (no sample left
+// names them); stop deletes the timers, joins the reader, folds what is
+// left and builds the profile. One session at a time, whoever started it:
 //
 //   kIdle --start--> kStarting --> kRunning --stop--> kStopping --> kIdle
 //
@@ -60,7 +61,7 @@ struct Session {
   int64_t start_ns = 0;
   std::unique_ptr<LabelsHold> hold;
   // The reader's until it is joined, then stop's.
-  std::map<std::pair<std::vector<uintptr_t>, GLabels*>, int64_t> counts;
+  std::map<std::pair<std::vector<uintptr_t>, pprof::LabelSet>, int64_t> counts;
   uint64_t lost = 0;
   std::thread reader;
   std::mutex mu;
@@ -76,7 +77,7 @@ uint32_t g_last_gen = 0;       // guarded by g_mu
 void fold(Session* s) {
   cpu_sampling_drain(
       [s](const CpuSample& x) {
-        auto key = std::make_pair(std::vector<uintptr_t>(x.pc, x.pc + x.n), x.labels);
+        auto key = std::make_pair(std::vector<uintptr_t>(x.pc, x.pc + x.n), labels_of(x.labels));
         auto it = s->counts.find(key);
         if (it != s->counts.end()) {
           it->second += x.weight;
@@ -95,7 +96,10 @@ void reader_loop(Session* s) {
   std::unique_lock<std::mutex> lock(s->mu);
   while (!s->stop) {
     lock.unlock();
+    // Released before this fold: every sample naming one is folded by it.
+    std::vector<GLabels*> released = labels_take_released();
     fold(s);
+    labels_free(released);
     lock.lock();
     s->wake.wait_for(lock, std::chrono::milliseconds(50), [s] { return s->stop; });
   }
@@ -129,7 +133,7 @@ absl::Status begin(const std::string& path, Owner owner) {
   s->hz = g_rate.load(std::memory_order_relaxed);
   s->start_unix_ns = absl::ToUnixNanos(absl::Now());
   s->start_ns = nanotime();
-  s->hold = std::make_unique<LabelsHold>();  // before the first sample
+  s->hold = std::make_unique<LabelsHold>(LabelsHold::Kind::kFlushing);  // before the first sample
   try {
     s->reader = std::thread(&reader_loop, s.get());
   } catch (const std::system_error& e) {
@@ -169,14 +173,15 @@ std::optional<absl::StatusOr<std::string>> end(Owner owner) {
     StackRecord r;
     r.addrs = key.first;
     r.values = {n, n * period};
-    r.labels = labels_of(key.second);
+    r.labels = key.second;
     records.push_back(std::move(r));
   }
   if (s->lost > 0) {
     const auto n = static_cast<int64_t>(s->lost);
     records.push_back(StackRecord{{}, {n, n * period}, {}, "gort._LostSamples"});
   }
-  // The labels are copied: the sets may go, and the rings with them.
+  // Every sample is folded, its labels copied: the sets may go, and the
+  // rings with them.
   s->hold.reset();
   cpu_sampling_free();
   set_state(State::kIdle);

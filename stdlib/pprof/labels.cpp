@@ -32,7 +32,8 @@ LabelSetImpl* impl(GLabels* l) { return static_cast<LabelSetImpl*>(l); }
 const LabelSetImpl* impl(const GLabels* l) { return static_cast<const LabelSetImpl*>(l); }
 
 std::mutex g_mu;
-int64_t g_holds = 0;                 // guarded by g_mu
+int64_t g_holds = 0;                 // guarded by g_mu: every hold
+int64_t g_plain_holds = 0;           // guarded by g_mu: those that do not flush
 std::vector<GLabels*> g_deferred;    // guarded by g_mu
 
 void release(GLabels* l) {
@@ -84,18 +85,32 @@ GLabels* labels_current_ref() {
   return l;
 }
 
-LabelsHold::LabelsHold() {
+LabelsHold::LabelsHold(Kind kind) : kind_(kind) {
   std::lock_guard<std::mutex> lock(g_mu);
   g_holds++;
+  if (kind_ == Kind::kPlain) g_plain_holds++;
 }
 
 LabelsHold::~LabelsHold() {
   std::vector<GLabels*> free;
   {
     std::lock_guard<std::mutex> lock(g_mu);
+    if (kind_ == Kind::kPlain) g_plain_holds--;
     if (--g_holds == 0) free.swap(g_deferred);
   }
-  for (GLabels* l : free) delete impl(l);
+  labels_free(free);
+}
+
+std::vector<GLabels*> labels_take_released() {
+  std::vector<GLabels*> out;
+  std::lock_guard<std::mutex> lock(g_mu);
+  // A plain hold's owner may be reading any of them.
+  if (g_plain_holds == 0) out.swap(g_deferred);
+  return out;
+}
+
+void labels_free(const std::vector<GLabels*>& sets) {
+  for (GLabels* l : sets) delete impl(l);
 }
 
 LabelScope::LabelScope(const pprof::LabelSet& labels) {

@@ -8,9 +8,16 @@
 // a hold exists is freed when the last hold ends, never before: the hold
 // is taken under the same lock the last release looks at, after which the
 // holder's loads of G::labels see every replacement made before (labels.cpp).
+//
+// A CPU profile holds for its whole length, and a server that labels each
+// request releases sets all along: its hold is a flushing one, whose owner
+// frees the sets released so far once it has read every sample taken
+// before (labels_take_released), unless another hold is under way.
 #pragma once
 
 #include "stdlib/pprof/room.hpp"
+
+#include <vector>
 
 #include "gmp/g.hpp"
 #include "gmp/profiling.hpp"
@@ -30,13 +37,26 @@ inline GLabels* labels_load(const G* g) { return __atomic_load_n(&g->labels, __A
 // (none, or a plain thread).
 GLabels* labels_current_ref();
 
-// Keeps every set alive while it exists (see the top).
+// Keeps every set alive while it exists (see the top). A flushing hold
+// (one at a time: the CPU profile's) lets labels_take_released hand its
+// owner the sets released meanwhile.
 class LabelsHold {
  public:
-  LabelsHold();
+  enum class Kind : bool { kPlain, kFlushing };
+  explicit LabelsHold(Kind kind = Kind::kPlain);
   ~LabelsHold();
   LabelsHold(const LabelsHold&) = delete;
   LabelsHold& operator=(const LabelsHold&) = delete;
+
+ private:
+  Kind kind_;
 };
+
+// For the owner of the flushing hold: the sets released until now, unless
+// a plain hold exists (then none). The owner frees them (labels_free) once
+// it has read every sample taken until now: a sample names a set its
+// goroutine held when the sample was taken, before the set's release.
+std::vector<GLabels*> labels_take_released();
+void labels_free(const std::vector<GLabels*>& sets);
 
 }  // namespace gort::internal
