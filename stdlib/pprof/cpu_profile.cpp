@@ -236,7 +236,10 @@ absl::Status stop_cpu_profile() {
 absl::StatusOr<std::string> cpu_profile(absl::Duration d) {
   if (absl::Status st = internal::begin("", internal::Owner::kCall); !st.ok()) return st;
   gort::sleep(d);
-  return *internal::end(internal::Owner::kCall);
+  // Only this call stops a kCall session.
+  auto r = internal::end(internal::Owner::kCall);
+  if (!r.has_value()) return absl::InternalError("pprof: cpu_profile's session was not running at its end");
+  return *std::move(r);
 }
 
 void set_cpu_profile_rate(int hz) {

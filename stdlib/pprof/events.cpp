@@ -46,8 +46,9 @@ struct EventTable {
   std::map<std::pair<std::vector<uintptr_t>, GLabels*>, Counts> buckets ABSL_GUARDED_BY(lock);
 };
 
-EventTable g_block;
-EventTable g_mutex;
+// Never destroyed: a thread may record while the process exits.
+EventTable* const g_block = new EventTable;
+EventTable* const g_mutex = new EventTable;
 
 __thread bool t_recording __attribute__((tls_model("initial-exec"))) = false;
 
@@ -88,9 +89,9 @@ void on_block(int64_t t0, WaitReason) {
   if (d <= 0) d = 1;
   if (rate > d && static_cast<int64_t>(rand64() % static_cast<uint64_t>(rate)) > d) return;
   if (d < rate) {
-    record(g_block, static_cast<double>(rate) / static_cast<double>(d), static_cast<double>(rate));
+    record(*g_block, static_cast<double>(rate) / static_cast<double>(d), static_cast<double>(rate));
   } else {
-    record(g_block, 1, static_cast<double>(d));
+    record(*g_block, 1, static_cast<double>(d));
   }
 }
 
@@ -100,7 +101,7 @@ void on_mutex(int64_t delay_ns) {
   const int32_t rate = profiling.mutex_rate.load(std::memory_order_relaxed);
   if (rate <= 0) return;
   if (rate > 1 && fastrand() % static_cast<uint32_t>(rate) != 0) return;
-  record(g_mutex, rate, static_cast<double>(rate) * static_cast<double>(delay_ns));
+  record(*g_mutex, rate, static_cast<double>(rate) * static_cast<double>(delay_ns));
 }
 
 std::vector<StackRecord> records(EventTable& t) {
@@ -123,8 +124,8 @@ std::vector<StackRecord> records(EventTable& t) {
 
 }  // namespace
 
-std::vector<StackRecord> block_records() { return records(g_block); }
-std::vector<StackRecord> mutex_records() { return records(g_mutex); }
+std::vector<StackRecord> block_records() { return records(*g_block); }
+std::vector<StackRecord> mutex_records() { return records(*g_mutex); }
 
 }  // namespace gort::internal
 

@@ -5,7 +5,8 @@
 // reads another goroutine's G::labels while that goroutine may replace it
 // and drop the last reference at once; a reference taken after the load
 // could revive a set already being freed. So a reader announces itself
-// first (LabelsHold, under g_mu) and the last release looks under g_mu:
+// first (LabelsHold, under the deferred list's lock) and the last release
+// looks under that lock:
 //
 //   release before the hold: the replacing store happened before the
 //     release's unlock, hence before the hold's lock and the reader's later
@@ -31,16 +32,21 @@ struct LabelSetImpl : GLabels {
 LabelSetImpl* impl(GLabels* l) { return static_cast<LabelSetImpl*>(l); }
 const LabelSetImpl* impl(const GLabels* l) { return static_cast<const LabelSetImpl*>(l); }
 
-std::mutex g_mu;
-int64_t g_holds = 0;                 // guarded by g_mu: every hold
-int64_t g_plain_holds = 0;           // guarded by g_mu: those that do not flush
-std::vector<GLabels*> g_deferred;    // guarded by g_mu
+// Never destroyed: goroutines may still release sets while the process
+// exits.
+struct Deferred {
+  std::mutex mu;
+  int64_t holds = 0;            // guarded by mu: every hold
+  int64_t plain_holds = 0;      // guarded by mu: those that do not flush
+  std::vector<GLabels*> sets;   // guarded by mu: released while held
+};
+Deferred* const g_deferred = new Deferred;
 
 void release(GLabels* l) {
   {
-    std::lock_guard<std::mutex> lock(g_mu);
-    if (g_holds > 0) {
-      g_deferred.push_back(l);
+    std::lock_guard<std::mutex> lock(g_deferred->mu);
+    if (g_deferred->holds > 0) {
+      g_deferred->sets.push_back(l);
       return;
     }
   }
@@ -78,34 +84,27 @@ const pprof::LabelSet& labels_of(const GLabels* l) {
   return l == nullptr ? kNone : impl(l)->kv;
 }
 
-GLabels* labels_current_ref() {
-  G* g = getg();
-  GLabels* l = g != nullptr ? g->labels : nullptr;
-  if (l != nullptr) glabels_ref(l);
-  return l;
-}
-
 LabelsHold::LabelsHold(Kind kind) : kind_(kind) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_holds++;
-  if (kind_ == Kind::kPlain) g_plain_holds++;
+  std::lock_guard<std::mutex> lock(g_deferred->mu);
+  g_deferred->holds++;
+  if (kind_ == Kind::kPlain) g_deferred->plain_holds++;
 }
 
 LabelsHold::~LabelsHold() {
   std::vector<GLabels*> free;
   {
-    std::lock_guard<std::mutex> lock(g_mu);
-    if (kind_ == Kind::kPlain) g_plain_holds--;
-    if (--g_holds == 0) free.swap(g_deferred);
+    std::lock_guard<std::mutex> lock(g_deferred->mu);
+    if (kind_ == Kind::kPlain) g_deferred->plain_holds--;
+    if (--g_deferred->holds == 0) free.swap(g_deferred->sets);
   }
   labels_free(free);
 }
 
 std::vector<GLabels*> labels_take_released() {
   std::vector<GLabels*> out;
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_deferred->mu);
   // A plain hold's owner may be reading any of them.
-  if (g_plain_holds == 0) out.swap(g_deferred);
+  if (g_deferred->plain_holds == 0) out.swap(g_deferred->sets);
   return out;
 }
 

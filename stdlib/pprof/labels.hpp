@@ -33,9 +33,6 @@ const pprof::LabelSet& labels_of(const GLabels* l);
 
 // Another goroutine's set, for a holder of a LabelsHold.
 inline GLabels* labels_load(const G* g) { return __atomic_load_n(&g->labels, __ATOMIC_ACQUIRE); }
-// The calling goroutine's set with a reference for the caller, or null
-// (none, or a plain thread).
-GLabels* labels_current_ref();
 
 // Keeps every set alive while it exists (see the top). A flushing hold
 // (one at a time: the CPU profile's) lets labels_take_released hand its

@@ -64,6 +64,9 @@ int unwind_interrupted(const void* ucv, uintptr_t* out, int max) {
   const auto pc = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
 #elif defined(__aarch64__)
   const auto pc = static_cast<uintptr_t>(uc->uc_mcontext.pc);
+#else
+  (void)uc;
+  return 0;  // no ucontext layout known here
 #endif
   Walk w{out, max};
   w.from = pc;

@@ -24,7 +24,7 @@ int unwind_here(uintptr_t* out, int max);
 
 // In a signal handler: the frames of the context `uc` (its ucontext_t)
 // interrupted, the interrupted instruction first, the handler's own frames
-// left out. At least that first one.
+// left out. At least that first one (on x86-64 and AArch64).
 int unwind_interrupted(const void* uc, uintptr_t* out, int max);
 
 // Before the first unwind_interrupted: libgcc sets up its tables on first
