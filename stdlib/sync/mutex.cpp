@@ -119,7 +119,7 @@ void Mutex::lock_slow(int32_t old) {
       if ((old & (kLocked | kStarving)) == 0) {  // locked it
         // A lock that parked (wait_start) was contended; one that got
         // in by spinning is not, as in Go.
-        if ((contended_at != 0) & (wait_start != 0)) [[unlikely]] report_contention(contended_at);
+        if (contended_at != 0 && wait_start != 0) [[unlikely]] report_contention(contended_at);
         return;
       }
       // A waiter that was woken before keeps its place at the front.
