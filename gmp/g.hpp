@@ -60,6 +60,7 @@
 namespace gort::internal {
 
 struct Bubble;
+struct GLabels;
 struct M;
 struct P;
 
@@ -223,6 +224,11 @@ struct alignas(64) G {
 
   ClosureFn invoke = nullptr;
   ClosureFn destroy = nullptr;
+  // Its pprof labels (gmp/profiling.hpp): an immutable set it holds a
+  // reference to, inherited from its creator, or null. Written only by the
+  // goroutine itself (and at spawn and exit); profiles read it from other
+  // threads (__atomic loads).
+  GLabels* labels = nullptr;
   alignas(16) unsigned char closure[kInlineClosureSize];
 };
 
@@ -230,6 +236,10 @@ struct alignas(64) G {
 // stack_hi keeps the G's alignment and the 16-byte frame alignment).
 inline constexpr size_t kGSize = sizeof(G);
 static_assert(kGSize % 64 == 0, "the G must keep stack_hi 64-byte aligned");
+// Five cache lines: `labels` took 8 of the 16 bytes of padding that
+// closure's alignment left. A new field past the last 8 costs a sixth
+// line on every goroutine's stack page.
+static_assert(kGSize == 320, "the G grew past five cache lines");
 
 [[noreturn]] void bad_status(G* g, GStatus from, GStatus to);
 

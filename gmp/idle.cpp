@@ -17,6 +17,7 @@
 #include "gmp/os/fatal.hpp"
 #include "gmp/proc.hpp"
 #include "gmp/trace_consume.hpp"
+#include "gmp/profiling.hpp"
 #include "gmp/race/race.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/switch.hpp"
@@ -74,7 +75,10 @@ void minit(M* m) {
   m->tid = pthread_self();
   // Before os_tid is published: sysmon reads it once it sees the thread.
   pthread_getcpuclockid(m->tid, &m->cpuclock);
-  m->os_tid.store(static_cast<int>(gettid()), std::memory_order_release);
+  // seq_cst: Dekker with a CPU profile that starts meanwhile (it stores
+  // m_start, then reads every M's os_tid): one of them makes this
+  // thread's profiling timer.
+  m->os_tid.store(static_cast<int>(gettid()), std::memory_order_seq_cst);
   m_thread_state_init(m);
   m_signal_stack_init(m);
   trace_register_m(m);
@@ -84,6 +88,7 @@ void minit(M* m) {
     pthread_attr_getstack(&attr, &m->g0_stack_lo, &m->g0_stack_size);
     pthread_attr_destroy(&attr);
   }
+  if (auto* start = profiling.m_start.load(std::memory_order_seq_cst)) [[unlikely]] start(m);
 }
 
 void* mstart(void* arg) {

@@ -44,6 +44,7 @@
 #include "gmp/bubble.hpp"
 #include "gmp/os/fatal.hpp"
 #include "gmp/proc.hpp"
+#include "gmp/profiling.hpp"
 #include "gmp/race/race.hpp"
 #include "gmp/race/sanitizer.hpp"
 #include "gmp/sched.hpp"
@@ -517,6 +518,8 @@ __attribute__((always_inline)) inline G* newproc_alloc_in(int cls, ClosureFn inv
   g->gopc = gopc;
   G* parent = m != nullptr ? m->curg : nullptr;
   g->parent_goid = parent != nullptr ? parent->id : 0;
+  // Go's pprof labels pass to the goroutines a goroutine starts.
+  labels_inherit(g, parent);
   g->bubble = nullptr;
   if (parent != nullptr && parent->bubble != nullptr) [[unlikely]] bubble_adopt(g, parent);
   capture_fp_control(g);
@@ -543,6 +546,7 @@ G* newproc_alloc(StackSize stack, ClosureFn invoke, ClosureFn destroy, void** st
 
 void newproc_abort(G* g) {
   g->invoke = g->destroy = nullptr;
+  if (g->labels != nullptr) [[unlikely]] labels_drop(g);
   if (g->bubble != nullptr) [[unlikely]] bubble_abandon(g);
   M* m = getm();
   bool external = g->spawned_external;

@@ -15,17 +15,21 @@
 #include "netpoll/hook/hook.hpp"
 #include "netpoll/netpoll.hpp"
 #include "preempt/preempt.hpp"
+#include "stdlib/pprof/cpu_profile.hpp"
 #include "stdlib/trace/trace_files.hpp"
 
 namespace gort::internal {
 
 namespace {
 
-// The program's body, inside what the environment asks of a whole run
-// (GORT_TRACE, GORT_FLIGHTREC; stdlib/trace/trace_run.cpp).
+// The program's body, inside what the environment asks of a whole run:
+// GORT_TRACE, GORT_FLIGHTREC (stdlib/trace/trace_run.cpp) and
+// GORT_CPUPROFILE (stdlib/pprof/cpu_profile.hpp), each written when the
+// body returns.
 struct MainBody {
   void (*body)(void* arg, int* result);
   void* arg;
+  const char* cpu_profile;
 };
 
 void main_body(void* arg, int* result) {
@@ -34,7 +38,9 @@ void main_body(void* arg, int* result) {
     ~RunEnd() { trace_run_end(); }
   } run_end;
   trace_run_begin();
+  if (b->cpu_profile != nullptr) cpu_profile_env_begin(b->cpu_profile);
   b->body(b->arg, result);
+  if (b->cpu_profile != nullptr) cpu_profile_env_end();
 }
 
 }  // namespace
@@ -46,7 +52,7 @@ int run_main(void (*body)(void* arg, int* result), void* arg, const Config& cfg)
   install_netpoll_hooks(&hooks);
   install_sysmon_hooks(&hooks);
   install_slice_timer_hooks(&hooks);
-  MainBody main{body, arg};
+  MainBody main{body, arg, cpu_profile_env()};
   return run_scheduler(&main_body, &main, cfg, hooks);
 }
 

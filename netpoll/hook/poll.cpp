@@ -64,6 +64,52 @@ int64_t deadline_ts(const timespec* ts) {
   return gort::internal::nanotime() + int64_t{ts->tv_sec} * 1000000000 + ts->tv_nsec;
 }
 
+int64_t deadline_tv(const timeval* tv) {
+  if (tv == nullptr) return kNoDeadline;
+  return gort::internal::nanotime() + int64_t{tv->tv_sec} * 1000000000 + int64_t{tv->tv_usec} * 1000;
+}
+
+// A thread's wait in the kernel (kLocked, or descriptors the poller cannot
+// watch), until `deadline` (kNoDeadline: none): call(left), with the
+// nanoseconds left (-1: no limit), made again with what is left while one
+// of the runtime's own signals interrupts it. Nothing of the runtime's
+// signals such a wait before (entersyscallblock stops the slice timer),
+// but a CPU profile's SIGPROF can land on a thread on its way into the
+// wait (its CPU clock ticks until it sleeps). Past the deadline: 0, as
+// the timed-out wait.
+template <class Call>
+int wait_retrying(int64_t deadline, Call&& call) {
+  int64_t left = deadline == kNoDeadline ? -1 : std::max<int64_t>(0, deadline - gort::internal::nanotime());
+  for (;;) {
+    uint32_t before = gort_own_signals;
+    int r = call(left);
+    if (!(r < 0 && get_errno() == EINTR && gort_own_signals != before)) return r;
+    if (deadline != kNoDeadline) {
+      left = deadline - gort::internal::nanotime();
+      if (left <= 0) return 0;
+    }
+  }
+}
+
+// `left` as each call's timeout: milliseconds (rounded up), a timespec,
+// a timeval; -1 / null for none. A timeout the kernel refuses (EINVAL)
+// goes to it as the caller gave it.
+int ms_of(int64_t left) {
+  return left < 0 ? -1 : static_cast<int>(std::min<int64_t>((left + 999999) / 1000000, INT32_MAX));
+}
+const timespec* ts_of(const timespec* given, int64_t left, timespec* buf) {
+  if (given != nullptr && (given->tv_sec < 0 || given->tv_nsec < 0 || given->tv_nsec >= 1000000000)) return given;
+  if (left < 0) return nullptr;
+  *buf = timespec{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};
+  return buf;
+}
+timeval* tv_of(timeval* given, int64_t left, timeval* buf) {
+  if (given != nullptr && (given->tv_sec < 0 || given->tv_usec < 0 || given->tv_usec >= 1000000)) return given;
+  if (left < 0) return nullptr;
+  *buf = timeval{static_cast<time_t>(left / 1000000000), static_cast<suseconds_t>((left % 1000000000 + 999) / 1000)};
+  return buf;
+}
+
 // The caller's look at its descriptors: the real call with a zero timeout.
 // Its result and errno are kept for the caller to return.
 struct Look {
@@ -193,8 +239,8 @@ int park_poll(pollfd* fds, nfds_t n, int64_t deadline) {
   if (any && d.n == 0) {
     // Descriptors the poller cannot wait on: the thread waits, its P
     // handed off.
-    int64_t left = deadline == kNoDeadline ? -1 : std::max<int64_t>(0, (deadline - gort::internal::nanotime()) / 1000000);
-    return hook::in_syscall_block([&] { return GORT_NEXT(poll)(fds, n, static_cast<int>(std::min<int64_t>(left, INT32_MAX))); });
+    return hook::in_syscall_block(
+        [&] { return wait_retrying(deadline, [&](int64_t left) { return GORT_NEXT(poll)(fds, n, ms_of(left)); }); });
   }
   return park_until_ready(&l, d, deadline);
 }
@@ -277,12 +323,13 @@ int park_epoll(int epfd, epoll_event* ev, int max, int64_t deadline) {
   return park_until_ready(&l, d, deadline);
 }
 
-// kLocked: made as it is, with the P handed off if it will wait.
+// kLocked: made as it is, with the P handed off if it will wait (until
+// `deadline`: call(left), see wait_retrying).
 template <class Now, class Call>
-int locked(Now&& now, Call&& call) {
+int locked(Now&& now, int64_t deadline, Call&& call) {
   int r = now();
   if (r != 0) return r;
-  return hook::in_syscall_block([&] { return call(); });
+  return hook::in_syscall_block([&] { return wait_retrying(deadline, call); });
 }
 
 }  // namespace
@@ -295,7 +342,8 @@ GORT_INTERPOSE int poll(pollfd* fds, nfds_t n, int timeout) {
       return GORT_NEXT(poll)(fds, n, timeout);
     case hook::Mode::kLocked:
       if (timeout == 0) return GORT_NEXT(poll)(fds, n, 0);
-      return locked([&] { return GORT_NEXT(poll)(fds, n, 0); }, [&] { return GORT_NEXT(poll)(fds, n, timeout); });
+      return locked([&] { return GORT_NEXT(poll)(fds, n, 0); }, deadline_ms(timeout),
+                    [&](int64_t left) { return GORT_NEXT(poll)(fds, n, ms_of(left)); });
     case hook::Mode::kPark:
       break;
   }
@@ -312,8 +360,10 @@ GORT_INTERPOSE int ppoll(pollfd* fds, nfds_t n, const timespec* ts, const sigset
   if (m == hook::Mode::kThread) return GORT_NEXT(ppoll)(fds, n, ts, mask);
   if (mask != nullptr || m == hook::Mode::kLocked) {
     timespec zero{0, 0};
-    return locked([&] { return GORT_NEXT(ppoll)(fds, n, &zero, mask); },
-                  [&] { return GORT_NEXT(ppoll)(fds, n, ts, mask); });
+    return locked([&] { return GORT_NEXT(ppoll)(fds, n, &zero, mask); }, deadline_ts(ts), [&](int64_t left) {
+      timespec buf;
+      return GORT_NEXT(ppoll)(fds, n, ts_of(ts, left, &buf), mask);
+    });
   }
   bool now = ts != nullptr && ts->tv_sec == 0 && ts->tv_nsec == 0;
   return park_poll(fds, n, now ? 0 : deadline_ts(ts));
@@ -327,7 +377,18 @@ GORT_INTERPOSE int __ppoll_chk(pollfd* fds, nfds_t n, const timespec* ts, const 
 GORT_INTERPOSE int select(int nfds, fd_set* r, fd_set* w, fd_set* e, timeval* tv) {
   hook::Mode m = hook::mode();
   if (m == hook::Mode::kThread) return GORT_NEXT(select)(nfds, r, w, e, tv);
-  if (m == hook::Mode::kLocked) return hook::in_syscall_block([&] { return GORT_NEXT(select)(nfds, r, w, e, tv); });
+  if (m == hook::Mode::kLocked) {
+    // Linux leaves the time not slept in *tv.
+    return hook::in_syscall_block([&] {
+      return wait_retrying(deadline_tv(tv), [&](int64_t left) {
+        timeval buf;
+        timeval* t = tv_of(tv, left, &buf);
+        int res = GORT_NEXT(select)(nfds, r, w, e, t);
+        if (t == &buf) *tv = buf;
+        return res;
+      });
+    });
+  }
   if (nfds < 0 || (tv != nullptr && (tv->tv_sec < 0 || tv->tv_usec < 0))) {
     set_errno(EINVAL);
     return -1;
@@ -352,7 +413,12 @@ GORT_INTERPOSE int pselect(int nfds, fd_set* r, fd_set* w, fd_set* e, const time
   hook::Mode m = hook::mode();
   if (m == hook::Mode::kThread) return GORT_NEXT(pselect)(nfds, r, w, e, ts, mask);
   if (mask != nullptr || m == hook::Mode::kLocked) {
-    return hook::in_syscall_block([&] { return GORT_NEXT(pselect)(nfds, r, w, e, ts, mask); });
+    return hook::in_syscall_block([&] {
+      return wait_retrying(deadline_ts(ts), [&](int64_t left) {
+        timespec buf;
+        return GORT_NEXT(pselect)(nfds, r, w, e, ts_of(ts, left, &buf), mask);
+      });
+    });
   }
   if (nfds < 0 || (ts != nullptr && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))) {
     set_errno(EINVAL);
@@ -368,8 +434,8 @@ GORT_INTERPOSE int epoll_wait(int epfd, epoll_event* ev, int max, int timeout) {
       return GORT_NEXT(epoll_wait)(epfd, ev, max, timeout);
     case hook::Mode::kLocked:
       if (timeout == 0) return GORT_NEXT(epoll_wait)(epfd, ev, max, 0);
-      return locked([&] { return GORT_NEXT(epoll_wait)(epfd, ev, max, 0); },
-                    [&] { return GORT_NEXT(epoll_wait)(epfd, ev, max, timeout); });
+      return locked([&] { return GORT_NEXT(epoll_wait)(epfd, ev, max, 0); }, deadline_ms(timeout),
+                    [&](int64_t left) { return GORT_NEXT(epoll_wait)(epfd, ev, max, ms_of(left)); });
     case hook::Mode::kPark:
       break;
   }
@@ -380,8 +446,8 @@ GORT_INTERPOSE int epoll_pwait(int epfd, epoll_event* ev, int max, int timeout, 
   hook::Mode m = hook::mode();
   if (m == hook::Mode::kThread) return GORT_NEXT(epoll_pwait)(epfd, ev, max, timeout, mask);
   if (mask != nullptr || m == hook::Mode::kLocked) {
-    return locked([&] { return GORT_NEXT(epoll_pwait)(epfd, ev, max, 0, mask); },
-                  [&] { return GORT_NEXT(epoll_pwait)(epfd, ev, max, timeout, mask); });
+    return locked([&] { return GORT_NEXT(epoll_pwait)(epfd, ev, max, 0, mask); }, deadline_ms(timeout),
+                  [&](int64_t left) { return GORT_NEXT(epoll_pwait)(epfd, ev, max, ms_of(left), mask); });
   }
   return park_epoll(epfd, ev, max, timeout == 0 ? 0 : deadline_ms(timeout));
 }
@@ -391,8 +457,11 @@ GORT_INTERPOSE int epoll_pwait2(int epfd, epoll_event* ev, int max, const timesp
   if (m == hook::Mode::kThread) return GORT_NEXT(epoll_pwait2)(epfd, ev, max, ts, mask);
   if (mask != nullptr || m == hook::Mode::kLocked) {
     timespec zero{0, 0};
-    return locked([&] { return GORT_NEXT(epoll_pwait2)(epfd, ev, max, &zero, mask); },
-                  [&] { return GORT_NEXT(epoll_pwait2)(epfd, ev, max, ts, mask); });
+    return locked([&] { return GORT_NEXT(epoll_pwait2)(epfd, ev, max, &zero, mask); }, deadline_ts(ts),
+                  [&](int64_t left) {
+                    timespec buf;
+                    return GORT_NEXT(epoll_pwait2)(epfd, ev, max, ts_of(ts, left, &buf), mask);
+                  });
   }
   bool now = ts != nullptr && ts->tv_sec == 0 && ts->tv_nsec == 0;
   return park_epoll(epfd, ev, max, now ? 0 : deadline_ts(ts));

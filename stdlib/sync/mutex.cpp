@@ -4,6 +4,12 @@
 // Mutex state word: bit 0 locked, bit 1 woken (a waiter was woken and is
 // running, so unlock need not wake another), bit 2 starving, bits 3.. the
 // number of parked waiters.
+//
+// The mutex profile (gmp/profiling.hpp; Go's SetMutexProfileFraction):
+// while it is on, a lock that parks reports the time from its first
+// failed attempt to the acquisition, with the waiter's stack (Go charges
+// the unlocker's); a reader or writer of an RWMutex reports its wait on
+// the semaphore. Off, it costs the contended paths one load and a branch.
 #include <sched.h>
 
 #include <atomic>
@@ -15,6 +21,7 @@
 #include "gmp/lifetime.hpp"
 #include "gmp/lock.hpp"
 #include "gmp/m.hpp"
+#include "gmp/profiling.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
 #include "gort/sync.hpp"
@@ -47,6 +54,18 @@ void do_spin() {
   for (int i = 0; i < kActiveSpinCount; i++) internal::cpu_relax();
 }
 
+// When a contended wait began, if the mutex profile is on (else 0).
+inline int64_t contention_start() {
+  if (internal::profiling.mutex_rate.load(std::memory_order_relaxed) == 0) [[likely]] return 0;
+  return internal::nanotime();
+}
+
+[[gnu::noinline, gnu::cold]] void report_contention(int64_t since) {
+  if (auto* event = internal::profiling.mutex_event.load(std::memory_order_acquire)) {
+    event(internal::nanotime() - since);
+  }
+}
+
 }  // namespace
 
 bool Mutex::try_lock() {
@@ -65,6 +84,7 @@ void Mutex::lock_slow(int32_t old) {
       state_.compare_exchange_strong(old, old | kLocked, std::memory_order_acquire)) {
     return;
   }
+  const int64_t contended_at = contention_start();
   // About to wait: a cooperative preemption point.
   internal::preempt_check_may_park("sync.Mutex.Lock");
   int64_t wait_start = 0;
@@ -96,7 +116,12 @@ void Mutex::lock_slow(int32_t old) {
       next &= ~kWoken;
     }
     if (state_.compare_exchange_weak(old, next, std::memory_order_acq_rel)) {
-      if ((old & (kLocked | kStarving)) == 0) return;  // locked it
+      if ((old & (kLocked | kStarving)) == 0) {  // locked it
+        // A lock that parked (wait_start) was contended; one that got
+        // in by spinning is not, as in Go.
+        if (contended_at != 0 && wait_start != 0) [[unlikely]] report_contention(contended_at);
+        return;
+      }
       // A waiter that was woken before keeps its place at the front.
       internal::QueueAt at = wait_start != 0 ? internal::QueueAt::kFront : internal::QueueAt::kBack;
       // clock_now: a bubble's fake time, so that a seeded schedule never
@@ -117,6 +142,7 @@ void Mutex::lock_slow(int32_t old) {
           delta -= kStarving;
         }
         state_.fetch_add(delta, std::memory_order_acq_rel);
+        if (contended_at != 0) [[unlikely]] report_contention(contended_at);
         return;
       }
       awoke = true;
@@ -179,7 +205,9 @@ void Mutex::wake(Wake w) {
 // Readers are not ordered with each other.
 // A writer is pending: wait for it.
 void RWMutex::lock_shared_slow() {
+  const int64_t contended_at = contention_start();
   reader_sem_.acquire(internal::QueueAt::kBack, static_cast<uint8_t>(internal::WaitReason::kSyncRWMutex));
+  if (contended_at != 0) [[unlikely]] report_contention(contended_at);
 }
 
 bool RWMutex::try_lock_shared() {
@@ -206,7 +234,9 @@ void RWMutex::lock() {
   // Announce the writer; r is the number of active readers.
   int32_t r = reader_count_.fetch_sub(kMaxReaders, std::memory_order_acq_rel);
   if (r != 0 && reader_wait_.fetch_add(r, std::memory_order_acq_rel) + r != 0) {
+    const int64_t contended_at = contention_start();
     writer_sem_.acquire(internal::QueueAt::kBack, static_cast<uint8_t>(internal::WaitReason::kSyncRWMutex));
+    if (contended_at != 0) [[unlikely]] report_contention(contended_at);
   }
   internal::race_acquire(&reader_sem_);
   internal::race_acquire(&writer_sem_);

@@ -1,6 +1,6 @@
 """The runtime's rooms (gmp/room.hpp, stdlib/sync/room.hpp, docs/runtime.md
-"Rooms"): gmp's os <- race <- core <- diag, then stdlib's sync <- net <- os,
-each compiled with its room's macro. A header of a room above the
+"Rooms"): gmp's os <- race <- core <- diag, then stdlib's sync <- net <- os
+and sync <- pprof, each compiled with its room's macro. A header of a room above the
 including one is a compile error; one below, or the same room, is not. Also
 checks that the tree keeps the rule: every header of a room opens with its
 room's marker.
@@ -39,11 +39,18 @@ CASES = [
     ("STDLIB_NET", "stdlib/sync/context_node.hpp", True),
     ("STDLIB_NET", "stdlib/net/net_fd.hpp", True),
     ("STDLIB_OS", "stdlib/net/net_fd.hpp", True),
+    ("STDLIB_PPROF", "gmp/diag/symbolize.hpp", True),
+    ("STDLIB_PPROF", "stdlib/sync/chan_ring.hpp", True),
+    ("STDLIB_PPROF", "stdlib/pprof/labels.hpp", True),
+    ("STDLIB_SYNC", "stdlib/pprof/labels.hpp", False),
+    ("STDLIB_NET", "stdlib/pprof/labels.hpp", False),
+    ("CORE", "stdlib/pprof/labels.hpp", False),
 ]
 
 MARKERS = {"gmp": "gmp/room.hpp", "gmp/race": "gmp/race/room.hpp", "gmp/diag": "gmp/diag/room.hpp",
            "stdlib/sync": "stdlib/sync/room.hpp", "stdlib/net": "stdlib/net/room.hpp",
-           "stdlib/trace": "stdlib/trace/room.hpp"}
+           "stdlib/trace": "stdlib/trace/room.hpp",
+           "stdlib/pprof": "stdlib/pprof/room.hpp"}
 # Not included by anything: force-included into every source (race build).
 UNMARKED = {"gmp/race/race_glibcxx.hpp"}
 

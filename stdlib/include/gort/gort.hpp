@@ -14,6 +14,7 @@
 #include "gort/exec.hpp"
 #include "gort/net.hpp"
 #include "gort/os.hpp"
+#include "gort/pprof.hpp"
 #include "gort/preempt.hpp"
 #include "gort/runtime.hpp"
 #include "gort/server.hpp"

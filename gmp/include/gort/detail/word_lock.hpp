@@ -73,6 +73,10 @@ namespace gort::internal {
   /* a synctest bubble's counts (gmp/bubble.cpp): taken when a member's */  \
   /* status changes, under whatever its caller holds; a leaf */             \
   X(kBubble, false)                                                           \
+  /* the block and mutex profiles' tables (stdlib/pprof/events.cpp): */     \
+  /* taken to record a contended lock, under the lock that was */           \
+  /* contended (Sched::lock and other OS locks included); a leaf */         \
+  X(kProfile, false)                                                          \
   /* the tracer's buffer for threads without an M (gmp/trace.cpp): held */ \
   /* while an event is written, under whatever its emitter holds */         \
   X(kTraceNoM, false)                                                         \
