@@ -92,7 +92,7 @@ absl::StatusOr<std::string> encode_raw_trace(const std::string& raw, TraceFormat
   return out;
 }
 
-absl::Status write_file(const std::string& path, const std::string& bytes) {
+absl::Status write_trace_file(const std::string& path, const std::string& bytes) {
   FILE* f = std::fopen(path.c_str(), "we");
   if (f == nullptr) return absl::ErrnoToStatus(errno, "trace: open " + path);
   size_t n = std::fwrite(bytes.data(), 1, bytes.size(), f);
@@ -118,7 +118,7 @@ absl::Status write_raw_trace(const std::string& raw, const std::string& path) {
   }
   absl::StatusOr<std::string> out = encode_raw_trace(raw, trace_format_for(path), namer, name);
   if (!out.ok()) return out.status();
-  return write_file(path, *out);
+  return write_trace_file(path, *out);
 }
 
 namespace {

@@ -28,7 +28,7 @@ PcNamer offline_pc_namer(const std::string& maps);
 
 absl::StatusOr<std::string> encode_raw_trace(const std::string& raw, TraceFormat format, const PcNamer& namer,
                                              const std::string& name);
-absl::Status write_file(const std::string& path, const std::string& bytes);
+absl::Status write_trace_file(const std::string& path, const std::string& bytes);
 // Encodes with live_pc_name and writes.
 absl::Status write_raw_trace(const std::string& raw, const std::string& path);
 
