@@ -287,7 +287,11 @@ class Builder {
         if (gr.st != St::kSyscall) break;
         close(e.a[0], gr, e.ts);
         gr.st = St::kRunning;  // on its P again, or about to queue (lost it)
-        if (e.a[1] != 0) gr.p = -1;
+        if (e.a[1] != 0) {
+          // sysmon handed its P to another M while it was in the call.
+          instant(kGoTrack | static_cast<uint64_t>(e.a[0]), e.ts, "lost its P", "syscall");
+          gr.p = -1;
+        }
         break;
       }
       case TraceEv::kUserTaskBegin: {
