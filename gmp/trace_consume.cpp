@@ -46,6 +46,7 @@ struct Tracer {
   int64_t ring_bytes ABSL_GUARDED_BY(lock) = 0;
   int64_t ring_max ABSL_GUARDED_BY(lock) = 0;
   int64_t ring_age ABSL_GUARDED_BY(lock) = 0;
+  bool ring_stacks ABSL_GUARDED_BY(lock) = false;
   // Threads without an M.
   WordLock<LockRank::kTraceNoM> nom_lock;
   std::atomic<TraceBuf*> nom_buf{nullptr};
@@ -414,6 +415,8 @@ void tracer_stop_trace(std::string* raw, int64_t* lost) {
     *lost = tracer.trace_lost;
     tracer_gen.fetch_add(1, std::memory_order_acq_rel);
     trace_enabled.fetch_and(~kTraceOn, std::memory_order_acq_rel);
+    // The flight recorder goes on with its own choice of stacks.
+    block_stacks.store(tracer.flight_on && tracer.ring_stacks, std::memory_order_relaxed);
   }
   raw->clear();
   append_header(raw, true);
@@ -433,6 +436,7 @@ bool tracer_start_flight(const TraceLimits& limits, const std::string& prefix) {
     tracer.flight_on = true;
     tracer.ring_max = limits.max_bytes;
     tracer.ring_age = limits.min_age_ns;
+    tracer.ring_stacks = limits.block_stacks;
     if (!tracer.trace_on) block_stacks.store(limits.block_stacks, std::memory_order_relaxed);
     size_t n = std::min(prefix.size(), sizeof dump_prefix - 1);
     std::memcpy(dump_prefix, prefix.data(), n);
