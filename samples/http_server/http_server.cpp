@@ -28,7 +28,9 @@
 //     session (HttpSession) that answers what it has read and then waits
 //     for the next request in the server's poller, its read buffer back in
 //     the server's pool (-goroutines: a goroutine per connection instead,
-//     parked in wait_input between requests).
+//     parked in wait_input between requests);
+//   - with -debug, Go's net/http/pprof: profiles, execution traces and a
+//     flight recorder served by the program itself (debug_endpoint.hpp).
 //
 // Routes:
 //   GET  /            "Hello, World!\n" (text/plain)
@@ -36,10 +38,27 @@
 //   POST /echo        the request body back, with its Content-Type
 //   GET  /sleep?ms=N  sleeps N ms (0..10000) with gort::sleep, then answers
 //   anything else     404
+// and with -debug (debug_endpoint.hpp; 404 without it):
+//   GET  /debug/pprof/                    an index of these routes
+//   GET  /debug/pprof/profile?seconds=N   CPU profile (gzipped pprof; 30 s, 1..300)
+//   GET  /debug/pprof/goroutine?debug=D   also block, mutex: D=0 pprof, 1 text,
+//                                         2 every goroutine's traceback
+//   GET  /debug/trace?seconds=N&format=F  execution trace (1 s, 1..60), F perfetto or json
+//   GET  /debug/flightrecorder?format=F   the flight recorder's last ~10 s
 //
 // Usage: http_server [-listen 127.0.0.1:8080] [-procs N] [-max-conns 10000]
 //                    [-idle-timeout 30] [-goroutines] [-tls-cert FILE -tls-key FILE]
+//                    [-debug [-block-rate 10000] [-mutex-fraction 5] [-flight-dir .]]
 // With -tls-cert and -tls-key it serves HTTPS (gort::tls; docs/tls.md).
+// -debug serves the debug routes, runs a flight recorder for the process's
+// life (its fatal-error dump goes to -flight-dir), turns on the block
+// profile (a wait of -block-rate ns or more is always recorded, a shorter
+// one with probability wait/rate; 0 off) and the mutex profile (one
+// contention in -mutex-fraction; 0 off), and labels each request with
+// route=<its route> for the CPU profile. Go leaves the block and mutex
+// profiles off; these defaults cost little and catch waits of 10 us and up.
+// Serve it on a private address only: it shows the program's insides.
+//   go tool pprof http://127.0.0.1:8080/debug/pprof/profile?seconds=5
 // Prints "listening on HOST:PORT" (use -listen 127.0.0.1:0 for a free port).
 // Try: curl -v http://127.0.0.1:8080/ http://127.0.0.1:8080/json
 //      wrk -t2 -c100 -d10s http://127.0.0.1:8080/
@@ -63,8 +82,12 @@
 #include <utility>
 #include <vector>
 
+#include "debug_endpoint.hpp"
+#include "http.hpp"
 
 namespace {
+
+using namespace http_server;
 
 constexpr size_t kMaxRequestLine = 8 * 1024;   // 414 beyond
 constexpr size_t kMaxHeaderBytes = 16 * 1024;  // request line + header fields; 431 beyond
@@ -84,95 +107,22 @@ struct Options {
   bool goroutines = false;
   // HTTPS when both are set (PEM files): gort::tls, as Go's ListenAndServeTLS.
   std::string tls_cert, tls_key;
+  // The debug endpoint (debug_endpoint.hpp) and its settings, which need it.
+  bool debug = false;
+  DebugOptions debug_options;
+  bool debug_options_set = false;
 };
 
-// ---- string helpers (std::string_view only) ------------------------------
+// ---- string helpers (more in http.hpp) ------------------------------------
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_alnum(char c) {
   return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); i++) {
-    if (lower(a[i]) != lower(b[i])) return false;
-  }
-  return true;
 }
 bool istarts_with(std::string_view s, std::string_view prefix) {
   return s.size() >= prefix.size() && iequals(s.substr(0, prefix.size()), prefix);
 }
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-// The parts of s between the separators, one at a time, without allocating
-// (this runs on every request):
-//   for (Split parts(s, ','); auto part = parts.next();) use(*part);
-class Split {
- public:
-  Split(std::string_view s, char sep) : rest_(s), sep_(sep) {}
-  std::optional<std::string_view> next() {
-    if (done_) return std::nullopt;
-    size_t i = rest_.find(sep_);
-    std::string_view part = rest_.substr(0, i);
-    if (i == std::string_view::npos) {
-      done_ = true;
-    } else {
-      rest_.remove_prefix(i + 1);
-    }
-    return part;
-  }
-
- private:
-  std::string_view rest_;
-  char sep_;
-  bool done_ = false;
-};
-// A decimal number of at most max_digits digits (no sign, no spaces).
-template <class T>
-bool parse_uint(std::string_view s, T* out, size_t max_digits = 9) {
-  if (s.empty() || s.size() > max_digits || !std::all_of(s.begin(), s.end(), is_digit)) return false;
-  return std::from_chars(s.data(), s.data() + s.size(), *out).ec == std::errc();
-}
-
-void put(std::string& out, std::string_view s) { out.append(s); }
-template <class I>
-  requires std::is_integral_v<I>
-void put(std::string& out, I v) {
-  char b[24];
-  out.append(b, std::to_chars(b, b + sizeof b, v).ptr);
-}
-template <class... A>
-void append(std::string& out, const A&... a) {
-  (put(out, a), ...);
-}
-template <class... A>
-std::string cat(const A&... a) {
-  std::string s;
-  append(s, a...);
-  return s;
-}
 
 // ---- parsing -------------------------------------------------------------
-
-struct Request {
-  std::string_view method, target, path, query;
-  int minor = 1;  // HTTP/1.<minor>
-  std::vector<std::pair<std::string_view, std::string_view>> headers;
-  std::string_view body;
-  bool keep_alive = true;
-  bool expect_continue = false;  // headers complete, body not yet, client waits for 100
-
-  std::string_view header(std::string_view name) const {
-    for (const auto& [k, v] : headers) {
-      if (iequals(k, name)) return v;
-    }
-    return {};
-  }
-};
 
 enum class Parse { kIncomplete, kComplete, kError };
 
@@ -368,6 +318,7 @@ const char* status_text(int code) {
     case 414: return "Request URI Too Long";
     case 417: return "Expectation Failed";
     case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
     case 501: return "Not Implemented";
     case 505: return "HTTP Version Not Supported";
     default: return "Unknown";
@@ -393,13 +344,6 @@ void append_date(std::string& out, absl::Time now) {
   out.append(value, len);
 }
 
-struct Response {
-  int status = 200;
-  std::string_view content_type = "text/plain; charset=utf-8";
-  std::string body;
-  std::string_view allow;  // for 405
-};
-
 void append_response(std::string& out, const Response& r, bool head, bool keep_alive,
                      bool http10, absl::Time now) {
   append(out, "HTTP/1.1 ", r.status, " ", status_text(r.status), "\r\n");
@@ -408,6 +352,7 @@ void append_response(std::string& out, const Response& r, bool head, bool keep_a
                     r.body.size(), "\r\n");
   }
   if (!r.allow.empty()) append(out, "Allow: ", r.allow, "\r\n");
+  out += r.extra_headers;
   out += "Date: ";
   append_date(out, now);
   out += "\r\nServer: gort\r\n";
@@ -420,13 +365,6 @@ void append_response(std::string& out, const Response& r, bool head, bool keep_a
   if (!head && r.status != 204) out += r.body;
 }
 
-Response text(int status, std::string body) {
-  Response r;
-  r.status = status;
-  r.body = std::move(body);
-  return r;
-}
-
 bool known_method(std::string_view m) {
   for (std::string_view k : {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}) {
     if (m == k) return true;
@@ -434,39 +372,16 @@ bool known_method(std::string_view m) {
   return false;
 }
 
-// A query parameter's value ("" if absent).
-std::optional<std::string_view> query_param(std::string_view query, std::string_view name) {
-  for (Split parts(query, '&'); auto kv = parts.next();) {
-    size_t eq = kv->find('=');
-    if (kv->substr(0, eq) == name) return eq == std::string_view::npos ? "" : kv->substr(eq + 1);
-  }
-  return std::nullopt;
-}
-
 // The application: routes a complete request to its handler.
 Response route(const Request& req) {
   if (!known_method(req.method)) return text(501, "501 method not implemented\n");
-  auto allow = [&](std::string_view methods) -> std::optional<Response> {
-    if (req.method == "OPTIONS") {
-      Response r;
-      r.status = 204;
-      r.allow = methods;
-      return r;
-    }
-    for (Split parts(methods, ','); auto m = parts.next();) {
-      if (req.method == trim(*m)) return std::nullopt;
-    }
-    Response r = text(405, "405 method not allowed\n");
-    r.allow = methods;
-    return r;
-  };
 
   if (req.path == "/") {
-    if (auto r = allow("GET, HEAD")) return *r;
+    if (auto r = allow(req, "GET, HEAD")) return *r;
     return text(200, "Hello, World!\n");
   }
   if (req.path == "/json") {
-    if (auto r = allow("GET, HEAD")) return *r;
+    if (auto r = allow(req, "GET, HEAD")) return *r;
     Response r;
     r.content_type = "application/json";
     r.body = cat(R"({"message":"Hello, World!","server":"gort","goroutines":)",
@@ -474,7 +389,7 @@ Response route(const Request& req) {
     return r;
   }
   if (req.path == "/echo") {
-    if (auto r = allow("POST, PUT")) return *r;
+    if (auto r = allow(req, "POST, PUT")) return *r;
     Response r;
     std::string_view ct = req.header("Content-Type");
     r.content_type = ct.empty() ? "application/octet-stream" : ct;
@@ -482,7 +397,7 @@ Response route(const Request& req) {
     return r;
   }
   if (req.path == "/sleep") {
-    if (auto r = allow("GET, HEAD")) return *r;
+    if (auto r = allow(req, "GET, HEAD")) return *r;
     auto v = query_param(req.query, "ms");
     int ms = 0;
     if (!v || !parse_uint(*v, &ms, 5) || ms > kMaxSleepMs) {
@@ -492,6 +407,38 @@ Response route(const Request& req) {
     return text(200, cat("slept ", ms, " ms\n"));
   }
   return text(404, "404 page not found\n");
+}
+
+// The route a path belongs to, for pprof labels and trace regions: a fixed
+// set of names, whatever paths clients send.
+std::string_view route_name(std::string_view path, const DebugEndpoint* debug) {
+  for (std::string_view r : {"/", "/json", "/echo", "/sleep"}) {
+    if (path == r) return r;
+  }
+  if (debug != nullptr) {
+    if (std::string_view r = DebugEndpoint::route_name(path); !r.empty()) return r;
+  }
+  return "(none)";
+}
+
+// One complete request: the debug endpoint's routes (with -debug), else
+// the application's. With -debug the handling runs under the pprof label
+// route=<its route>, so that CPU profiles split by route (`go tool pprof
+// -tagfocus=route=/json`); while a trace or the flight recorder runs (-debug
+// starts the recorder; GORT_TRACE a trace), in a trace region "handle
+// <route>". Without either, route() alone and one load of the trace flag:
+// the benchmark's path.
+Response handle(const Request& req, DebugEndpoint* debug, gort::net::ServerConn& c) {
+  auto serve = [&] {
+    std::optional<gort::trace::Region> region;
+    if (gort::trace::is_enabled()) region.emplace(cat("handle ", route_name(req.path, debug)));
+    if (debug != nullptr) {
+      if (std::optional<Response> r = debug->serve(req, c.context())) return *std::move(r);
+    }
+    return route(req);
+  };
+  if (debug == nullptr) return serve();
+  return gort::pprof::with_labels({{"route", std::string(route_name(req.path, debug))}}, serve);
 }
 
 // ---- connections -----------------------------------------------------------
@@ -530,10 +477,11 @@ enum class After : uint8_t {
 // Answers every complete request at the front of `in` (consuming them) and
 // writes the responses in one go. `sent_continue` is the connection's: a
 // 100 Continue already sent for the request still incomplete.
-After answer(gort::net::ServerConn& c, std::string& in, bool& sent_continue, absl::Duration idle) {
+After answer(gort::net::ServerConn& c, std::string& in, bool& sent_continue, absl::Duration idle,
+             DebugEndpoint* debug) {
   // One clock reading serves the batch: its Date headers and its write
-  // deadline.
-  const absl::Time now = absl::Now();
+  // deadline (read again after a debug request, which may take minutes).
+  absl::Time now = absl::Now();
   std::string out;  // responses not yet written
   Request req;
   size_t pos = 0;
@@ -555,7 +503,8 @@ After answer(gort::net::ServerConn& c, std::string& in, bool& sent_continue, abs
       close_after = graceful = true;
       break;
     }
-    Response r = route(req);
+    Response r = handle(req, debug, c);
+    if (debug != nullptr) now = absl::Now();
     append_response(out, r, req.method == "HEAD", req.keep_alive, req.minor == 0, now);
     pos += used;
     sent_continue = false;
@@ -595,12 +544,12 @@ bool read_more(gort::net::ServerConn& c, std::string& in) {
 // buffer goes back to the server's pool (docs/net.md, "Idle connections
 // without a goroutine").
 struct HttpSession : gort::net::Session {
-  explicit HttpSession(absl::Duration idle) : idle(idle) {}
+  HttpSession(absl::Duration idle, DebugEndpoint* debug) : idle(idle), debug(debug) {}
   gort::net::Next turn(gort::net::ServerConn& c) override {
     std::string& in = c.buffer();
     for (;;) {
       if (!read_more(c, in)) return gort::net::Next::kClose;
-      switch (answer(c, in, sent_continue, idle)) {
+      switch (answer(c, in, sent_continue, idle, debug)) {
         case After::kIdle: return gort::net::Next::kWaitInput;
         case After::kClose: return gort::net::Next::kClose;
         case After::kMore: break;
@@ -608,12 +557,13 @@ struct HttpSession : gort::net::Session {
     }
   }
   absl::Duration idle;
+  DebugEndpoint* debug;
   bool sent_continue = false;
 };
 
 // The same with a goroutine per connection (-goroutines): between requests
 // it parks in wait_input, without the read buffer.
-void serve_conn(gort::net::ServerConn& c, absl::Duration idle) {
+void serve_conn(gort::net::ServerConn& c, absl::Duration idle, DebugEndpoint* debug) {
   std::string in;  // bytes read and not yet consumed
   bool sent_continue = false;
   for (;;) {
@@ -622,7 +572,7 @@ void serve_conn(gort::net::ServerConn& c, absl::Duration idle) {
     // (the same) the request that follows.
     if (in.empty() && !c.wait_input()) return;
     if (!read_more(c, in)) return;
-    if (answer(c, in, sent_continue, idle) == After::kClose) return;
+    if (answer(c, in, sent_continue, idle, debug) == After::kClose) return;
   }
 }
 
@@ -642,7 +592,7 @@ bool parse_flags(int argc, char** argv, Options* o) {
     if (size_t eq = a.find('='); eq != std::string_view::npos) {
       name = a.substr(0, eq);
       value = a.substr(eq + 1);
-    } else if (name == "goroutines") {
+    } else if (name == "goroutines" || name == "debug") {
       value = "true";
     } else if (i + 1 < argc && name != "h" && name != "help") {
       value = argv[++i];
@@ -657,6 +607,22 @@ bool parse_flags(int argc, char** argv, Options* o) {
       if (value != "true" && value != "false") return false;
       o->goroutines = value == "true";
     }
+    else if (name == "debug") {
+      if (value != "true" && value != "false") return false;
+      o->debug = value == "true";
+    }
+    else if (name == "block-rate") {
+      if (!parse_uint(value, &o->debug_options.block_rate_ns, 18)) return false;
+      o->debug_options_set = true;
+    }
+    else if (name == "mutex-fraction") {
+      if (!parse_int(value, &o->debug_options.mutex_fraction)) return false;
+      o->debug_options_set = true;
+    }
+    else if (name == "flight-dir") {
+      o->debug_options.flight_dir = std::string(value);
+      o->debug_options_set = true;
+    }
     else if (name == "tls-cert") o->tls_cert = std::string(value);
     else if (name == "tls-key") o->tls_key = std::string(value);
     else return false;
@@ -665,7 +631,7 @@ bool parse_flags(int argc, char** argv, Options* o) {
 }
 
 template <class L>
-int serve_on(absl::StatusOr<L> ln, const Options& o) {
+int serve_on(absl::StatusOr<L> ln, const Options& o, DebugEndpoint* debug) {
   if (!ln.ok()) {
     std::fprintf(stderr, "http_server: %s\n", gort::error_text(ln).c_str());
     return 1;
@@ -687,12 +653,12 @@ int serve_on(absl::StatusOr<L> ln, const Options& o) {
   if (o.idle_timeout_s > 0) scfg.idle_timeout = scfg.read_timeout = idle;
   std::optional<gort::net::Server> srv_storage;
   if (o.goroutines) {
-    srv_storage.emplace([idle](gort::net::ServerConn& c) { serve_conn(c, idle); }, scfg);
+    srv_storage.emplace([idle, debug](gort::net::ServerConn& c) { serve_conn(c, idle, debug); }, scfg);
   } else {
-    srv_storage.emplace(gort::net::Sessions{[idle](gort::net::ServerConn&) -> std::unique_ptr<gort::net::Session> {
-                          return std::make_unique<HttpSession>(idle);
-                        }},
-                        scfg);
+    auto make = [idle, debug](gort::net::ServerConn&) -> std::unique_ptr<gort::net::Session> {
+      return std::make_unique<HttpSession>(idle, debug);
+    };
+    srv_storage.emplace(gort::net::Sessions{make}, scfg);
   }
   gort::net::Server& srv = *srv_storage;
   auto served = gort::make_chan<absl::Status>(1);
@@ -726,7 +692,8 @@ int main(int argc, char** argv) {
   if (!parse_flags(argc, argv, &o)) {
     std::fprintf(stderr,
                  "usage: %s [-listen 127.0.0.1:8080] [-procs N] [-max-conns N] "
-                 "[-idle-timeout SECONDS] [-goroutines] [-tls-cert FILE -tls-key FILE]\n",
+                 "[-idle-timeout SECONDS] [-goroutines] [-tls-cert FILE -tls-key FILE]\n"
+                 "          [-debug [-block-rate NS] [-mutex-fraction N] [-flight-dir DIR]]\n",
                  argv[0]);
     return 2;
   }
@@ -738,12 +705,25 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "http_server: -tls-cert and -tls-key go together\n");
           return 2;
         }
-        if (o.tls_cert.empty()) return serve_on(gort::net::listen("tcp", o.listen), o);
+        if (o.debug_options_set && !o.debug) {
+          std::fprintf(stderr, "http_server: -block-rate, -mutex-fraction and -flight-dir need -debug\n");
+          return 2;
+        }
+        // Lives until the server has stopped (serve_on destroys it and
+        // waits for its handlers first).
+        std::unique_ptr<DebugEndpoint> debug;
+        if (o.debug) {
+          debug = std::make_unique<DebugEndpoint>(o.debug_options);
+          if (absl::Status st = debug->start(); !st.ok()) {
+            std::fprintf(stderr, "http_server: -debug: no flight recorder: %s\n", gort::error_text(st).c_str());
+          }
+        }
+        if (o.tls_cert.empty()) return serve_on(gort::net::listen("tcp", o.listen), o, debug.get());
         gort::tls::Config tls;
         tls.cert_file = o.tls_cert;
         tls.key_file = o.tls_key;
         tls.next_protos = {"http/1.1"};
-        return serve_on(gort::tls::listen("tcp", o.listen, tls), o);
+        return serve_on(gort::tls::listen("tcp", o.listen, tls), o, debug.get());
       },
       cfg);
 }

@@ -2,13 +2,21 @@
 """Integration test for samples/http_server: curl (routes, keep-alive reuse,
 HTTP/1.0, Connection: close, HEAD, POST echo with and without Expect:
 100-continue, 404/405), raw sockets (malformed and oversized requests,
-pipelining, a request split into single bytes), then a bounded wrk run."""
+pipelining, a request split into single bytes), then a bounded wrk run.
+Then the server again with -debug (debug_endpoint.hpp): the pprof index,
+goroutine/block/mutex profiles, a CPU profile while a client keeps asking
+for /, a JSON trace with the requests' regions, the flight recorder, a
+second profile or trace at once (500, Go's text) and bad parameters (400)."""
 
+import gzip
+import http.client
 import json
 import os
 import re
+import shutil
 import socket
 import tempfile
+import threading
 import time
 
 import harness
@@ -48,6 +56,46 @@ def parse_responses(data):
     return out
 
 
+def get(server, path, timeout=60):
+    """One GET on a new connection: (status, lower-cased headers, body bytes)."""
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        r = conn.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        conn.close()
+
+
+class Hammer:
+    """A client asking for / on one keep-alive connection until stopped;
+    `served` counts the right answers."""
+
+    def __init__(self, server):
+        self.server, self.served, self.errors = server, 0, []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        conn = http.client.HTTPConnection(self.server.host, self.server.port, timeout=10)
+        try:
+            while not self.stopping.is_set():
+                conn.request("GET", "/")
+                r = conn.getresponse()
+                if r.status == 200 and r.read() == b"Hello, World!\n":
+                    self.served += 1
+        except Exception as e:  # reported by stop()
+            self.errors.append(repr(e))
+        finally:
+            conn.close()
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join(15)
+        return self.served
+
+
 def test(exe):
     harness.require("curl")
     server = harness.Server(exe)
@@ -78,6 +126,9 @@ def test(exe):
           (r.stdout, took))
     r = curl("-o", "/dev/null", "-w", "%{http_code}", f"{base}/sleep?ms=abc")
     check(r.stdout == "400", "GET /sleep?ms=abc -> 400", r.stdout)
+    for path in ("/debug/pprof/", "/debug/pprof/goroutine?debug=1", "/debug/trace", "/debug/flightrecorder"):
+        r = curl("-o", "/dev/null", "-w", "%{http_code}", f"{base}{path}")
+        check(r.stdout == "404", f"without -debug, GET {path} -> 404", r.stdout)
 
     # Keep-alive: two URLs in one curl invocation share one connection.
     r = curl("-o", "/dev/null", "-o", "/dev/null", "-w", "%{num_connects} ", f"{base}/", f"{base}/json")
@@ -183,6 +234,148 @@ def test(exe):
     harness.recv_until(idle, lambda d: d.endswith(b"Hello, World!\n"))
     server.stop()
     check(harness.recv_all(idle, 5) == b"", "idle keep-alive connection closed at shutdown")
+
+    test_debug(exe)
+
+
+def test_debug(exe):
+    r = harness.run([exe, "-listen", "127.0.0.1:0", "-block-rate", "100"], timeout=15)
+    check(r.returncode == 2 and "need -debug" in r.stderr, "-block-rate without -debug: exit 2",
+          (r.returncode, r.stderr))
+
+    # The server's temporary trace files and flight recorder dumps go to a
+    # directory of the test's own.
+    tmp = tempfile.mkdtemp(prefix="http_server_debug")
+    old_tmpdir = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = tmp
+    try:
+        server = harness.Server(exe, "-debug", "-flight-dir", tmp)
+    finally:
+        if old_tmpdir is None:
+            del os.environ["TMPDIR"]
+        else:
+            os.environ["TMPDIR"] = old_tmpdir
+
+    def is_gzip(body):
+        try:
+            return body[:2] == b"\x1f\x8b" and len(gzip.decompress(body)) > 0
+        except (OSError, EOFError):
+            return False
+
+    def attachment(headers, body, filename):
+        return (headers.get("content-type") == "application/octet-stream" and
+                headers.get("content-disposition") == f'attachment; filename="{filename}"' and
+                int(headers.get("content-length", -1)) == len(body))
+
+    # The index, and the profiles' text forms.
+    status, headers, body = get(server, "/debug/pprof/")
+    page = body.decode(errors="replace")
+    check(status == 200 and headers.get("content-type", "").startswith("text/html") and
+          all(p in page for p in ("/debug/pprof/profile", "/debug/pprof/goroutine", "/debug/pprof/block",
+                                  "/debug/pprof/mutex", "/debug/trace", "/debug/flightrecorder")),
+          "GET /debug/pprof/ -> 200, an index of the debug routes", (status, headers, page[:600]))
+    status, headers, body = get(server, "/debug/pprof/goroutine?debug=1")
+    check(status == 200 and headers.get("content-type", "").startswith("text/plain") and
+          b"goroutine profile: total" in body, "goroutine?debug=1 -> Go's text profile", (status, body[:300]))
+    status, _, body = get(server, "/debug/pprof/goroutine?debug=2")
+    check(status == 200 and b"goroutine 1 [" in body, "goroutine?debug=2 -> every goroutine's traceback",
+          (status, body[:300]))
+    status, headers, body = get(server, "/debug/pprof/goroutine")
+    check(status == 200 and attachment(headers, body, "goroutine") and is_gzip(body),
+          "goroutine (debug=0) -> gzipped pprof, an attachment", (status, headers, body[:16]))
+    status, _, body = get(server, "/debug/pprof/block?debug=1")
+    check(status == 200 and body.startswith(b"--- contention:"), "block?debug=1 -> Go's text", (status, body[:200]))
+    status, _, body = get(server, "/debug/pprof/mutex?debug=1")
+    check(status == 200 and body.startswith(b"--- mutex:"), "mutex?debug=1 -> Go's text", (status, body[:200]))
+
+    # Bad parameters: 400 with the range; an unknown profile: Go's 404.
+    for path, want in [("/debug/pprof/profile?seconds=0", b"1 <= N <= 300"),
+                       ("/debug/pprof/profile?seconds=301", b"1 <= N <= 300"),
+                       ("/debug/pprof/profile?seconds=abc", b"1 <= N <= 300"),
+                       ("/debug/trace?seconds=61", b"1 <= N <= 60"),
+                       ("/debug/trace?format=xml", b"perfetto or json"),
+                       ("/debug/flightrecorder?format=xml", b"perfetto or json"),
+                       ("/debug/pprof/goroutine?debug=3", b"debug=0"),
+                       ("/debug/pprof/block?seconds=5", b"not supported")]:
+        status, _, body = get(server, path)
+        check(status == 400 and want in body, f"GET {path} -> 400", (status, body))
+    status, _, body = get(server, "/debug/pprof/heap")
+    check(status == 404 and body == b"Unknown profile\n", "GET /debug/pprof/heap -> 404 Unknown profile",
+          (status, body))
+
+    # A CPU profile while a client keeps asking for /: the handler parks,
+    # the other connection goes on being served.
+    hammer = Hammer(server)
+    time.sleep(0.2)
+    before = hammer.served
+    t0 = time.monotonic()
+    status, headers, body = get(server, "/debug/pprof/profile?seconds=1")
+    took = time.monotonic() - t0
+    during = hammer.served - before
+    hammer.stop()
+    check(not hammer.errors, "the client on / saw no errors", hammer.errors)
+    check(status == 200 and attachment(headers, body, "profile") and is_gzip(body) and took >= 1.0,
+          "profile?seconds=1 -> 200, 1 s, gzipped pprof as an attachment", (status, headers, body[:16], took))
+    check(during > 0, "requests to / were answered during the profile", during)
+    labelled = b"route" in gzip.decompress(body)
+    harness.log(f"# {during} requests to / during the profile; route label in its samples: {labelled}")
+
+    # Two profiles, or two traces, at once: the second gets Go's 500.
+    results = {}
+
+    def fetch(key, path):
+        results[key] = get(server, path)
+
+    firsts = [threading.Thread(target=fetch, args=(k, p)) for k, p in
+              [("profile", "/debug/pprof/profile?seconds=2"), ("trace", "/debug/trace?seconds=2&format=json")]]
+    for t in firsts:
+        t.start()
+    time.sleep(0.5)
+    seconds = [threading.Thread(target=fetch, args=(k, p)) for k, p in
+               [("profile2", "/debug/pprof/profile?seconds=1"), ("trace2", "/debug/trace?seconds=1&format=json")]]
+    for t in seconds:
+        t.start()
+    for t in firsts + seconds:
+        t.join(30)
+    for what, key, text in [("CPU profile", "profile", b"Could not enable CPU profiling: cpu profiling already in use\n"),
+                            ("trace", "trace", b"Could not enable tracing: tracing is already enabled\n")]:
+        got = sorted([results.get(key), results.get(key + "2")], key=lambda r: r[0] if r else 0)
+        check(None not in got and [r[0] for r in got] == [200, 500] and got[1][2] == text,
+              f"a second {what} at once -> 500 with Go's text",
+              [(r[0], r[2][:100]) if r else None for r in got])
+
+    # A JSON trace with the requests' regions ("handle /").
+    hammer = Hammer(server)
+    status, headers, body = get(server, "/debug/trace?seconds=1&format=json")
+    hammer.stop()
+    try:
+        trace = json.loads(body)
+    except ValueError:
+        trace = {}
+    events = trace.get("traceEvents", []) if isinstance(trace, dict) else []
+    check(status == 200 and attachment(headers, body, "trace.json") and events,
+          "trace?seconds=1&format=json -> 200, a JSON trace", (status, headers, body[:200]))
+    check(any(e.get("name") == "handle /" and e.get("cat") == "region" for e in events),
+          "the trace has the requests' regions (handle /)", len(events))
+    check(os.listdir(tmp) == [], "the traces' temporary files are gone", os.listdir(tmp))
+
+    # The flight recorder's last seconds, as JSON and as Perfetto's protobuf.
+    status, headers, body = get(server, "/debug/flightrecorder?format=json")
+    try:
+        flight = json.loads(body)
+    except ValueError:
+        flight = {}
+    check(status == 200 and attachment(headers, body, "flight.json") and isinstance(flight, dict) and
+          flight.get("traceEvents"), "flightrecorder?format=json -> 200, a JSON trace", (status, headers, body[:200]))
+    status, headers, body = get(server, "/debug/flightrecorder")
+    check(status == 200 and attachment(headers, body, "flight.perfetto-trace") and len(body) > 0,
+          "flightrecorder (perfetto) -> 200, a Perfetto trace", (status, headers, len(body)))
+
+    check(get(server, "/")[2] == b"Hello, World!\n", "-debug: / still answers")
+    server.stop()
+    if os.listdir(tmp):
+        harness.log(f"# left in {tmp}: {os.listdir(tmp)} (a stall report's flight recorder dump?)")
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
