@@ -27,13 +27,13 @@
 //                      trace::stop(); the stopwatch covers the round trips
 //                      only, not start (a snapshot of the goroutines) nor
 //                      stop (collecting the buffers and writing the file).
-//                      Default Options: each GoBlock records the blocking
+//                      Options::stacks on: each GoBlock records the blocking
 //                      stack (an unwind of up to 16 frames), as Go 1.19
 //                      records one with each block and unblock.
-//   pingpong_traced_nostacks/procs:1, /procs:2   the same with
-//                      Options::stacks off: the per-event cost that
-//                      gort/trace.hpp states. gort only (Go 1.19 cannot turn
-//                      stacks off).
+//   pingpong_traced_nostacks/procs:1, /procs:2   the same with the default
+//                      Options (no stacks; a block records its blocking
+//                      call): the per-event cost that gort/trace.hpp
+//                      states. gort only (Go 1.19 cannot turn stacks off).
 //   pingpong_flightrec/procs:1, /procs:2   the same with a FlightRecorder
 //                      running in the traced slices instead of a trace:
 //                      default config (10 MiB ring, 10 s, no stacks), its

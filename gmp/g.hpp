@@ -230,6 +230,12 @@ struct alignas(64) G {
   // threads (__atomic loads).
   GLabels* labels = nullptr;
   alignas(16) unsigned char closure[kInlineClosureSize];
+  // Where the program called the gort function that may block it (a
+  // channel operation, select, a sync type's wait, sleep): noted by those
+  // entry points only while tracing (GORT_TRACE_BLOCKING_CALL), and
+  // written as the blocking frame of the trace's next block event, which
+  // clears it (gmp/trace.cpp). In the G's tail padding.
+  uintptr_t block_pc = 0;
 };
 
 // Bytes at the top of a stack slot that hold its G (a multiple of 64, so

@@ -114,7 +114,12 @@ void emit_block(G* g) {
   if (trace_block_stacks()) {
     st.skip = 2;  // this function and trace_status: park's frame is the first kept
     _Unwind_Backtrace(&capture_frame, &st);
+  } else if (g->block_pc != 0) {
+    // The program's call into gort that blocked: the blocking frame, for
+    // the price of a store (an unwind costs microseconds).
+    st.pcs[st.n++] = g->block_pc;
   }
+  g->block_pc = 0;
   EventWriter w(TraceEv::kGoBlock, 3 * kMaxVarint + st.n * kMaxVarint);
   if (!w.ok()) return;
   w.i(g->id);
@@ -142,6 +147,10 @@ TraceSourceScope::TraceSourceScope(TraceSource s) : prev_(gort_trace_source) {
 }
 
 TraceSourceScope::~TraceSourceScope() { gort_trace_source = prev_; }
+
+void trace_note_blocking_call(uintptr_t pc) {
+  if (G* g = getg()) g->block_pc = pc;
+}
 
 void trace_m_start(M* m) {
   EventWriter w(TraceEv::kMStart, kMaxVarint);

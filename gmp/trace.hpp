@@ -98,6 +98,16 @@ void trace_syscall(G* g, bool begin, bool lost_p);
 void trace_user_task(uint64_t id, uint64_t parent, std::string_view name, bool begin);
 void trace_user_region(uint64_t task, std::string_view name, bool begin);
 void trace_user_log(uint64_t task, std::string_view category, std::string_view message);
+// The caller of a gort entry point that may block (see G::block_pc).
+void trace_note_blocking_call(uintptr_t pc);
+#define GORT_TRACE_BLOCKING_CALL()                                     \
+  do {                                                                 \
+    if (::gort::internal::tracing()) [[unlikely]] {                    \
+      ::gort::internal::trace_note_blocking_call(                      \
+          reinterpret_cast<uintptr_t>(__builtin_return_address(0)));   \
+    }                                                                  \
+  } while (0)
+
 // Every goroutine's state, written at a trace's start so that the ones
 // created before it have a track and a creation site.
 void trace_snapshot_goroutines();

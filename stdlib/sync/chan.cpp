@@ -13,6 +13,7 @@
 #include <new>
 #include <string>
 
+#include "gmp/trace.hpp"
 #include "gmp/bubble.hpp"
 #include "gmp/diag/fatal.hpp"
 #include "gmp/lock.hpp"
@@ -280,6 +281,7 @@ bool buffered_slow(ChanCore* c, void* elem) {
 }  // namespace
 
 void chan_send(ChanCore* c, void* elem) {
+  GORT_TRACE_BLOCKING_CALL();
   preempt_check_may_park("chan send");
   if (!is_chan(c)) [[unlikely]] {
     if (c != nullptr) panic_moved_from("send on");
@@ -315,6 +317,7 @@ void chan_send(ChanCore* c, void* elem) {
 }
 
 bool chan_recv(ChanCore* c, void* out) {
+  GORT_TRACE_BLOCKING_CALL();
   preempt_check_may_park("chan receive");
   if (!is_chan(c)) [[unlikely]] {
     if (c != nullptr) panic_moved_from("receive from");

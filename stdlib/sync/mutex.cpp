@@ -14,6 +14,7 @@
 
 #include <atomic>
 
+#include "gmp/trace.hpp"
 #include "gmp/bubble.hpp"
 #include "gmp/os/cpu.hpp"
 #include "gmp/diag/fatal.hpp"
@@ -77,6 +78,7 @@ bool Mutex::try_lock() {
 }
 
 void Mutex::lock_slow(int32_t old) {
+  GORT_TRACE_BLOCKING_CALL();
   // Unlocked in normal mode but with waiters (the usual state under
   // contention): grab it with the value lock()'s CAS just saw, while the
   // cache line is still ours, before anything else touches memory.
@@ -205,6 +207,7 @@ void Mutex::wake(Wake w) {
 // Readers are not ordered with each other.
 // A writer is pending: wait for it.
 void RWMutex::lock_shared_slow() {
+  GORT_TRACE_BLOCKING_CALL();
   const int64_t contended_at = contention_start();
   reader_sem_.acquire(internal::QueueAt::kBack, static_cast<uint8_t>(internal::WaitReason::kSyncRWMutex));
   if (contended_at != 0) [[unlikely]] report_contention(contended_at);
@@ -229,6 +232,7 @@ void RWMutex::unlock_shared_slow(int32_t r) {
 }
 
 void RWMutex::lock() {
+  GORT_TRACE_BLOCKING_CALL();
   w_.lock();
   if (reader_count_.load(std::memory_order_acquire) < 0) [[unlikely]] wait_previous_writer();
   // Announce the writer; r is the number of active readers.

@@ -24,6 +24,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "gmp/trace.hpp"
 #include "gmp/bubble.hpp"
 #include "gmp/diag/fatal.hpp"
 #include "gmp/lock.hpp"
@@ -270,6 +271,7 @@ int selectgo_impl(SelectCase* cases, int n, bool block) {
 // whichever runs, the value or the close was published first. Only the
 // case that ran acquires.
 int selectgo(SelectCase* cases, int n, bool block) {
+  GORT_TRACE_BLOCKING_CALL();
   if (block) preempt_check_may_park("select"); else preempt_check();
   if constexpr (kRaceEnabled) {
     for (int i = 0; i < n; i++) {

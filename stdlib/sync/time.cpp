@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 
+#include "gmp/trace.hpp"
 #include "absl/time/clock.h"
 #include "gmp/bubble.hpp"
 #include "gmp/diag/fatal.hpp"
@@ -177,6 +178,7 @@ absl::Time now() {
 }
 
 void sleep(absl::Duration d) {
+  GORT_TRACE_BLOCKING_CALL();
   internal::preempt_check_may_park("sleep");
   if (d <= absl::ZeroDuration()) return;
   if (internal::getg() == nullptr) {

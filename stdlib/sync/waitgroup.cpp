@@ -1,4 +1,5 @@
 // stdlib/sync/waitgroup.cpp — gort::WaitGroup (Go's sync/waitgroup.go).
+#include "gmp/trace.hpp"
 #include "gmp/g.hpp"
 #include "gmp/lifetime.hpp"
 #include "gmp/lock.hpp"
@@ -32,6 +33,7 @@ void WaitGroup::add(int64_t delta) {
 }
 
 void WaitGroup::wait() {
+  GORT_TRACE_BLOCKING_CALL();
   internal::preempt_check_may_park("sync.WaitGroup.Wait");
   uint64_t state = state_.load(std::memory_order_acquire);
   for (;;) {

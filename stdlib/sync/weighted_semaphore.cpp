@@ -6,6 +6,7 @@
 #include <optional>
 #include <variant>
 
+#include "gmp/trace.hpp"
 #include "gmp/diag/fatal.hpp"
 #include "gmp/g.hpp"
 #include "gmp/lifetime.hpp"
@@ -59,6 +60,7 @@ bool Semaphore::try_acquire(int64_t n) {
 }
 
 void Semaphore::acquire(int64_t n) {
+  GORT_TRACE_BLOCKING_CALL();
   internal::preempt_check_may_park("semacquire");
   if (n < 0) throw panic_error("semaphore: negative acquire");
   lock_.lock();

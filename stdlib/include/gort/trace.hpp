@@ -18,8 +18,8 @@
 //
 // Each goroutine is a track named by its id and creation site, with
 // "running", "runnable" and blocked slices (named with Go's wait reason:
-// "chan receive", "sync.Mutex.Lock", "IO wait", ...; the blocking stack in
-// the slice's arguments), "syscall" slices for gort::blocking and the
+// "chan receive", "sync.Mutex.Lock", "IO wait", ...; the blocking call,
+// or with Options::stacks the whole stack, in the slice's arguments), "syscall" slices for gort::blocking and the
 // hooked blocking libc calls, and arrows from whoever woke it (another
 // goroutine, the network poller, a timer). Each P is a track showing which
 // goroutine it ran. User annotations (Go's tasks, regions and logs) go on
@@ -33,10 +33,10 @@
 // one a minute, numbered), and the report names the file.
 //
 // Costs: while nothing traces, one load and a predicted branch per
-// scheduler event. While tracing, about 20–40 ns and 5–10 bytes per event
-// (goroutine switches, blocks, wake-ups), plus an unwind of the blocking
-// stack per block (Options::stacks; off by default in the flight
-// recorder). Memory: 64 KiB per M, plus what the trace keeps (capped at
+// scheduler event. While tracing, about 40 ns and 5 bytes per event
+// (goroutine switches, blocks, wake-ups; bench/trace_bench.cpp), plus an
+// unwind of the blocking stack per block with Options::stacks (about
+// 2.5 µs). Memory: 64 KiB per M, plus what the trace keeps (capped at
 // Options::max_bytes) or the ring's max_bytes.
 //
 // Thread-safety: every function may be called from any goroutine or
@@ -61,8 +61,12 @@ struct Options {
   // Events kept past this many bytes of raw trace are dropped (the file
   // says how many buffers were lost).
   int64_t max_bytes = int64_t{1} << 30;
-  // Record the stack of each goroutine that blocks (an unwind per block).
-  bool stacks = true;
+  // Record the whole stack of each goroutine that blocks: an unwind per
+  // block (libgcc's, a few microseconds). Without it a block records its
+  // blocking call: where the program called the gort function that
+  // blocked (a channel operation, select, a sync type's wait, sleep),
+  // for the price of a store.
+  bool stacks = false;
 };
 
 // Starts tracing to `path` (written by stop()). Go's error if a trace is

@@ -142,6 +142,7 @@ TEST_P(TraceTest, JsonHasEveryGoroutineAndItsStory) {
   std::map<int, std::string> thread_names;
   std::map<int, std::vector<Slice>> slices;
   std::set<std::string> names, instants;
+  bool blocking_call_named = false;
   int flows_out = 0, flows_in = 0;
   for (const json& e : doc["traceEvents"]) {
     std::string ph = e.value("ph", "");
@@ -150,6 +151,11 @@ TEST_P(TraceTest, JsonHasEveryGoroutineAndItsStory) {
     } else if (ph == "X") {
       slices[e["tid"].get<int>()].push_back({e["ts"].get<double>(), e["dur"].get<double>(), e["name"]});
       names.insert(e["name"].get<std::string>());
+      // A blocked slice names the program's call that blocked.
+      if (e.value("cat", "") == "blocked" && e.contains("args") &&
+          e["args"].value("stack", "").find("trace_test.cpp") != std::string::npos) {
+        blocking_call_named = true;
+      }
     } else if (ph == "i" || ph == "I") {
       instants.insert(e["name"].get<std::string>());
     } else if (ph == "s") {
@@ -167,6 +173,7 @@ TEST_P(TraceTest, JsonHasEveryGoroutineAndItsStory) {
     EXPECT_TRUE(names.count(want)) << "no slice named " << want;
   }
   EXPECT_TRUE(instants.count("order")) << "the log is missing";
+  EXPECT_TRUE(blocking_call_named) << "no blocked slice names its blocking call";
   if (procs() == 1) EXPECT_TRUE(instants.count("preempted")) << "the burner was never preempted";
   EXPECT_GT(flows_out, 50);
   EXPECT_EQ(flows_out, flows_in);
@@ -235,6 +242,35 @@ TEST(Trace, RawTraceConvertsLater) {
   EXPECT_GT(doc["traceEvents"].size(), 100u);
   unlink(raw.c_str());
   unlink(out.c_str());
+}
+
+// With Options::stacks a block records its whole stack: the blocking call
+// and the program's frames that led to it (the runtime's are left out, as
+// Go's traces leave out runtime frames).
+TEST(Trace, StacksRecordTheWholeBlockingStack) {
+  std::string path = temp_path("stacks.json");
+  gort::testing::run([&] {
+    gort::trace::Options o;
+    o.stacks = true;
+    ASSERT_TRUE(gort::trace::start(path, o).ok());
+    auto c = gort::make_chan<int>();
+    gort::go([c] {
+      gort::sleep(absl::Milliseconds(1));
+      c.send(1);
+    });
+    EXPECT_EQ(c.recv(), 1);
+    ASSERT_TRUE(gort::trace::stop().ok());
+  });
+  json doc = json::parse(read_file(path));
+  size_t deepest = 0;
+  for (const json& e : doc["traceEvents"]) {
+    if (e.value("name", "") != "chan receive" || !e.contains("args")) continue;
+    std::string st = e["args"].value("stack", "");
+    deepest = std::max<size_t>(deepest, std::count(st.begin(), st.end(), '\n') + 1);
+    EXPECT_NE(st.find("trace_test.cpp"), std::string::npos) << st;
+  }
+  EXPECT_GE(deepest, 2u);
+  unlink(path.c_str());
 }
 
 TEST(Trace, MisuseGetsClearErrors) {
