@@ -45,16 +45,15 @@ TraceFormat trace_format_for(std::string_view path) {
 std::string live_pc_name(uint64_t pc, bool call) {
   std::lock_guard<std::mutex> lock(symbolizer_mutex());
   const SymPC& s = symbolize(call ? pc - 1 : pc);
-  // The innermost frame that is the program's; none: the runtime's own
-  // (the main goroutine's creation), which goes unnamed.
-  const SymFrame* f = nullptr;
+  // The innermost frame that is the program's; none (gort made it: a
+  // server's connection turn, a timer's function), the physical function.
+  const SymFrame* f = &s.frames.back();
   for (const SymFrame& fr : s.frames) {
     if (!fr.runtime && !fr.gort) {
       f = &fr;
       break;
     }
   }
-  if (f == nullptr) return call ? "" : s.frames.back().function;
   if (f->function.empty()) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%#llx", static_cast<unsigned long long>(pc));

@@ -96,12 +96,11 @@ class Builder {
   void name(int64_t id, Gor& gr) {
     if (gr.named || gr.gopc == 0) return;
     gr.named = true;
-    std::string site = namer_ ? namer_(gr.gopc, true) : "";
     std::string n = "G" + std::to_string(id);
-    if (!site.empty()) {
+    if (id == 1 && gr.parent == 0) {
+      n += " (main)";  // made by gort::run for its body
+    } else if (std::string site = namer_ ? namer_(gr.gopc, true) : ""; !site.empty()) {
       n += " " + site;
-    } else if (gr.parent == 0) {
-      n += " (main)";  // made by the runtime: gort::run's body
     }
     m_.tracks[tracks_[kGoTrack | static_cast<uint64_t>(id)]].name = n;
   }
