@@ -33,7 +33,7 @@
 // one a minute, numbered), and the report names the file.
 //
 // Costs: while nothing traces, one load and a predicted branch per
-// scheduler event. While tracing, about 40 ns and 5 bytes per event
+// scheduler event. While tracing, 35–45 ns and 5–8 bytes per event
 // (goroutine switches, blocks, wake-ups; bench/trace_bench.cpp), plus an
 // unwind of the blocking stack per block with Options::stacks (about
 // 2.5 µs). Memory: 64 KiB per M, plus what the trace keeps (capped at
