@@ -424,14 +424,16 @@ std::string_view route_name(std::string_view path, const DebugEndpoint* debug) {
 // One complete request: the debug endpoint's routes (with -debug), else
 // the application's. With -debug the handling runs under the pprof label
 // route=<its route>, so that CPU profiles split by route (`go tool pprof
-// -tagfocus=route=/json`); while a trace or the flight recorder runs (-debug
-// starts the recorder; GORT_TRACE a trace), in a trace region "handle
-// <route>". Without either, route() alone and one load of the trace flag:
-// the benchmark's path.
+// -tagfocus=route=/json`), and, while a trace or the flight recorder runs
+// (-debug starts the recorder; GORT_TRACE a trace), in a trace region
+// "handle <route>". Regions only with -debug: two events per request, as
+// many as the scheduler's own, which a server that keeps the flight
+// recorder running pays for every request (docs/benchmarks.md, "Tracing
+// overhead"). Without -debug, route() alone: the benchmark's path.
 Response handle(const Request& req, DebugEndpoint* debug, gort::net::ServerConn& c) {
   auto serve = [&] {
     std::optional<gort::trace::Region> region;
-    if (gort::trace::is_enabled()) region.emplace(cat("handle ", route_name(req.path, debug)));
+    if (debug != nullptr && gort::trace::is_enabled()) region.emplace(cat("handle ", route_name(req.path, debug)));
     if (debug != nullptr) {
       if (std::optional<Response> r = debug->serve(req, c.context())) return *std::move(r);
     }
