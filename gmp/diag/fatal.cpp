@@ -198,15 +198,17 @@ void die(Death* d) {
   for (const char* t : d->text) {
     if (t != nullptr) write_stderr(t);
   }
-  TracebackSettings s = traceback_settings();
-  if (s.level > 0 || d->runtime_error) systemstack(&print_tracebacks, d);
-  // The seconds before the incident (async-signal-safe: a stack
-  // overflow's report comes from a signal handler).
+  // The seconds before the incident, before the tracebacks: printing them
+  // can itself fault (a stack overflow's), and the dump must not be lost
+  // with them. Async-signal-safe: a stack overflow's report comes from a
+  // signal handler.
   if (const char* path = tracer_dump_fatal(false)) {
-    write_stderr("\nflight recorder: the last events before this were written to ");
+    write_stderr("flight recorder: the last events before this were written to ");
     write_stderr(path);
     write_stderr(" (convert it with gort-trace)\n");
   }
+  TracebackSettings s = traceback_settings();
+  if (s.level > 0 || d->runtime_error) systemstack(&print_tracebacks, d);
   finish(s.crash);
 }
 

@@ -4,7 +4,8 @@
 //   GORT_TRACE=path      trace::start(path) before main's body, stop() after
 //   GORT_FLIGHTREC=dir   a flight recorder for the run, whose fatal and stall
 //                        dumps go to dir; SIGUSR2 writes a snapshot there
-//                        (gort-flight-<pid>-<n>.perfetto-trace)
+//                        (gort-flight-<pid>-<n>.perfetto-trace; .gtrace, raw,
+//                        where libgort_encode cannot be loaded)
 #include <signal.h>
 #include <unistd.h>
 
@@ -30,9 +31,16 @@ void serve_snapshots(Chan<int> sigs, std::string dir) {
   for (int sig : sigs) {
     (void)sig;
     if (!run_recorder) continue;
-    std::string path = dir + "/gort-flight-" + std::to_string(getpid()) + "-" + std::to_string(++n) +
-                       ".perfetto-trace";
+    std::string base = dir + "/gort-flight-" + std::to_string(getpid()) + "-" + std::to_string(++n);
+    std::string path = base + ".perfetto-trace";
     absl::Status s = run_recorder->write_to(path);
+    if (absl::IsFailedPrecondition(s) && run_recorder->enabled()) {
+      // No libgort_encode here: the raw events, which gort-trace converts.
+      std::fprintf(stderr, "gort: GORT_FLIGHTREC: %s\n", s.ToString().c_str());
+      std::remove(path.c_str());
+      path = base + ".gtrace";
+      s = run_recorder->write_to(path);
+    }
     if (!s.ok()) {
       std::fprintf(stderr, "gort: GORT_FLIGHTREC: %s\n", s.ToString().c_str());
     } else {
