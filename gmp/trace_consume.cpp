@@ -170,7 +170,9 @@ void append_record(std::string* out, RawTag tag, const void* p, size_t n) {
   append(out, p, n);
 }
 
-void append_header(std::string* out, bool wait) {
+// A raw trace's header. Async-signal-safe unless `wait` (the fatal dump
+// calls it too).
+RawHeader raw_header(bool wait) {
   RawHeader h;
   std::memcpy(h.magic, kRawMagic, sizeof h.magic);
   h.pid = getpid();
@@ -179,11 +181,20 @@ void append_header(std::string* out, bool wait) {
   clock_gettime(CLOCK_REALTIME, &ts);
   h.unix_ns = ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
   h.ns_per_tick = ns_per_tick(wait);
+  return h;
+}
+
+RawBufHeader raw_buf_header(const TraceBuf* b, uint32_t len) {
+  return {b->gen, b->seq, b->m_id, b->start_ticks, b->start_ns, len, 0};
+}
+
+void append_header(std::string* out, bool wait) {
+  RawHeader h = raw_header(wait);
   append(out, &h, sizeof h);
 }
 
 void append_buffer(std::string* out, const TraceBuf* b, uint32_t len, const uint8_t* data) {
-  RawBufHeader h{b->gen, b->seq, b->m_id, b->start_ticks, b->start_ns, len, 0};
+  RawBufHeader h = raw_buf_header(b, len);
   RawRecord r{RawTag::kBuffer, static_cast<uint32_t>(sizeof h + len)};
   append(out, &r, sizeof r);
   append(out, &h, sizeof h);
@@ -278,7 +289,7 @@ void write_all(int fd, const void* p, size_t n) {
 void raw_dump_buffer(int fd, const TraceBuf* b) {
   uint32_t n = b->pos.load(std::memory_order_acquire);
   if (n == 0 || n > sizeof b->data) return;
-  RawBufHeader h{b->gen, b->seq, b->m_id, b->start_ticks, b->start_ns, n, 0};
+  RawBufHeader h = raw_buf_header(b, n);
   RawRecord r{RawTag::kBuffer, static_cast<uint32_t>(sizeof h + n)};
   write_all(fd, &r, sizeof r);
   write_all(fd, &h, sizeof h);
@@ -509,14 +520,7 @@ const char* tracer_dump_fatal(bool stall) {
   std::memcpy(p, ".gtrace", 8);
   int fd = open(dump_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return nullptr;
-  RawHeader h;
-  std::memcpy(h.magic, kRawMagic, sizeof h.magic);
-  h.pid = getpid();
-  h.mono_ns = nanotime();
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  h.unix_ns = ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
-  h.ns_per_tick = ns_per_tick(false);
+  RawHeader h = raw_header(false);
   write_all(fd, &h, sizeof h);
   // Read without the lock: the process is dying, and a holder may be
   // frozen. The walk is bounded in case the list is mid-change.

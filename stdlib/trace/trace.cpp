@@ -64,23 +64,13 @@ std::string live_pc_name(uint64_t pc, bool call) {
   return out;
 }
 
-std::string program_name() {
-  char buf[64] = {};
-  FILE* f = std::fopen("/proc/self/comm", "re");
-  if (f == nullptr) return "gort";
-  if (std::fgets(buf, sizeof buf, f) == nullptr) buf[0] = 0;
-  std::fclose(f);
-  std::string n(buf);
-  while (!n.empty() && n.back() == '\n') n.pop_back();
-  return n.empty() ? "gort" : n;
-}
-
-absl::StatusOr<std::string> encode_raw_trace(const std::string& raw, TraceFormat format, const PcNamer& namer,
-                                             const std::string& name) {
+absl::StatusOr<std::string> encode_raw_trace(const std::string& raw, TraceFormat format) {
   if (format == TraceFormat::kRaw) return raw;
   absl::StatusOr<DecodedTrace> t = decode_raw_trace(raw);
   if (!t.ok()) return t.status();
-  if (t->name.empty()) t->name = name;
+  // A trace of this process is named from its own symbols; another's (a
+  // dump converted afterwards) from the files its maps name.
+  PcNamer namer = t->header.pid == getpid() ? PcNamer(&live_pc_name) : offline_pc_namer(t->maps);
   encode::TraceModel model = build_trace_model(*t, namer);
   if (format == TraceFormat::kJson) return encode_trace_json(model);
   std::string err;
@@ -102,20 +92,7 @@ absl::Status write_trace_file(const std::string& path, const std::string& bytes)
 }
 
 absl::Status write_raw_trace(const std::string& raw, const std::string& path) {
-  // A trace of this process is named from its own symbols; another's (a
-  // dump converted afterwards) from the files its maps name.
-  PcNamer namer = &live_pc_name;
-  std::string name = program_name();
-  if (raw.size() >= sizeof(RawHeader)) {
-    RawHeader h;
-    std::memcpy(&h, raw.data(), sizeof h);
-    if (h.pid != getpid()) {
-      absl::StatusOr<DecodedTrace> t = decode_raw_trace(raw);
-      namer = offline_pc_namer(t.ok() ? t->maps : std::string());
-      name = t.ok() && !t->name.empty() ? t->name : "gort";
-    }
-  }
-  absl::StatusOr<std::string> out = encode_raw_trace(raw, trace_format_for(path), namer, name);
+  absl::StatusOr<std::string> out = encode_raw_trace(raw, trace_format_for(path));
   if (!out.ok()) return out.status();
   return write_trace_file(path, *out);
 }
@@ -255,7 +232,7 @@ absl::StatusOr<std::string> FlightRecorder::snapshot(std::string_view format) {
   }
   std::string raw;
   if (!tracer_flight_snapshot(&raw)) return absl::FailedPreconditionError("trace: flight recorder is not running");
-  return encode_raw_trace(raw, f, &live_pc_name, program_name());
+  return encode_raw_trace(raw, f);
 }
 
 absl::Status FlightRecorder::write_to(const std::string& path) {

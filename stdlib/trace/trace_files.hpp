@@ -22,14 +22,15 @@ TraceFormat trace_format_for(std::string_view path);
 
 // Names PCs of this process (gmp/diag/symbolize.hpp).
 std::string live_pc_name(uint64_t pc, bool call);
-std::string program_name();
 // Names PCs of another process from its /proc/PID/maps (a dump's).
 PcNamer offline_pc_namer(const std::string& maps);
 
-absl::StatusOr<std::string> encode_raw_trace(const std::string& raw, TraceFormat format, const PcNamer& namer,
-                                             const std::string& name);
+// A raw trace in `format`, its PCs named with live_pc_name if this
+// process recorded it, else from its maps (a dump converted afterwards).
+// The program's name comes from the raw trace itself.
+absl::StatusOr<std::string> encode_raw_trace(const std::string& raw, TraceFormat format);
 absl::Status write_trace_file(const std::string& path, const std::string& bytes);
-// Encodes with live_pc_name and writes.
+// Encodes as the file's name asks and writes.
 absl::Status write_raw_trace(const std::string& raw, const std::string& path);
 
 // A trace still running when the run ends is stopped and written. True if

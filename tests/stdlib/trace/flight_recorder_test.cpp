@@ -183,6 +183,15 @@ TEST(FlightRecorder, EnvironmentAndSignalWriteASnapshot) {
   EXPECT_GT(read_file(snap).size(), 100u);
 }
 
+// In a death test's child: a flight recorder that runs until the process
+// dies, dumping into dir.
+void record_until_death(const std::string& dir) {
+  gort::trace::FlightRecorderConfig cfg;
+  cfg.dump_dir = dir;
+  static gort::trace::FlightRecorder fr(cfg);
+  if (!fr.start().ok()) _exit(3);
+}
+
 // A deadlock is a fatal error: the recorder's ring goes to a file the
 // report names, and another process converts it.
 TEST(FlightRecorderDeathTest, DeadlockDumpsTheRing) {
@@ -190,10 +199,7 @@ TEST(FlightRecorderDeathTest, DeadlockDumpsTheRing) {
   EXPECT_EXIT(
       {
         gort::run([&] {
-          gort::trace::FlightRecorderConfig cfg;
-          cfg.dump_dir = dir;
-          static gort::trace::FlightRecorder fr(cfg);
-          if (!fr.start().ok()) _exit(3);
+          record_until_death(dir);
           ping_pong(100);
           auto never = gort::make_chan<int>();
           (void)never.recv();
@@ -234,10 +240,7 @@ TEST(FlightRecorderDeathTest, StackOverflowDumpsTheRing) {
   EXPECT_EXIT(
       {
         gort::run([&] {
-          gort::trace::FlightRecorderConfig cfg;
-          cfg.dump_dir = dir;
-          static gort::trace::FlightRecorder fr(cfg);
-          if (!fr.start().ok()) _exit(3);
+          record_until_death(dir);
           ping_pong(100);
           gort::WaitGroup wg;
           wg.add(1);
