@@ -151,7 +151,7 @@ bool echo_server() {
   auto start = Clock::now();
   gort::net::Server srv([&t](gort::net::ServerConn& c) { serve(c, &t); });
   auto served = gort::make_chan<absl::Status>(1);
-  gort::go([&] { served.send(srv.serve(*ln)); });
+  gort::go([&, served] { served.send(srv.serve(*ln)); });
   auto go_signal = gort::make_chan<std::monostate>();
   for (int i = 0; i < clients; i++) {
     connected.add(1);

@@ -120,7 +120,7 @@ int serve(const Options& o) {
   if (o.idle_timeout_s > 0) scfg.idle_timeout = absl::Seconds(o.idle_timeout_s);
   gort::net::Server srv(handle, scfg);
   auto served = gort::make_chan<absl::Status>(1);
-  gort::go([&] { served.send(srv.serve(*ln)); });
+  gort::go([&, served] { served.send(srv.serve(*ln)); });
 
   // Wait for SIGINT or SIGTERM (a channel value: gort::signal) or for the
   // accept loop to fail.

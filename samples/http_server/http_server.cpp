@@ -664,7 +664,7 @@ int serve_on(absl::StatusOr<L> ln, const Options& o, DebugEndpoint* debug) {
   }
   gort::net::Server& srv = *srv_storage;
   auto served = gort::make_chan<absl::Status>(1);
-  gort::go([&] { served.send(srv.serve(*ln)); });
+  gort::go([&, served] { served.send(srv.serve(*ln)); });
 
   // Wait for SIGINT or SIGTERM (a channel value: gort::signal) or for the
   // accept loop to fail.

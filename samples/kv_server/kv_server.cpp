@@ -619,7 +619,7 @@ int serve(const Options& o) {
   });
 
   auto served = gort::make_chan<absl::Status>(1);
-  gort::go([&] { served.send(srv.serve(*ln)); });
+  gort::go([&, served] { served.send(srv.serve(*ln)); });
 
   // Wait for SIGINT or SIGTERM (a channel value: gort::signal) or for the
   // accept loop to fail.

@@ -138,12 +138,21 @@ struct __attribute__((visibility("hidden"))) Server::Impl {
     live++;
     return true;
   }
-  void leave_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (--live == 0 && shutting_down) all_done.close();
+  // Uncounts one; the last one out of a stopping server gets `all_done`
+  // to close, and closes it only after releasing mu, on a handle of its
+  // own: whoever waits on it (~Server) may destroy the server, mu and
+  // all_done included, the moment it is closed.
+  [[nodiscard]] Chan<std::monostate> leave_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (--live == 0 && shutting_down) return all_done;
+    return {};
   }
   void leave() {
-    Hold lock(mu);
-    leave_locked();
+    Chan<std::monostate> done;
+    {
+      Hold lock(mu);
+      done = leave_locked();
+    }
+    if (done) done.close();
   }
 
   // Begins a shutdown (or a close): no new connection or serve from now on.

@@ -257,7 +257,7 @@ TEST(SessionsDeadlock, AnIdleServerIsNotADeadlock) {
       if (!ln.ok()) return 1;
       std::string addr = ln->addr();
       auto served = gort::make_chan<absl::Status>(1);
-      gort::go([&] { served.send(srv.serve(*ln)); });
+      gort::go([&, served] { served.send(srv.serve(*ln)); });
       std::atomic<bool> connected{false};
       std::thread client([addr, &connected] {
         auto c = gort::net::dial("tcp", addr);

@@ -102,7 +102,7 @@ TEST_P(NetTest, ServerShutdownWaitsForRequestsInFlightAndClosesIdleOnes) {
     EXPECT_TRUE(eventually([&] { return srv.num_idle() == 1; }));
 
     auto shut = gort::make_chan<absl::Status>(1);
-    gort::go([&] { shut.send(srv.shutdown(gort::background())); });
+    gort::go([&, shut] { shut.send(srv.shutdown(gort::background())); });
     // The idle connection is closed at once; the busy one is not.
     EXPECT_EQ(gort::test::read_to_eof(idle).value_or("error"), "");
     EXPECT_TRUE(gort::net::is_server_closed(serving.result()));
