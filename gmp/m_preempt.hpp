@@ -58,6 +58,12 @@ struct MPreempt {
   std::atomic<bool> sending{false};
   std::atomic<uint32_t> queued{0};
   uint32_t queued_flushed = 0;
+  // Inside a non-blocking system call the runtime makes for the goroutine
+  // (gmp/nbsyscall.hpp): it looks at its preempt flag when the call
+  // returns, so sysmon sets the flag without a signal and the handler does
+  // not retry. Written by this thread only; sysmon's read is a hint (a
+  // stale one costs a signal, or a look one tenth of a slice later).
+  std::atomic<bool> in_nbsyscall{false};
 
   // The slice timer: a POSIX timer that delivers the preemption signal to
   // this thread when the slice of the G sysmon saw running ends, so the

@@ -5,10 +5,12 @@
 // the switch itself (gschedule, next_local) is inline in proc.hpp.
 #include <sched.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <mutex>
 
 #include "gmp/bubble.hpp"
+#include "gmp/nbsyscall.hpp"
 #include "gmp/os/debugvars.hpp"
 #include "gmp/os/fatal.hpp"
 #include "gmp/proc.hpp"
@@ -311,6 +313,19 @@ void preempt_check() {
     }
     preempt_park(g);
   }
+}
+
+namespace {
+// Not inlined into its caller, so that errno's address is looked up again
+// on the thread the goroutine resumed on (__errno_location is a const
+// function, which the compiler may reuse across a call).
+__attribute__((noipa)) void store_errno(int e) { errno = e; }
+}  // namespace
+
+void nbsyscall_preempt() {
+  int e = errno;
+  preempt_check();
+  store_errno(e);
 }
 
 void preempt_check_may_park(const char* what) {

@@ -596,6 +596,12 @@ void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now) {
     if (set_r && push_back(pd->rd, deadline, now)) set_r = false;
     if (set_w && push_back(pd->wd, deadline, now)) set_w = false;
     if (!set_r && !set_w) return;
+  } else if (deadline == 0 && (!set_r || pd->rd.load(std::memory_order_acquire) == 0) &&
+             (!set_w || pd->wd.load(std::memory_order_acquire) == 0)) {
+    // Cleared already: a server clears the read deadline of each request
+    // that has none, most often one it never set. (A concurrent set is
+    // ordered either way, as if it came after.)
+    return;
   }
   bool expire_r = false, expire_w = false;
   pd->lock.lock();

@@ -89,9 +89,10 @@ void retry_soon(M* m) {
 void on_signal(int sig, siginfo_t* info, void* ucv) {
   int saved_errno = errno;
   uint32_t value = static_cast<uint32_t>(info->si_value.sival_int);
-  bool request = info->si_code == SI_QUEUE && info->si_pid == getpid() && (value >> 24) == kTagRequest;
+  bool ours = info->si_code == SI_QUEUE && info->si_pid == getpid();
+  bool request = ours && (value >> 24) == kTagRequest;
   bool timer = info->si_code == SI_TIMER && (value >> 24) == kTagTimer;
-  bool traceback = info->si_code == SI_QUEUE && info->si_pid == getpid() && (value >> 24) == kTagTraceback;
+  bool traceback = ours && (value >> 24) == kTagTraceback;
   if (!request && !timer && !traceback) {
     chain(sig, info, ucv);
     errno = saved_errno;
@@ -130,7 +131,10 @@ void on_signal(int sig, siginfo_t* info, void* ucv) {
     errno = saved_errno;
     return;
   }
-  if (g->is_g0 || !g->preempt.load(std::memory_order_relaxed) || m->in_blocking.load(std::memory_order_relaxed)) {
+  // Nor inside a runtime's non-blocking system call: the goroutine looks at
+  // its flag when the call returns (gmp/nbsyscall.hpp), so no retry.
+  if (g->is_g0 || !g->preempt.load(std::memory_order_relaxed) || m->in_blocking.load(std::memory_order_relaxed) ||
+      m->preemption.in_nbsyscall.load(std::memory_order_relaxed)) {
     errno = saved_errno;
     return;
   }
@@ -223,6 +227,9 @@ PreemptRequest preempt_one(P* p) {
   // and this is a retry.
   bool retry = g->preempt.exchange(true, std::memory_order_acq_rel);
   if (!sched.cfg.preempt || !g_supported) return PreemptRequest::kNone;  // cooperative only
+  // In a runtime's non-blocking system call: it yields when the call
+  // returns (gmp/nbsyscall.hpp). Look again in a tenth of a slice.
+  if (m->preemption.in_nbsyscall.load(std::memory_order_relaxed)) return PreemptRequest::kPending;
   // Never signal those. Dekker with entersyscall: sending is stored before
   // in_blocking is loaded, and stays set until the signal is queued; the M
   // stores in_blocking, then waits for sending to clear and takes delivery

@@ -37,6 +37,7 @@
 #include <cstdint>
 
 #include "gmp/clock_rand.hpp"
+#include "gmp/nbsyscall.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
 #include "netpoll/fd_table.hpp"
@@ -203,11 +204,16 @@ IoOutcome park_io(int fd, int mode, Call&& call, const Nowait& nw, int64_t* dead
     }
     ssize_t r;
     if (origin == FdOrigin::kOwned) {
+      NbSyscall sc;  // returns at once: sysmon's request waits for its return
       r = call();
     } else if (pd->type == FdType::kSocket && nw.dontwait != nullptr) {
+      NbSyscall sc;
       r = nw.dontwait(nw.ctx);
     } else if (nw.rwf != nullptr && pd->nowait.load(std::memory_order_relaxed) != 2) {
-      r = nw.rwf(nw.ctx);
+      {
+        NbSyscall sc;
+        r = nw.rwf(nw.ctx);
+      }
       if (r < 0 && get_errno() == EOPNOTSUPP) {
         pd->nowait.store(2, std::memory_order_relaxed);
         continue;

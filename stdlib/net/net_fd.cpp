@@ -23,6 +23,7 @@
 #include <mutex>
 
 #include "gmp/bubble.hpp"
+#include "gmp/nbsyscall.hpp"
 #include "gmp/sched.hpp"
 #include "gort/runtime.hpp"
 #include "gort/time.hpp"
@@ -292,10 +293,20 @@ template <class F>
 ssize_t NetFD::io_loop(int mode, int* err, F&& call) {
   for (;;) {
     // A blocking descriptor (a regular file) blocks the thread: hand the P
-    // to another M meanwhile.
-    ssize_t n = pd_ != nullptr ? call() : gort::blocking(call);
+    // to another M meanwhile. A non-blocking call is where sysmon's request
+    // to yield is honoured, when the call returns (gmp/nbsyscall.hpp): a
+    // goroutine whose reads always find data never parks.
+    ssize_t n;
+    int e = 0;
+    if (pd_ != nullptr) {
+      internal::NbSyscall sc;
+      n = call();
+      if (n < 0) e = errno;
+    } else {
+      n = gort::blocking(call);
+      if (n < 0) e = errno;
+    }
     if (n >= 0) return n;
-    int e = errno;
     if (e == EINTR) continue;
     if (e == EAGAIN && (e = wait(mode)) == 0) continue;
     *err = e;
@@ -341,6 +352,10 @@ IoResult NetFD::read(char* p, size_t len) {
   // urgent data (a read stops short at the urgent mark). For none of these
   // need another event come for what is still queued (docs/net.md, "A
   // short read drains the socket").
+  // A stream read after which TCP reports bytes still queued: the next
+  // wait_readable has its answer without asking the kernel (a streaming
+  // peer otherwise cost a server a poll(2) per read).
+  rmore_.store(is_stream() && inq > 0, std::memory_order_relaxed);
   rdrained_ = is_stream() && n > 0 && (r.n < len || inq == 0) && !ctrunc &&
               !internal::poll_exceptional_seen(pd_);
   return r;
@@ -350,6 +365,10 @@ int NetFD::wait_readable() {
   IoLock io(this, rlock_);
   int err;
   if ((err = io.err()) != 0 || (err = prepare('r')) != 0) return err;
+  if (rmore_.load(std::memory_order_relaxed)) {
+    rmore_.store(false, std::memory_order_relaxed);  // one answer per read
+    return 0;
+  }
   for (;;) {
     if (!rdrained_) {
       // The same order as read's: readiness left after the peek came
@@ -523,8 +542,10 @@ int NetFD::raw_control(absl::FunctionRef<void(int)> f) {
 int NetFD::raw_io(int mode, absl::FunctionRef<bool(int)> f) {
   if (mode == 'r') {
     IoLock io(this, rlock_);
-    // f may leave data behind: the next read() must try before it waits.
+    // f may leave data behind: the next read() must try before it waits;
+    // or take what the last read() saw left.
     rdrained_ = false;
+    rmore_.store(false, std::memory_order_relaxed);
     return io.err() != 0 ? io.err() : raw_loop(mode, f);
   }
   IoLock io(this, wlock_);

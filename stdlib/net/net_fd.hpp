@@ -131,6 +131,9 @@ class NetFD {
   // Waits until read would not block (data, end of stream or an error
   // pending), consuming nothing; 0 or an error as read's.
   int wait_readable();
+  // The last read left bytes queued, so wait_readable would return at once
+  // (a hint: false says nothing).
+  bool input_queued() const { return rmore_.load(std::memory_order_relaxed); }
   // Writes everything (looping on partial writes) unless an error occurs;
   // n is what was written.
   IoResult write(const char* p, size_t len);
@@ -218,6 +221,10 @@ class NetFD {
   // The last stream read was short, so the socket was empty when it
   // returned (see read()).
   bool rdrained_ ABSL_GUARDED_BY(rlock_) = false;
+  // The last stream read left bytes queued (TCP_CM_INQ > 0): the next
+  // wait_readable returns at once. Written under rlock_; atomic (relaxed)
+  // for input_queued(), a hint read without it.
+  std::atomic<bool> rmore_{false};
   // Set once by enable_inq(): stream reads may use recvmsg with TCP_CM_INQ.
   bool inq_ = false;
   // The last read filled its buffer (so the next one asks for TCP_CM_INQ

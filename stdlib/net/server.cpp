@@ -37,6 +37,7 @@
 #include "gort/runtime.hpp"
 #include "gort/server.hpp"
 #include "gort/sync.hpp"
+#include "stdlib/net/net_fd.hpp"
 #include "stdlib/net/room.hpp"
 #include "stdlib/net/server_impl.hpp"
 
@@ -267,6 +268,11 @@ namespace {
 absl::Time after(absl::Duration d) {
   return d == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + d;
 }
+
+bool ready_now(const Conn& c) {
+  internal::NetFD* fd = internal::NetFDAccess::fd(c);
+  return fd != nullptr && fd->input_queued();
+}
 }  // namespace
 
 void ServerConn::start_request() {
@@ -285,12 +291,17 @@ bool ServerConn::wait_input() {
     touch();  // unless the shutdown's scan closed it meanwhile
     return false;
   }
+  // Input already known to be there (the last read left bytes queued, as
+  // a streaming client keeps them; TLS records decrypted): no wait, so no
+  // idle deadline to arm and then clear again, on every turn.
+  bool queued = nc_ != nullptr ? ready_now(*nc_) : tc_->input_pending();
   absl::Duration idle = s.cfg.idle_timeout != absl::InfiniteDuration() ? s.cfg.idle_timeout : s.cfg.read_timeout;
-  if (idle != absl::InfiniteDuration() || s.cfg.read_timeout != absl::InfiniteDuration()) {
+  if (!queued && (idle != absl::InfiniteDuration() || s.cfg.read_timeout != absl::InfiniteDuration())) {
     (void)set_read_deadline(after(idle));
   }
   release_buffer();  // an idle connection holds none
-  absl::Status err = nc_ != nullptr ? nc_->wait_readable() : tc_->wait_readable();
+  absl::Status err;
+  if (!queued) err = nc_ != nullptr ? nc_->wait_readable() : tc_->wait_readable();
   if (!err.ok()) {
     touch();
     return false;
