@@ -147,7 +147,7 @@ void add_locked(Timer* t, int64_t when, int64_t period) ABSL_EXCLUSIVE_LOCKS_REQ
     fatal("timer_add: timer already active");
   }
   t->when = when;
-  t->target = when;
+  t->target.store(when, std::memory_order_relaxed);
   t->period = period;
   t->modwhen.store(0, std::memory_order_relaxed);
   __atomic_store_n(&t->p, p, __ATOMIC_RELEASE);
@@ -187,25 +187,32 @@ bool stop_locked(Timer* t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu) {
   }
 }
 
-// The lock-free path of reset_locked: a queued one-shot timer moved no
-// earlier. False if it does not apply (the caller takes the locked path).
-bool reset_later(Timer* t, int64_t when) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu) {
+// The lock-free path of reset_locked and timer_push_later: a queued
+// one-shot timer moved no earlier than its firing time so far (modwhen once
+// pushed, else the time the locked paths set). It needs no lock: modwhen's
+// CAS orders the pushes, which only ever move it later, and the runner
+// moves the heap position (`when`) up to modwhen, never past it, so
+// modwhen >= when holds whatever the interleaving. A push that read the
+// `target` of an arming a locked reset has since replaced is ordered before
+// that reset: the reset's store of 0 wipes it, or the runner finds it below
+// the new `when` and fires at `when`. False if it does not apply (the
+// caller takes the locked path).
+bool reset_later(Timer* t, int64_t when) {
   if (__atomic_load_n(&t->p, __ATOMIC_SEQ_CST) == nullptr) return false;
   int64_t m = t->modwhen.load(std::memory_order_seq_cst);
   do {
     if (m == kFiring) return false;  // the runner has it: it expires
+    if (when < (m != 0 ? m : t->target.load(std::memory_order_relaxed))) return false;  // earlier
   } while (!t->modwhen.compare_exchange_weak(m, when, std::memory_order_seq_cst));
   // The CAS may have hit the 0 the runner stores after firing, once `p`
   // was cleared: then the timer is idle and our `when` is moot (add_locked
   // clears it).
-  if (__atomic_load_n(&t->p, __ATOMIC_SEQ_CST) == nullptr) return false;
-  t->target = when;
-  return true;
+  return __atomic_load_n(&t->p, __ATOMIC_SEQ_CST) != nullptr;
 }
 
 bool reset_locked(Timer* t, int64_t when, int64_t period) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu) {
   if (when <= 0) when = 1;
-  if (period == 0 && t->period == 0 && when >= t->target && reset_later(t, when)) return true;
+  if (period == 0 && t->period == 0 && reset_later(t, when)) return true;
   for (;;) {
     P* p = __atomic_load_n(&t->p, __ATOMIC_ACQUIRE);
     if (p == nullptr) {
@@ -220,7 +227,7 @@ bool reset_locked(Timer* t, int64_t when, int64_t period) ABSL_EXCLUSIVE_LOCKS_R
     }
     t->seq.fetch_add(1, std::memory_order_release);
     t->when = when;
-    t->target = when;
+    t->target.store(when, std::memory_order_relaxed);
     t->period = period;
     t->modwhen.store(0, std::memory_order_relaxed);
     heap_remove(th, t);
@@ -295,13 +302,13 @@ bool timer_reset(Timer* t, int64_t when, int64_t period) {
   return r;
 }
 
+// Without t->mu (reset_later says why that is safe): a server pushes back
+// a deadline per request, and the lock was two of its three atomic
+// operations.
 bool timer_push_later(Timer* t, int64_t when) {
   if (t->bubble != nullptr) [[unlikely]] return false;  // a bubble's are always locked
   race_release(t);
-  t->mu.lock();
-  bool done = t->period == 0 && when >= t->target && reset_later(t, when);
-  t->mu.unlock();
-  return done;
+  return reset_later(t, when);
 }
 
 bool timer_active(Timer* t) {
@@ -326,14 +333,14 @@ int64_t timers_run(P* p, int64_t now) {
       bool later = false;
       for (;;) {
         if (m > now) {
+          // Moved up to the pushed time, which stays in modwhen: the next
+          // push compares with it (reset_later), and a push meanwhile only
+          // raised it further.
           t->when = m;
-          if (t->modwhen.compare_exchange_strong(m, 0, std::memory_order_seq_cst)) {
-            later = true;
-            break;
-          }
-        } else if (t->modwhen.compare_exchange_strong(m, kFiring, std::memory_order_seq_cst)) {
+          later = true;
           break;
         }
+        if (t->modwhen.compare_exchange_strong(m, kFiring, std::memory_order_seq_cst)) break;
       }
       if (later) {
         sift_down(th->heap, 0);

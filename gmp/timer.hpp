@@ -24,16 +24,22 @@
 //   expiring), kQueued -> kQueued (reset, a periodic timer re-armed).
 //
 // Moving a queued one-shot timer later (a connection's deadline pushed
-// back on every request) takes no heap lock, as Go's timerModifiedLater:
-// reset stores the new time in `modwhen` and leaves the timer where it is
-// in the heap. When the earlier position comes due, the runner finds the
-// later time and sifts the timer down instead of firing it. `modwhen`:
+// back on every request) takes no lock at all, as Go's timerModifiedLater
+// takes no heap lock: reset stores the new time in `modwhen` with a CAS and
+// leaves the timer where it is in the heap. When the earlier position comes
+// due, the runner finds the later time, moves `when` up to it and sifts the
+// timer down instead of firing it. `modwhen`:
 //
 //   | modwhen  | meaning                                          | set by                  |
 //   |----------|--------------------------------------------------|-------------------------|
-//   | 0        | `when` is the firing time                        | runner, the locked paths |
-//   | t > 0    | fire at t, not at `when` (t >= `when`)           | reset, lock-free        |
+//   | 0        | `when` is the firing time                        | the locked paths, runner |
+//   | t > 0    | fire at t, not before (t >= `when`)              | reset, lock-free        |
 //   | kFiring  | the runner has claimed this arming; it will fire | runner                  |
+//
+// A push only moves modwhen later (its CAS compares with modwhen, or with
+// `target` while modwhen is 0), and the runner moves `when` up to modwhen
+// and leaves modwhen as it is, so t >= `when` holds however pushes, the
+// runner and the locked paths interleave (gmp/timer.cpp, reset_later).
 //
 // The runner claims an arming with a CAS to kFiring (under the heap lock),
 // clears `p` and only then turns kFiring back into 0; reset's CAS that
@@ -84,8 +90,34 @@ struct P;
 struct Timer {
   enum State : uint8_t { kIdle, kQueued };
 
-  int64_t when = 0;    // nanotime
+  // What a lock-free push reads comes first (32 bytes; Timer::State puts
+  // the channel's before them): a server pushes back the deadline of every
+  // connection, and its timers are too many to stay in the cache
+  // (timer_rearm: 100,000 of them), so each line touched is a miss.
+  //
+  // A later firing time set without a lock (see the table above).
+  std::atomic<int64_t> modwhen{0};
+  // The firing time the locked paths (add, reset, stop) last set; written
+  // under mu, read by a lock-free push while modwhen is 0.
+  std::atomic<int64_t> target{0};
+  // Owned by the timer lock of `p`.
+  P* p = nullptr;
+  // The synctest bubble whose heap and fake clock the timer runs on
+  // (gmp/bubble.hpp; timer_bind_bubble), or null for real time. Set while
+  // the timer is idle and never in use by another bubble.
+  Bubble* bubble = nullptr;
+  // Serialises timer_add/stop/reset on this timer (Go allows them
+  // concurrently); taken before a heap lock, never by the runner.
+  WordLock<LockRank::kTimer> mu;
   int64_t period = 0;  // 0: one-shot
+  int64_t when = 0;  // nanotime
+  // Bumped by every add, stop and reset, except reset's lock-free path
+  // (see "Stale firings" above). Written under `mu`; the heap lock too
+  // while the timer is queued.
+  std::atomic<uint32_t> seq{0};
+  int32_t index = -1;  // owned by the timer lock of `p`, as state is
+  State state = kIdle;
+
   // `seq`: timer_seq(t) when this firing was claimed (see above).
   void (*f)(Timer* t, int64_t now, uint32_t seq) = nullptr;
   void* arg = nullptr;
@@ -93,26 +125,6 @@ struct Timer {
   // and around a periodic call of f, -1 when those end. Must count (calls
   // can overlap), and may free the timer on the last -1.
   void (*ref)(Timer* t, int delta) = nullptr;
-
-  // Serialises timer_add/stop/reset on this timer (Go allows them
-  // concurrently); taken before a heap lock, never by the runner.
-  WordLock<LockRank::kTimer> mu;
-  // A later firing time set without the heap lock (see the table above).
-  std::atomic<int64_t> modwhen{0};
-  // Under mu: the firing time last asked for (modwhen if set, else when).
-  int64_t target ABSL_GUARDED_BY(mu) = 0;
-  // Owned by the timer lock of `p`.
-  P* p = nullptr;
-  int32_t index = -1;
-  State state = kIdle;
-  // The synctest bubble whose heap and fake clock the timer runs on
-  // (gmp/bubble.hpp; timer_bind_bubble), or null for real time. Set while
-  // the timer is idle and never in use by another bubble.
-  Bubble* bubble = nullptr;
-  // Bumped by every add, stop and reset, except reset's lock-free path
-  // (see "Stale firings" above). Written under `mu`; the heap lock too
-  // while the timer is queued.
-  std::atomic<uint32_t> seq{0};
 };
 
 // Adds t (kIdle) to the current P's heap, firing at `when`. From a plain
@@ -132,10 +144,11 @@ void timer_sleep(int64_t when, WaitReason reason);
 bool timer_stop(Timer* t);
 // Stops t and re-adds it at `when`. Returns what timer_stop returned.
 bool timer_reset(Timer* t, int64_t when, int64_t period);
-// Moves a queued one-shot timer to `when`, no earlier than its target,
-// without the heap lock (reset's lock-free path, and nothing else): true if
-// done. False if t is idle, periodic, claimed by its runner or asked to
-// move earlier: then the caller stops or resets it (a locked path).
+// Moves a queued one-shot timer to `when`, no earlier than it fires now,
+// without a lock (reset's lock-free path, and nothing else): true if done.
+// False if t is idle, claimed by its runner or asked to move earlier: then
+// the caller stops or resets it (a locked path). Only for one-shot timers
+// (a channel Timer's, a descriptor's deadline): it does not look at period.
 bool timer_push_later(Timer* t, int64_t when);
 // True if t is queued (its f may still be running when this is false).
 bool timer_active(Timer* t);

@@ -59,8 +59,25 @@ int64_t when_after(absl::Duration d) {
 }  // namespace
 
 struct Timer::State {
-  internal::Timer t;
+  // What Timer::reset reads comes first, and then the timer, whose own
+  // first fields are its reset's (gmp/timer.hpp): a server's deadlines are
+  // too many to stay in the cache, and each line is a miss.
   Chan<absl::Time> c;
+  // Written under send_mu: a value may sit in c (send_time put one there,
+  // and no drain has found c empty since). While it is false, a reset that
+  // pushes a queued timer later needs neither send_mu nor the channel
+  // (Timer::reset).
+  std::atomic<bool> sent{false};
+  // Tickers: set when the last Ticker handle is gone. From then on the
+  // ticker stops as soon as nobody holds its channel either (Go 1.23
+  // collects a ticker nothing refers to): at once if nobody does, or at
+  // the first tick after the last copy of the channel is dropped. Nothing
+  // can get a new reference then, so the check cannot be undone.
+  std::atomic<bool> orphaned{false};
+  // Under send_mu: a one-shot arming whose value has not been sent yet (so
+  // a stop that finds the timer idle knows a claimed firing is in flight).
+  bool armed = false;
+  internal::Timer t;
   std::function<void()> f;
   // Held while the runtime holds references (the timer is queued, or its
   // f is running): the timer keeps its state alive when no handle is left.
@@ -73,20 +90,6 @@ struct Timer::State {
   // Channel timers: orders sends with stop/reset (top of this file). Held
   // in scheduler context by send_time, so only ever briefly.
   internal::WordLock<internal::LockRank::kTimerSend> send_mu;
-  // Under send_mu: a one-shot arming whose value has not been sent yet (so
-  // a stop that finds the timer idle knows a claimed firing is in flight).
-  bool armed = false;
-  // Written under send_mu: a value may sit in c (send_time put one there,
-  // and no drain has found c empty since). While it is false, a reset that
-  // pushes a queued timer later needs neither send_mu nor the channel
-  // (Timer::reset).
-  std::atomic<bool> sent{false};
-  // Tickers: set when the last Ticker handle is gone. From then on the
-  // ticker stops as soon as nobody holds its channel either (Go 1.23
-  // collects a ticker nothing refers to): at once if nobody does, or at
-  // the first tick after the last copy of the channel is dropped. Nothing
-  // can get a new reference then, so the check cannot be undone.
-  std::atomic<bool> orphaned{false};
 
   bool unreachable() const {
     return orphaned.load(std::memory_order_acquire) && internal::ChanAccess::core(c)->refs.load(std::memory_order_acquire) == 1;

@@ -377,6 +377,65 @@ TEST_P(TimerChan, PushedBackTimerFiresOnceAtItsLastTime) {
   });
 }
 
+// Pushes without a lock racing with the runner: every timer comes due
+// again and again while its owner keeps pushing it back by a little, so
+// the runner often finds a pushed time and moves the timer up to it while
+// the next push lands, on several Ps at once; and several goroutines push
+// one shared timer at the same time. A timer must never fire before the
+// time of the last push that returned true, nor carry a stale value past a
+// reset, nor fire twice.
+TEST_P(TimerChan, LockFreePushesRacingWithTheRunnerNeverFireEarly) {
+  run_test([] {
+    constexpr int kOwners = 8;
+    constexpr int kRounds = 40;
+    std::atomic<int> early{0}, twice{0}, lost{0};
+    Countdown cd(kOwners);
+    for (int o = 0; o < kOwners; o++) {
+      gort::go([&, o] {
+        auto t = gort::new_timer(absl::Microseconds(300));
+        for (int r = 0; r < kRounds; r++) {
+          // Pushes about as far apart as the timer's span, so that some
+          // land as it comes due.
+          for (int i = 0; i < 20; i++) {
+            (void)t.reset(absl::Microseconds(200 + 10 * ((o + i) % 7)));
+            gort::sleep(absl::Microseconds(10 * (i % 3)));
+          }
+          const absl::Time last = gort::now();
+          (void)t.reset(absl::Microseconds(500));
+          std::optional<absl::Time> v = t.chan().recv();
+          if (!v.has_value()) {
+            lost++;
+          } else if (*v < last + absl::Microseconds(450)) {  // the value is absl::Now(), the timer runs on the monotonic clock
+            early++;
+          }
+          if (take(t.chan())) twice++;
+        }
+        cd.done();
+      });
+    }
+    // One timer, pushed by four goroutines at once, then settled.
+    auto shared = gort::new_timer(absl::Hours(1));
+    Countdown pushers(4);
+    for (int p = 0; p < 4; p++) {
+      gort::go([&, p] {
+        for (int i = 0; i < 5000; i++) (void)shared.reset(absl::Hours(1) + absl::Nanoseconds(p * 5000 + i));
+        pushers.done();
+      });
+    }
+    pushers.wait();
+    const absl::Time last = gort::now();
+    EXPECT_TRUE(shared.reset(absl::Milliseconds(2)));
+    std::optional<absl::Time> v = shared.chan().recv();
+    ASSERT_TRUE(v.has_value());
+    EXPECT_GE(*v, last + absl::Microseconds(1900)) << "the shared timer fired before its last push";
+    EXPECT_FALSE(take(shared.chan()));
+    cd.wait();
+    EXPECT_EQ(early.load(), 0) << "fired before the last push's time";
+    EXPECT_EQ(twice.load(), 0) << "fired twice";
+    EXPECT_EQ(lost.load(), 0);
+  });
+}
+
 // Tickers at a few µs stopped and reset while their ticks are being sent
 // on other threads: after stop, no tick; after reset to an hour, no tick.
 TEST_P(TimerChan, TickerStopAndResetRacingWithTicks) {
