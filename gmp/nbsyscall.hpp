@@ -7,9 +7,10 @@
 // the kernel or in gort's own code either, and a goroutine that streams
 // (every read finds data, every write finds room) never parks: it spends
 // almost all its time in exactly those places. Signals then kept landing
-// where they could not act, and were retried every tenth of a slice:
-// 2,546 signals in 1.5 s of a 4-connection streaming echo, a stall report
-// after a second, and about 10 % of the server's CPU (docs/server-cpu.md).
+// where they could not act, and were retried every tenth of a slice: on
+// one P, 7,000 to 25,000 signals a second, and the other goroutines waited
+// up to seconds for the P (tests/preempt/nbsyscall_test.cpp;
+// docs/server-cpu.md, "Streaming").
 //
 // So the call is bracketed: sysmon finds M::preemption.in_nbsyscall set and
 // only sets the goroutine's preempt flag, the signal handler leaves such a
@@ -19,7 +20,14 @@
 //
 // Thread safety: per thread. Off goroutines (a plain thread, g0) it does
 // nothing. errno is kept across the yield, which may move the goroutine to
-// another thread.
+// another thread. The bracket must hold nothing that can park: the mark is
+// the M's, and a parked goroutine's M runs others.
+//
+//   ssize_t n;
+//   {
+//     NbSyscall sc;
+//     n = sys::recv(fd, buf, len, 0);  // a non-blocking descriptor
+//   }                                  // yields here if sysmon asked
 #pragma once
 
 #include "gmp/room.hpp"

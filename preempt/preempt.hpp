@@ -78,8 +78,10 @@ enum class PreemptRequest {
   kNone,       // only the cooperative flag (preemption off, no G, an M in
                // blocking()): it stays set until the G's next gort call
   kSignalled,  // a signal went out; it may land at an unsafe point
-  kPending,    // this request's signal has not been delivered yet (the
-               // thread is not running): nothing was sent
+  kPending,    // nothing was sent: this request's signal has not been
+               // delivered yet (the thread is not running), or the M is in
+               // a non-blocking system call, at whose return the G yields
+               // (gmp/nbsyscall.hpp)
 };
 // Asks the G running on p to yield: sets its cooperative flag and, when
 // asynchronous preemption is on, signals its M.
