@@ -175,13 +175,11 @@ absl::Status Server::Impl::serve(Server* srv, L& ln) {
     // connection costs").
     if (sessions.make) yield();
   }
-  Chan<std::monostate> done;
   {
     Hold lock(mu);
     std::erase_if(listeners, [&](const auto& l) { return l.first == static_cast<void*>(&ln); });
-    done = leave_locked();
   }
-  if (done) done.close();  // the last touch of the server (leave_locked)
+  leave();  // the last touch of the server
   return result;
 }
 

@@ -138,19 +138,15 @@ struct __attribute__((visibility("hidden"))) Server::Impl {
     live++;
     return true;
   }
-  // Uncounts one; the last one out of a stopping server gets `all_done`
-  // to close, and closes it only after releasing mu, on a handle of its
-  // own: whoever waits on it (~Server) may destroy the server, mu and
-  // all_done included, the moment it is closed.
-  [[nodiscard]] Chan<std::monostate> leave_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (--live == 0 && shutting_down) return all_done;
-    return {};
-  }
+  // Uncounts one. The last one out of a stopping server closes `all_done`
+  // only after releasing mu, on a handle of its own: whoever waits on it
+  // (~Server) may destroy the server, mu and all_done included, the moment
+  // it is closed. So this is the caller's last touch of the server.
   void leave() {
     Chan<std::monostate> done;
     {
       Hold lock(mu);
-      done = leave_locked();
+      if (--live == 0 && shutting_down) done = all_done;
     }
     if (done) done.close();
   }

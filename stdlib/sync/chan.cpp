@@ -13,7 +13,6 @@
 #include <new>
 #include <string>
 
-#include "gmp/trace.hpp"
 #include "gmp/bubble.hpp"
 #include "gmp/diag/fatal.hpp"
 #include "gmp/lock.hpp"
@@ -21,6 +20,7 @@
 #include "gmp/sched.hpp"
 #include "gmp/stack.hpp"
 #include "gmp/tls.hpp"
+#include "gmp/trace.hpp"
 #include "stdlib/sync/chan_core.hpp"
 #include "stdlib/sync/chan_ring.hpp"
 

@@ -14,7 +14,6 @@
 
 #include <atomic>
 
-#include "gmp/trace.hpp"
 #include "gmp/bubble.hpp"
 #include "gmp/os/cpu.hpp"
 #include "gmp/diag/fatal.hpp"
@@ -25,6 +24,7 @@
 #include "gmp/profiling.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
+#include "gmp/trace.hpp"
 #include "gort/sync.hpp"
 
 namespace gort {

@@ -24,12 +24,12 @@
 #include <type_traits>
 #include <vector>
 
-#include "gmp/trace.hpp"
 #include "gmp/bubble.hpp"
 #include "gmp/diag/fatal.hpp"
 #include "gmp/lock.hpp"
 #include "gmp/sched.hpp"
 #include "gmp/tls.hpp"
+#include "gmp/trace.hpp"
 #include "stdlib/sync/chan_core.hpp"
 #include "stdlib/sync/chan_ring.hpp"
 

@@ -20,7 +20,6 @@
 #include <string>
 #include <thread>
 
-#include "gmp/trace.hpp"
 #include "absl/time/clock.h"
 #include "gmp/bubble.hpp"
 #include "gmp/diag/fatal.hpp"
@@ -28,6 +27,7 @@
 #include "gmp/sched.hpp"
 #include "gmp/timer.hpp"
 #include "gmp/tls.hpp"
+#include "gmp/trace.hpp"
 #include "gort/time.hpp"
 #include "stdlib/sync/chan_core.hpp"
 #include "stdlib/sync/chan_ring.hpp"

@@ -1,8 +1,8 @@
 // stdlib/sync/waitgroup.cpp — gort::WaitGroup (Go's sync/waitgroup.go).
-#include "gmp/trace.hpp"
 #include "gmp/g.hpp"
 #include "gmp/lifetime.hpp"
 #include "gmp/lock.hpp"
+#include "gmp/trace.hpp"
 #include "gort/sync.hpp"
 
 namespace gort {

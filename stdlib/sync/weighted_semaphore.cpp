@@ -6,7 +6,6 @@
 #include <optional>
 #include <variant>
 
-#include "gmp/trace.hpp"
 #include "gmp/diag/fatal.hpp"
 #include "gmp/g.hpp"
 #include "gmp/lifetime.hpp"
@@ -15,6 +14,7 @@
 #include "gmp/sched.hpp"
 #include "gmp/sudog.hpp"
 #include "gmp/tls.hpp"
+#include "gmp/trace.hpp"
 #include "gort/context.hpp"
 #include "gort/sync.hpp"
 

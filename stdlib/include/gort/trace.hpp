@@ -19,11 +19,12 @@
 // Each goroutine is a track named by its id and creation site, with
 // "running", "runnable" and blocked slices (named with Go's wait reason:
 // "chan receive", "sync.Mutex.Lock", "IO wait", ...; the blocking call,
-// or with Options::stacks the whole stack, in the slice's arguments), "syscall" slices for gort::blocking and the
-// hooked blocking libc calls, and arrows from whoever woke it (another
-// goroutine, the network poller, a timer). Each P is a track showing which
-// goroutine it ran. User annotations (Go's tasks, regions and logs) go on
-// their goroutine's tracks; a task has a track of its own.
+// or with Options::stacks the whole stack, in the slice's arguments),
+// "syscall" slices for gort::blocking and the hooked blocking libc calls,
+// and arrows from whoever woke it (another goroutine, the network poller,
+// a timer). Each P is a track showing which goroutine it ran. User
+// annotations (Go's tasks, regions and logs) go on their goroutine's
+// tracks; a task has a track of its own.
 //
 // Flight recorder (Go 1.25's FlightRecorder): the tracer runs all the time
 // into a ring of at most max_bytes holding at least the last min_age;
