@@ -11,10 +11,10 @@
 //     locked G switched away runs only that G (lockedg_next);
 //   - g0 runs find_runnable: this P's expired timers; every 61st tick one G
 //     of the global queue; runnext and the local queue; the global queue (a
-//     batch); a non-blocking netpoll; the other Ps' expired timers, then
-//     stealing half of a victim's queue (four rounds over all Ps, each in a
-//     random order); then it gives up its P and sleeps (or blocks in
-//     netpoll when it is the one M that may). docs/runtime.md lists the
+//     batch); a non-blocking netpoll; the other Ps' expired timers (by
+//     every M, spinning or not); stealing half of a victim's queue (four
+//     rounds over all Ps, each in a random order); then it gives up its P
+//     and sleeps (or blocks in netpoll when it is the one M that may). docs/runtime.md lists the
 //     same order with the reasons.
 //
 // Rejected: switching to g0 at every park (Go's mcall): it doubles the cost of
@@ -71,10 +71,9 @@ void reset_spinning(M* m) {
   wakep();
 }
 
-G* steal_work(M* m) {
-  P* self = m->p;
-  // Serve the expired timers of other Ps first (an idle P has no M to run
-  // them); what they ready lands in our queue.
+// Serves the expired timers of the other Ps (an idle P has no M to run
+// them); what they ready lands in self's queue.
+void run_other_timers(P* self) {
   int64_t now = 0;
   for (P* victim : sched.allp) {
     if (victim == self) continue;
@@ -83,7 +82,10 @@ G* steal_work(M* m) {
     if (now == 0) now = nanotime();
     if (first <= now) timers_run(victim, now);
   }
-  if (G* g = self->runq.get()) return g;
+}
+
+G* steal_work(M* m) {
+  P* self = m->p;
   // Go's stealTries: four rounds, only the last of which may take a
   // victim's runnext.
   constexpr int kStealTries = 4;
@@ -154,6 +156,15 @@ top:
     if (G* g = globrunqget_locked(p, 0)) return g;
   }
   if (G* g = poll_nonblocking(m)) return g;
+
+  // Expired timers of other Ps, whatever the spinning limit below: they are
+  // work that is due, not work to look for. Behind that limit, an M whose
+  // poll returned at once for a timer due on an idle P went round this loop
+  // (P taken, P put back, netpoll(0)) until the M woken to spin got a CPU,
+  // which the looping M could hold for the kernel's slice (3.8 ms seen in
+  // the sleepers benchmark).
+  run_other_timers(p);
+  if (G* g = p->runq.get()) return g;
 
   // Steal, unless enough Ms are spinning already (half the busy Ps).
   int32_t busy = sched.procs() - sched.npidle.load(std::memory_order_acquire);

@@ -3,7 +3,7 @@
 // periodic timers, stop/reset racing with the firing (no double fire, no
 // lost fire: every arming ends in exactly one of fired / stopped / replaced),
 // resets that only move a timer later (the lock-free path),
-// timers of idle Ps, and an earlier timer breaking a long blocking poll.
+// timers of idle Ps (also beyond the spinning limit), and an earlier timer breaking a long blocking poll.
 //
 // Timer objects outlive gort::run (a run abandons queued timers and touches
 // them at tear-down). Callbacks run in scheduler context: they only count,
@@ -597,6 +597,80 @@ TEST(TimerIdleP, TimersOfIdlePsStillFire) {
     for (auto& p : probes) EXPECT_EQ(p->fired.load(), 1) << procs << " P";
     EXPECT_GE(ps.size(), 2u) << procs << " P: the timers all went to one P; the test proved less";
   }
+}
+
+// A timer due on an idle P must fire even when the M that finds nothing may
+// not steal: 2 * nmspinning >= busy Ps, because the M woken to spin has not
+// got a CPU yet. Here that spinner is counted and never comes (one more in
+// nmspinning, for at most 2 s). Before, the M with the other P gave its P
+// back without looking at the idle P's timers, its poll returned at once
+// for that timer, it took its P again and went round until the spinner came:
+// 3.8 ms in the sleepers benchmark, the whole 2 s here.
+TEST(TimerIdleP, TimersOfAnIdlePFireBeyondTheSpinningLimit) {
+  constexpr int kRounds = 10;
+  std::vector<std::unique_ptr<Probe>> probes;
+  for (int i = 0; i < kRounds; i++) probes.push_back(std::make_unique<Probe>());
+  int late = 0;
+  int apart = 0;  // rounds where the timer went to the P the spinner did not hold
+  int64_t worst = 0;
+  run_checked(2, [&] {
+    for (int r = 0; r < kRounds; r++) {
+      Probe& probe = *probes[static_cast<size_t>(r)];
+      std::atomic<bool> armed{false};
+      std::atomic<bool> fake_spinner{false};
+      std::atomic<int> spinner_p{-1};
+      std::atomic<int64_t> due{0};
+      Countdown cd(2);
+      auto my_p = [] {
+        internal::P* on = __atomic_load_n(&internal::getg()->m->p, __ATOMIC_RELAXED);
+        return on == nullptr ? -1 : on->id;
+      };
+      // Holds one P until the timer is armed on the other and its goroutine
+      // has parked, so that this P is the last one to go idle: the one the
+      // poller's M takes when it wakes.
+      gort::go([&] {
+        while (!armed.load()) spinner_p = my_p();
+        int64_t t = nanotime();
+        while (nanotime() - t < 2 * kMs) {
+        }
+        cd.done();
+      });
+      gort::go([&] {
+        // Onto the other P (by a steal or after a preemption of the spinner).
+        int64_t start = nanotime();
+        while (nanotime() - start < 20000 * kMs) {
+          int s = spinner_p.load();
+          if (s >= 0 && my_p() >= 0 && my_p() != s) break;
+          gort::yield();
+        }
+        int here = my_p();
+        internal::sched.nmspinning.fetch_add(1);
+        fake_spinner = true;
+        due = nanotime() + 20 * kMs;
+        arm(probe, due.load(), 0);
+        if (here != spinner_p.load()) apart++;
+        armed = true;
+        probe.ev.wait();
+        cd.done();
+      });
+      // The spinner that never comes leaves after 2 s at most.
+      std::thread undo([&] {
+        while (!fake_spinner.load()) std::this_thread::yield();
+        eventually([&] { return probe.fired.load() != 0; }, std::chrono::seconds(2));
+        internal::sched.nmspinning.fetch_sub(1);
+      });
+      cd.wait();
+      undo.join();
+      int64_t lateness = probe.fired_at.load() - due.load();
+      worst = std::max(worst, lateness);
+      if (lateness > 500 * kMs) late++;
+    }
+  });
+  for (auto& p : probes) EXPECT_EQ(p->fired.load(), 1);
+  EXPECT_EQ(late, 0) << late << " of " << kRounds
+                     << " timers of an idle P waited for the spinner that never came (worst " << worst / kMs
+                     << " ms)";
+  EXPECT_GE(apart, kRounds / 2) << "the timer went to the spinner's P in most rounds: the test proved less";
 }
 
 // The only M blocks in the poller until a 10 s timer; then a plain thread
