@@ -67,6 +67,21 @@ absl::Status Conn::wait_readable() {
   });
 }
 
+}  // namespace gort::net
+
+namespace gort::internal {
+
+absl::Status wait_readable_strict(const net::Conn& c) {
+  NetFD* fd = NetFDAccess::fd(c);
+  if (fd == nullptr) return const_cast<net::Conn&>(c).wait_readable();  // a pipe end, or nothing
+  int err = fd->wait_readable(/*strict=*/true);
+  return err == 0 ? absl::OkStatus() : io_error(err, net::prefix(fd, "read"), "read");
+}
+
+}  // namespace gort::internal
+
+namespace gort::net {
+
 absl::StatusOr<size_t> Conn::write(absl::Span<const char> buf) {
   if (is_pipe()) return pipe_end()->write(buf);
   return internal::with_fd(fd(), [&](NetFD* fd) -> absl::StatusOr<size_t> {

@@ -361,7 +361,7 @@ IoResult NetFD::read(char* p, size_t len) {
   return r;
 }
 
-int NetFD::wait_readable() {
+int NetFD::wait_readable(bool strict) {
   IoLock io(this, rlock_);
   int err;
   if ((err = io.err()) != 0 || (err = prepare('r')) != 0) return err;
@@ -388,7 +388,7 @@ int NetFD::wait_readable() {
     // poll, which cost a server one system call per message (3 where the
     // C floor makes 2; docs/server-cpu.md).
     err = wait('r');
-    break;
+    if (err != 0 || !strict) break;
   }
   return err;
 }

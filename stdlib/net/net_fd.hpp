@@ -129,8 +129,13 @@ class NetFD {
 
   IoResult read(char* p, size_t len);
   // Waits until read would not block (data, end of stream or an error
-  // pending), consuming nothing; 0 or an error as read's.
-  int wait_readable();
+  // pending), consuming nothing; 0 or an error as read's. A wake-up by the
+  // poller is trusted, and may be stale (an event harvested for data an
+  // earlier read took): read then waits in its turn. `strict` looks with
+  // poll(2) after each wake-up instead, and waits again if it was stale,
+  // for a caller that must not run a read that would wait (a session's
+  // next turn).
+  int wait_readable(bool strict = false);
   // The last read left bytes queued, so wait_readable would return at once
   // (a hint: false says nothing).
   bool input_queued() const { return rmore_.load(std::memory_order_relaxed); }
@@ -274,6 +279,9 @@ auto with_fd(NetFD* fd, F&& call) -> decltype(call(fd)) {
   if (fd == nullptr) return invalid_error();
   return call(fd);
 }
+
+// c.wait_readable() with NetFD::wait_readable's `strict`: no stale wake-up.
+absl::Status wait_readable_strict(const net::Conn& c);
 
 // The owners' (Conn, Listener, PacketConn) move assignment and destructor:
 // the descriptor they held is released, and `to` takes `from`'s.

@@ -273,6 +273,12 @@ bool ready_now(const Conn& c) {
 }
 }  // namespace
 
+absl::Status ServerConn::wait_strictly() {
+  // A stale wake-up would start a turn whose read waits with the goroutine
+  // the limit was to give back (NetFD::wait_readable).
+  return nc_ != nullptr ? internal::wait_readable_strict(*nc_) : tc_->wait_readable_strict();
+}
+
 void ServerConn::start_request() {
   const ServerConfig& cfg = srv_->impl_->cfg;
   if (cfg.read_timeout != absl::InfiniteDuration() || cfg.idle_timeout != absl::InfiniteDuration()) {
@@ -281,33 +287,42 @@ void ServerConn::start_request() {
   if (cfg.write_timeout != absl::InfiniteDuration()) (void)set_write_deadline(after(cfg.write_timeout));
 }
 
-bool ServerConn::wait_input() {
+bool ServerConn::wait_input() { return wait_input_for(absl::InfiniteDuration()) == Waited::kInput; }
+
+ServerConn::Waited ServerConn::wait_input_for(absl::Duration limit) {
   Server::Impl& s = *srv_->impl_;
   uint8_t st = kActive;
-  if (!state_.compare_exchange_strong(st, kIdle, std::memory_order_seq_cst) && st != kIdle) return false;
+  if (!state_.compare_exchange_strong(st, kIdle, std::memory_order_seq_cst) && st != kIdle) return Waited::kEnd;
   if (s.stopping_flag.load(std::memory_order_seq_cst)) {
     touch();  // unless the shutdown's scan closed it meanwhile
-    return false;
+    return Waited::kEnd;
   }
   // Input already known to be there (the last read left bytes queued, as
   // a streaming client keeps them; TLS records decrypted): no wait, so no
   // idle deadline to arm and then clear again, on every turn.
   bool queued = nc_ != nullptr ? ready_now(*nc_) : tc_->input_pending();
   absl::Duration idle = s.cfg.idle_timeout != absl::InfiniteDuration() ? s.cfg.idle_timeout : s.cfg.read_timeout;
-  if (!queued && (idle != absl::InfiniteDuration() || s.cfg.read_timeout != absl::InfiniteDuration())) {
-    (void)set_read_deadline(after(idle));
-  }
+  bool limited = limit < idle;
+  // Without a configured timeout, the request's start sets no read
+  // deadline: the limit's must be cleared here.
+  bool timeouts = idle != absl::InfiniteDuration();
+  if (!queued && (limited || timeouts)) (void)set_read_deadline(after(limited ? limit : idle));
   release_buffer();  // an idle connection holds none
   absl::Status err;
-  if (!queued) err = nc_ != nullptr ? nc_->wait_readable() : tc_->wait_readable();
+  if (!queued) err = limited ? wait_strictly() : nc_ != nullptr ? nc_->wait_readable() : tc_->wait_readable();
   if (!err.ok()) {
+    if (limited && is_timeout_error(err) && state_.load(std::memory_order_acquire) == kIdle) {
+      if (!timeouts) (void)set_read_deadline(absl::InfiniteFuture());
+      return Waited::kLimit;  // still idle: the caller takes it from here
+    }
     touch();
-    return false;
+    return Waited::kEnd;
   }
-  if (state_.load(std::memory_order_acquire) == kClosed) return false;
+  if (state_.load(std::memory_order_acquire) == kClosed) return Waited::kEnd;
+  if (!queued && limited && !timeouts) (void)set_read_deadline(absl::InfiniteFuture());
   // Still idle until the read that follows returns (see the top of the file).
   start_request();
-  return true;
+  return Waited::kInput;
 }
 
 void ServerConn::touch() {

@@ -2,7 +2,9 @@
 // pooled read buffers.
 //
 // A session's turn that ends with Next::kWaitInput and has no input read
-// ahead gives its goroutine back: the connection goes into the server's own
+// ahead keeps its goroutine, parked on the descriptor, for
+// ServerConfig::keep_goroutine; input within it runs the next turn there.
+// Then it gives its goroutine back: the connection goes into the server's own
 // epoll set (level-triggered, EPOLLONESHOT) and into a heap of idle
 // deadlines. One goroutine per server
 // (watch) waits on that epoll set through the runtime's poller, as on any
@@ -155,6 +157,13 @@ void Server::Impl::run_turns(IdleConn* ic) {
       continue;
     }
     sc.release_buffer();
+    if (cfg.keep_goroutine > absl::ZeroDuration()) {
+      // Parked on the descriptor for a while first (ServerConfig::keep_goroutine):
+      // a client that answers at once gets its next turn on this goroutine.
+      ServerConn::Waited w = sc.wait_input_for(cfg.keep_goroutine);
+      if (w == ServerConn::Waited::kInput) continue;
+      if (w == ServerConn::Waited::kEnd) break;
+    }
     if (arm(ic)) return;  // idle: this goroutine ends, the connection waits
     break;
   }

@@ -588,6 +588,12 @@ absl::Status Conn::wait_readable() {
   return st_->conn.wait_readable();
 }
 
+absl::Status Conn::wait_readable_strict() {
+  if (st_ == nullptr) return internal::invalid_error();
+  if (input_pending()) return absl::OkStatus();
+  return internal::wait_readable_strict(st_->conn);
+}
+
 absl::Status Conn::close() {
   if (st_ == nullptr) return internal::invalid_error();
   if (st_->hs_ok.load(std::memory_order_acquire)) {

@@ -61,7 +61,10 @@
 // no goroutine and no stack. The connection stays registered with the
 // server's poller; when input comes, a goroutine from the warm pool runs
 // the next turn; when the idle timeout passes or the server shuts down, the
-// connection is closed and its session destroyed. Input already read ahead
+// connection is closed and its session destroyed. Between a turn's end and
+// that, the connection keeps its goroutine for ServerConfig::keep_goroutine
+// (1 ms), so that a client that answers at once costs no more than with a
+// goroutine per connection. Input already read ahead
 // (what is left in buffer(), or what OpenSSL holds) runs the next turn at
 // once instead. An idle connection costs its session, its descriptor's
 // bookkeeping and a registration (docs/net.md, "Idle connections without a
@@ -86,7 +89,10 @@
 // Costs: per connection, a goroutine (its stack page) and a registration
 // under the server's lock at its start and end; per request, no lock:
 // wait_input is two atomic operations, a deadline when a timeout is set,
-// and net::Conn::wait_readable (no read buffer is held while idle).
+// and net::Conn::wait_readable (no read buffer is held while idle). A
+// session's turn that waits for input within keep_goroutine costs a
+// deadline and one poll(2) more; after it, a registration with the
+// server's poller and a new goroutine when input comes.
 #pragma once
 
 #include <atomic>
@@ -128,6 +134,15 @@ struct ServerConfig {
   // Read and write deadlines, from each request's start.
   Duration read_timeout = absl::InfiniteDuration();
   Duration write_timeout = absl::InfiniteDuration();
+  // Sessions only: after a turn that ends with Next::kWaitInput, the
+  // connection keeps its goroutine this long, parked on the descriptor as a
+  // goroutine per connection waits, before it gives the goroutine back and
+  // waits without one. Input within it runs the next turn on the same
+  // goroutine, without a registration with the server's poller, a deadline
+  // heap entry and a new goroutine (an HTTP keep-alive client's next request
+  // comes within tens of microseconds on a LAN). 0: give it back at once.
+  // Idle connections hold no stack once it has passed.
+  Duration keep_goroutine = absl::Milliseconds(1);
 };
 
 class Server;
@@ -209,6 +224,12 @@ class GORT_API ServerConn {
 
   // stdlib/net/server.cpp has the state machine.
   enum State : uint8_t { kActive, kIdle, kClosed };
+  // wait_input's outcome, with a limit on the wait shorter than the idle
+  // timeout: input (the request started), the limit passed (still idle, no
+  // deadline left), or the end (shutdown, close, idle timeout, error).
+  enum class Waited : uint8_t { kInput, kLimit, kEnd };
+  Waited wait_input_for(absl::Duration limit);
+  absl::Status wait_strictly();
   void start_request();
   void touch();
   absl::Status close_conn();

@@ -62,6 +62,10 @@
 #include "gort/detail/api.hpp"
 #include "gort/net.hpp"
 
+namespace gort::net {
+class ServerConn;
+}  // namespace gort::net
+
 namespace gort::tls {
 
 // Go's tls.ClientAuthType, the values servers use.
@@ -157,6 +161,10 @@ class GORT_API Conn : public ::gort::internal::ChronoDeadlines<Conn> {
   explicit Conn(std::unique_ptr<State> st);  // for tls.cpp
 
  private:
+  friend class net::ServerConn;
+  // wait_readable without a stale wake-up (a session's next turn).
+  absl::Status wait_readable_strict();
+
   std::unique_ptr<State> st_;
 };
 

@@ -1,11 +1,13 @@
 // tests/stdlib/net/server_idle_test.cpp — session servers (stdlib/net/
 // server_idle.cpp): idle connections held without a goroutine and woken for
-// their next turn, input read ahead running the next turn at once, idle
+// their next turn (after keeping their goroutine for keep_goroutine), input
+// read ahead running the next turn at once, idle
 // timeouts, a peer that closes or half-closes while idle, a turn that also
 // waits with a goroutine, shutdown and close with idle sessions, and an
 // idle server that is not a deadlock; run_test checks that nothing leaks.
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <variant>
@@ -172,6 +174,82 @@ TEST_P(NetTest, SessionsIdleTimeout) {
     EXPECT_TRUE(srv.shutdown(gort::background()).ok());
     EXPECT_EQ(g_sessions.load(), 0);
     EXPECT_TRUE(gort::net::is_server_closed(serving.result()));
+  });
+}
+
+// The goroutine each turn of an IdSession ran on, in order.
+std::mutex g_ids_mu;
+std::vector<int64_t> g_turn_goroutines;
+
+struct IdSession : LineSession {
+  Next turn(ServerConn& c) override {
+    {
+      std::lock_guard<std::mutex> lock(g_ids_mu);
+      g_turn_goroutines.push_back(gort::goroutine_id());
+    }
+    return LineSession::turn(c);
+  }
+};
+
+std::vector<int64_t> turn_goroutines() {
+  std::lock_guard<std::mutex> lock(g_ids_mu);
+  return g_turn_goroutines;
+}
+
+// ServerConfig::keep_goroutine: input within it runs the next turn on the
+// same goroutine; while it lasts the connection counts as idle (shutdown
+// closes it at once); once it has passed the connection holds no goroutine
+// and its next turn runs on a new one. 0 gives the goroutine back at once.
+TEST_P(NetTest, SessionsKeepTheirGoroutineForKeepGoroutine) {
+  run_test([] {
+    gort::net::Sessions id_sessions{[](ServerConn&) { return std::make_unique<IdSession>(); }};
+    auto exchange = [](gort::net::Conn& c, const std::string& m) {
+      EXPECT_TRUE(write_str(c, m + "\n").ok());
+      EXPECT_EQ(read_exactly(c, m.size() + 2).value_or(""), m + "!\n");
+    };
+    {
+      // Long enough never to pass here: every turn on the first goroutine.
+      gort::net::Server srv(id_sessions, {.keep_goroutine = absl::Seconds(60)});
+      auto ln = must(gort::net::listen("tcp", "127.0.0.1:0"));
+      if (!ln) return;
+      Serving serving(srv, ln);
+      g_turn_goroutines.clear();
+      auto c = must(gort::net::dial("tcp", ln.addr()));
+      for (int i = 0; i < 5; i++) exchange(c, "k" + std::to_string(i));
+      auto ids = turn_goroutines();
+      ASSERT_EQ(ids.size(), 5u);
+      for (int64_t id : ids) EXPECT_EQ(id, ids[0]) << "a turn within keep_goroutine ran on another goroutine";
+      // Waiting with its goroutine, the connection is idle: shutdown closes
+      // it at once instead of waiting the 60 s out.
+      EXPECT_TRUE(eventually([&] { return srv.num_idle() == 1; })) << srv.num_idle();
+      auto [ctx, cancel] = gort::with_timeout(gort::background(), absl::Seconds(20));
+      EXPECT_TRUE(srv.shutdown(ctx).ok());
+      EXPECT_EQ(g_sessions.load(), 0);
+      EXPECT_EQ(gort::test::read_to_eof(c).value_or("error"), "");
+      EXPECT_TRUE(gort::net::is_server_closed(serving.result()));
+    }
+    for (absl::Duration keep : {absl::ZeroDuration(), absl::Milliseconds(20)}) {
+      gort::net::Server srv(id_sessions, {.keep_goroutine = keep});
+      auto ln = must(gort::net::listen("tcp", "127.0.0.1:0"));
+      if (!ln) return;
+      Serving serving(srv, ln);
+      int64_t before = gort::num_goroutine();
+      g_turn_goroutines.clear();
+      auto c = must(gort::net::dial("tcp", ln.addr()));
+      exchange(c, "a");
+      // Past keep_goroutine (a kept goroutine and the watcher count the
+      // same): only the watcher is left.
+      gort::sleep(keep + absl::Milliseconds(200));
+      EXPECT_TRUE(eventually([&] { return gort::num_goroutine() <= before + 1; }))
+          << gort::num_goroutine() << " goroutines, " << before << " before (keep " << keep << ")";
+      exchange(c, "b");
+      auto ids = turn_goroutines();
+      ASSERT_EQ(ids.size(), 2u);
+      EXPECT_NE(ids[0], ids[1]) << "keep " << keep << ": the turn after the idle wait ran on the old goroutine";
+      EXPECT_TRUE(srv.shutdown(gort::background()).ok());
+      EXPECT_EQ(g_sessions.load(), 0);
+      EXPECT_TRUE(gort::net::is_server_closed(serving.result()));
+    }
   });
 }
 
