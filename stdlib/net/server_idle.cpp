@@ -28,6 +28,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <utility>
 #include <vector>
@@ -157,10 +158,11 @@ void Server::Impl::run_turns(IdleConn* ic) {
       continue;
     }
     sc.release_buffer();
-    if (cfg.keep_goroutine > absl::ZeroDuration()) {
+    if (cfg.keep_goroutine > absl::ZeroDuration() && keep.acquire()) {
       // Parked on the descriptor for a while first (ServerConfig::keep_goroutine):
       // a client that answers at once gets its next turn on this goroutine.
       ServerConn::Waited w = sc.wait_input_for(cfg.keep_goroutine);
+      keep.release(w == ServerConn::Waited::kInput);
       if (w == ServerConn::Waited::kInput) continue;
       if (w == ServerConn::Waited::kEnd) break;
     }
@@ -218,6 +220,7 @@ bool Server::Impl::arm(IdleConn* ic) {
     ev.data.ptr = ic;
     if (::epoll_ctl(idle.epfd, ic->in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, ic->fd(), &ev) != 0) return false;
     ic->in_epoll = true;
+    ic->armed_tick = KeepCredit::tick();
     idle.add_locked(ic);
     absl::Duration d = cfg.idle_timeout != absl::InfiniteDuration() ? cfg.idle_timeout : cfg.read_timeout;
     ic->deadline = d == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + d;
@@ -290,7 +293,13 @@ void Server::Impl::watch() {
         (void)idle.ep->set_deadline(idle.heap.empty() ? absl::InfiniteFuture() : idle.heap.front()->deadline, 'r');
       }
     }
+    // An answer within keep_goroutine earns a kept goroutine (KeepCredit).
+    int64_t keep_ticks = absl::ToInt64Nanoseconds(cfg.keep_goroutine) / 100000;
+    uint16_t now_tick = ready.empty() || keep_ticks <= 0 ? 0 : KeepCredit::tick();
     for (IdleConn* ic : ready) {
+      if (keep_ticks > 0 && static_cast<uint16_t>(now_tick - ic->armed_tick) <= std::min<int64_t>(keep_ticks, 65535)) {
+        keep.earn();
+      }
       ic->sc.touch();
       if (ic->sc.state_.load(std::memory_order_acquire) == ServerConn::kClosed) {
         go([this, ic] { finish(ic); });

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gort/chan.hpp"
 #include "gort/context.hpp"
@@ -56,6 +57,41 @@ struct __attribute__((visibility("hidden"))) IdleConn {
   int32_t heap_index = -1;
   bool armed = false;
   bool in_epoll = false;  // added to the server's epoll set once
+  // When it went idle, in ticks of 0.1 ms modulo 2^16 (in the padding):
+  // the watcher tells a quick answer from a long idle (KeepCredit).
+  uint16_t armed_tick = 0;
+};
+
+// Which connections keep their goroutine after a turn
+// (ServerConfig::keep_goroutine). At most `credit` at once: one credit per
+// answer that came within keep_goroutine (a kept goroutine's wait that
+// ended with input, or an idle connection woken that soon), one less per
+// kept goroutine whose wait ran out. A server whose clients answer at once
+// keeps a goroutine for about as many connections as answer; a burst of
+// connections that stay idle keeps none (each would hold a stack for the
+// wait, and the stack pool keeps the stacks after it).
+struct __attribute__((visibility("hidden"))) KeepCredit {
+  static constexpr int32_t kMax = 4096;
+  std::atomic<int32_t> credit{0};
+  std::atomic<int32_t> kept{0};  // goroutines waiting with the connection now
+
+  // True: keep this goroutine (release() after the wait).
+  bool acquire() {
+    int32_t k = kept.load(std::memory_order_relaxed);
+    do {
+      if (k >= credit.load(std::memory_order_relaxed)) return false;
+    } while (!kept.compare_exchange_weak(k, k + 1, std::memory_order_relaxed));
+    return true;
+  }
+  void release(bool answered) {
+    kept.fetch_sub(1, std::memory_order_relaxed);
+    if (answered) earn();
+    else if (credit.load(std::memory_order_relaxed) > 0) credit.fetch_sub(1, std::memory_order_relaxed);
+  }
+  void earn() {
+    if (credit.load(std::memory_order_relaxed) < kMax) credit.fetch_add(1, std::memory_order_relaxed);
+  }
+  static uint16_t tick() { return static_cast<uint16_t>(absl::GetCurrentTimeNanos() / 100000); }
 };
 
 template <class C>
@@ -118,6 +154,8 @@ struct __attribute__((visibility("hidden"))) Server::Impl {
   Context stopping;  // cancelled when shutdown or close begins
   CancelFunc cancel_stopping;
   Chan<std::monostate> all_done = make_chan<std::monostate>();
+
+  KeepCredit keep;
 
   mutable Mutex mu;
   bool shutting_down ABSL_GUARDED_BY(mu) = false;

@@ -196,8 +196,8 @@ std::vector<int64_t> turn_goroutines() {
   return g_turn_goroutines;
 }
 
-// ServerConfig::keep_goroutine: input within it runs the next turn on the
-// same goroutine; while it lasts the connection counts as idle (shutdown
+// ServerConfig::keep_goroutine: once a quick answer has earned it, input
+// within it runs the next turn on the same goroutine; while it lasts the connection counts as idle (shutdown
 // closes it at once); once it has passed the connection holds no goroutine
 // and its next turn runs on a new one. 0 gives the goroutine back at once.
 TEST_P(NetTest, SessionsKeepTheirGoroutineForKeepGoroutine) {
@@ -215,10 +215,15 @@ TEST_P(NetTest, SessionsKeepTheirGoroutineForKeepGoroutine) {
       Serving serving(srv, ln);
       g_turn_goroutines.clear();
       auto c = must(gort::net::dial("tcp", ln.addr()));
-      for (int i = 0; i < 5; i++) exchange(c, "k" + std::to_string(i));
+      for (int i = 0; i < 6; i++) exchange(c, "k" + std::to_string(i));
       auto ids = turn_goroutines();
-      ASSERT_EQ(ids.size(), 5u);
-      for (int64_t id : ids) EXPECT_EQ(id, ids[0]) << "a turn within keep_goroutine ran on another goroutine";
+      ASSERT_EQ(ids.size(), 6u);
+      // The first wait keeps no goroutine: no client has answered quickly
+      // yet (KeepCredit). Its quick answer earns the next one.
+      EXPECT_NE(ids[0], ids[1]) << "the first wait kept its goroutine without any credit";
+      for (size_t i = 2; i < ids.size(); i++) {
+        EXPECT_EQ(ids[i], ids[1]) << "turn " << i << ": an answer within keep_goroutine ran on another goroutine";
+      }
       // Waiting with its goroutine, the connection is idle: shutdown closes
       // it at once instead of waiting the 60 s out.
       EXPECT_TRUE(eventually([&] { return srv.num_idle() == 1; })) << srv.num_idle();
