@@ -14,8 +14,8 @@
 //     batch); a non-blocking netpoll; the other Ps' expired timers (by
 //     every M, spinning or not); stealing half of a victim's queue (four
 //     rounds over all Ps, each in a random order); then it gives up its P
-//     and sleeps (or blocks in netpoll when it is the one M that may). docs/runtime.md lists the
-//     same order with the reasons.
+//     and sleeps (or blocks in netpoll when it is the one M that may).
+//     docs/runtime.md lists the same order with the reasons.
 //
 // Rejected: switching to g0 at every park (Go's mcall): it doubles the cost of
 // a channel hand-off, and the after-switch protocol (switch.hpp) gives the

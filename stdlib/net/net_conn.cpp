@@ -71,9 +71,9 @@ absl::Status Conn::wait_readable() {
 
 namespace gort::internal {
 
-absl::Status wait_readable_strict(const net::Conn& c) {
+absl::Status wait_readable_strict(net::Conn& c) {
   NetFD* fd = NetFDAccess::fd(c);
-  if (fd == nullptr) return const_cast<net::Conn&>(c).wait_readable();  // a pipe end, or nothing
+  if (fd == nullptr) return c.wait_readable();  // a pipe end, or nothing
   int err = fd->wait_readable(/*strict=*/true);
   return err == 0 ? absl::OkStatus() : io_error(err, net::prefix(fd, "read"), "read");
 }

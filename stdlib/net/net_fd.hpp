@@ -281,7 +281,7 @@ auto with_fd(NetFD* fd, F&& call) -> decltype(call(fd)) {
 }
 
 // c.wait_readable() with NetFD::wait_readable's `strict`: no stale wake-up.
-absl::Status wait_readable_strict(const net::Conn& c);
+absl::Status wait_readable_strict(net::Conn& c);
 
 // The owners' (Conn, Listener, PacketConn) move assignment and destructor:
 // the descriptor they held is released, and `to` takes `from`'s.

@@ -85,11 +85,14 @@ struct __attribute__((visibility("hidden"))) KeepCredit {
   }
   void release(bool answered) {
     kept.fetch_sub(1, std::memory_order_relaxed);
-    if (answered) earn();
-    else if (credit.load(std::memory_order_relaxed) > 0) credit.fetch_sub(1, std::memory_order_relaxed);
+    add(answered ? 1 : -1);
   }
-  void earn() {
-    if (credit.load(std::memory_order_relaxed) < kMax) credit.fetch_add(1, std::memory_order_relaxed);
+  void earn() { add(1); }
+  // credit += d, kept within [0, kMax] however many add at once.
+  void add(int32_t d) {
+    int32_t c = credit.load(std::memory_order_relaxed);
+    while (c + d >= 0 && c + d <= kMax && !credit.compare_exchange_weak(c, c + d, std::memory_order_relaxed)) {
+    }
   }
   static uint16_t tick() { return static_cast<uint16_t>(absl::GetCurrentTimeNanos() / 100000); }
 };
