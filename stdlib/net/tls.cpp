@@ -27,6 +27,7 @@
 #include "gort/sync.hpp"
 #include "stdlib/net/net_error.hpp"
 #include "stdlib/net/net_fd.hpp"
+#include "stdlib/net/tls_session_cache.hpp"
 #include "gmp/os/sys.hpp"
 
 namespace gort::tls {
@@ -57,8 +58,18 @@ struct Conn::State {
   bool hs_done ABSL_GUARDED_BY(hs_mu) = false;
   absl::Status hs_err ABSL_GUARDED_BY(hs_mu);
   std::atomic<bool> hs_ok{false};
+  // Client with a ClientSessionCache: where its sessions go, under which
+  // key, whether it verifies, and the session it offered (a reference,
+  // dropped from the cache if resuming it fails).
+  std::shared_ptr<ClientSessionCache> cache;
+  std::string cache_key;
+  bool verifying = false;
+  SSL_SESSION* offered = nullptr;
 
-  ~State() { SSL_free(ssl); }
+  ~State() {
+    SSL_free(ssl);
+    SSL_SESSION_free(offered);
+  }
 };
 
 namespace {
@@ -155,6 +166,16 @@ absl::Status load_roots(SSL_CTX* ctx, const Config& cfg) {
   return absl::OkStatus();
 }
 
+// A client's new session (TLS 1.3: a ticket after the handshake; 1.2: at
+// its end) goes to the Config's cache. Returning 1 hands it our reference.
+int new_session(SSL* ssl, SSL_SESSION* sess) {
+  auto* st = static_cast<Conn::State*>(SSL_get_app_data(ssl));
+  if (st == nullptr || st->cache == nullptr) return 0;
+  bool verified = st->verifying && SSL_get_verify_result(ssl) == X509_V_OK;
+  SessionCacheAccess::put(*st->cache, st->cache_key, sess, verified);
+  return 1;
+}
+
 // ALPN, server side: the server's first protocol that the client offers
 // (Go's preference order); none in common fails the handshake.
 int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in, unsigned inlen,
@@ -185,6 +206,16 @@ absl::StatusOr<SSL_CTX*> build(const Config& cfg, bool client, Config::Built* b)
   // too). Safe with the poller: every read calls SSL_read before it parks,
   // so records already buffered are never waited for.
   SSL_CTX_set_read_ahead(ctx, 1);
+  if (client) {
+    // Sessions go to a ClientSessionCache (new_session), not OpenSSL's.
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+    SSL_CTX_sess_set_new_cb(ctx, new_session);
+  } else {
+    // One TLS 1.3 ticket per handshake, as Go's server sends (OpenSSL's
+    // default is two): each costs the server an encryption and the client
+    // a session copy, and a client resumes with one.
+    SSL_CTX_set_num_tickets(ctx, 1);
+  }
   absl::Status s = load_identity(ctx, cfg);
   if (s.ok() && !client && cfg.cert_file.empty() && cfg.cert_pem.empty()) {
     s = absl::InvalidArgumentError("tls: neither Certificates, GetCertificate, nor GetConfigForClient set in Config");
@@ -424,6 +455,8 @@ absl::Status ensure_handshake(Conn::State& st) {
   st.hs_mu.lock();
   if (!st.hs_done) {
     st.hs_err = handshake_locked(st);
+    // Go's rule: a session whose resumption failed is not offered again.
+    if (!st.hs_err.ok() && st.offered != nullptr) SessionCacheAccess::drop(*st.cache, st.cache_key, st.offered);
     st.hs_done = true;
     st.hs_ok.store(st.hs_err.ok(), std::memory_order_release);
   }
@@ -467,6 +500,13 @@ absl::StatusOr<std::unique_ptr<Conn::State>> new_state(net::Conn c, const Config
         SSL_set_tlsext_host_name(st->ssl, name.c_str());
         if (!cfg.insecure_skip_verify) SSL_set1_host(st->ssl, name.c_str());
       }
+    }
+    if (cfg.client_session_cache != nullptr) {
+      st->cache = cfg.client_session_cache;
+      st->cache_key = name.empty() ? st->conn.remote_addr() : name;
+      st->verifying = !cfg.insecure_skip_verify;
+      st->offered = SessionCacheAccess::get(*st->cache, st->cache_key, st->verifying);
+      if (st->offered != nullptr) SSL_set_session(st->ssl, st->offered);
     }
     const std::string& wire = st->built->alpn_wire;
     if (!wire.empty()) {
@@ -639,6 +679,14 @@ std::string Conn::negotiated_protocol() const {
   std::string out(reinterpret_cast<const char*>(p), p != nullptr ? len : 0);
   st_->mu.unlock();
   return out;
+}
+
+bool Conn::did_resume() const {
+  if (st_ == nullptr || !st_->hs_ok.load()) return false;
+  st_->mu.lock();
+  bool r = SSL_session_reused(st_->ssl) == 1;
+  st_->mu.unlock();
+  return r;
 }
 
 std::string Conn::server_name() const {

@@ -68,6 +68,49 @@ class ServerConn;
 
 namespace gort::tls {
 
+// Go's tls.NewLRUClientSessionCache: the sessions a client may resume,
+// keyed by the name it verifies (Config::server_name, or dial's host) or,
+// without one, the peer's address; past `capacity` (< 1: 64, as Go's) the
+// least recently used is dropped. A resumed handshake (TLS 1.3 PSK with a
+// fresh X25519 exchange, or a TLS 1.2 ticket) skips the certificate, its
+// parsing and its verification: on OpenSSL 3.0 it costs about 60 % of a
+// full one (docs/tls.md, "Resuming sessions").
+//
+//   auto cache = std::make_shared<gort::tls::ClientSessionCache>();
+//   gort::tls::Config cfg;
+//   cfg.client_session_cache = cache;   // share it among Configs if you like
+//   auto c = gort::tls::dial("tcp", "example.com:443", cfg);  // full
+//   ... read: the server's ticket arrives after the handshake ...
+//   auto d = gort::tls::dial("tcp", "example.com:443", cfg);  // resumed
+//   bool r = d->did_resume();
+//
+// As in Go, a session is stored when the server's ticket arrives: in TLS
+// 1.3 that is after the handshake, so a client that closes without reading
+// has nothing to resume. A session is used only by a client that verifies
+// as strictly as the one that made it (one made with insecure_skip_verify
+// never serves a verifying Config), and not after its server certificate
+// expires; a resumption that fails drops it (Go's rules).
+//
+// Thread-safety: safe for concurrent use; its lock is held for a map
+// lookup, never while a goroutine parks. Costs: one entry (OpenSSL's
+// SSL_SESSION, about 1-2 KiB with the server's certificate) per key.
+class GORT_API ClientSessionCache {
+ public:
+  explicit ClientSessionCache(int capacity = 64);
+  ~ClientSessionCache();
+  ClientSessionCache(const ClientSessionCache&) = delete;
+  ClientSessionCache& operator=(const ClientSessionCache&) = delete;
+
+  // The number of sessions held.
+  size_t size() const;
+
+  struct Impl;
+
+ private:
+  friend struct SessionCacheAccess;
+  std::unique_ptr<Impl> impl_;
+};
+
 // Go's tls.ClientAuthType, the values servers use.
 enum class ClientAuth : uint8_t { kNone, kRequest, kRequireAndVerify };
 
@@ -88,6 +131,9 @@ struct Config {
   // Server: ask for (and verify against the roots above) a client
   // certificate.
   ClientAuth client_auth = ClientAuth::kNone;
+  // Client: resume sessions from (and store new ones in) this cache; null:
+  // every handshake is a full one (Go's ClientSessionCache).
+  std::shared_ptr<ClientSessionCache> client_session_cache;
 
   struct Built;  // the OpenSSL context, built on first use
   mutable std::shared_ptr<Built> built_;
@@ -153,6 +199,9 @@ class GORT_API Conn : public ::gort::internal::ChronoDeadlines<Conn> {
   std::string server_name() const;
   std::string version() const;
   std::string peer_subject() const;
+  // After the handshake: whether it resumed an earlier session (Go's
+  // ConnectionState.DidResume).
+  bool did_resume() const;
 
   bool valid() const { return st_ != nullptr; }
   explicit operator bool() const { return valid(); }
