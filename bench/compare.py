@@ -89,6 +89,8 @@ TARGETS = {
     ("tls_echo/procs:2", "cpu_us/handshake"): 1.0,
     ("tls_echo/procs:1", "cpu_us/msg"): 1.0,
     ("tls_echo/procs:2", "cpu_us/msg"): 1.0,
+    ("tls_echo/procs:1", "cpu_us/resumed"): 1.0,
+    ("tls_echo/procs:2", "cpu_us/resumed"): 1.0,
     # Below the floor of one stack page per parked connection
     # (docs/server-cpu.md), so it reads MISSED.
     ("idle_conns/procs:1", "bytes/conn"): 1.0,

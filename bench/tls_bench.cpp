@@ -15,6 +15,12 @@
 //                       cpu_us/handshake = the process's CPU time (getrusage
 //                       RUSAGE_SELF, user + system, client and server) over
 //                       the loop / handshakes.
+//                       Resumed: for half that time, a client with a
+//                       ClientSessionCache (Go: NewLRUClientSessionCache)
+//                       dials, writes one byte and reads it back (which
+//                       takes the server's ticket for the next dial), and
+//                       closes: cpu_us/resumed = the CPU time over the loop
+//                       / dials (fails unless 90 % resumed).
 //                       Messages: 100 clients dialled (not timed), then each
 //                       writes a 64-byte message and reads it back, 50,000
 //                       round trips in all: msgs/s = round trips / elapsed;
@@ -46,8 +52,8 @@ void tls_echo(benchmark::State& state, int procs) {
   const int64_t per_client = std::max<int64_t>(1, gortbench::scaled(kRoundTrips) / kClients);
   const double handshake_seconds = kHandshakeSeconds * gortbench::scale();
   const gort::test::Pki& pki = gort::test::pki();
-  double seconds = 0, dial_seconds = 0, dial_cpu = 0, msg_cpu = 0;
-  int64_t handshakes = 0;
+  double seconds = 0, dial_seconds = 0, dial_cpu = 0, msg_cpu = 0, resume_cpu = 0;
+  int64_t handshakes = 0, resume_dials = 0;
   std::string error;
   gort::run(
       [&] {
@@ -94,6 +100,29 @@ void tls_echo(benchmark::State& state, int procs) {
           (void)c->close();
         } while ((dial_seconds = dial_sw.seconds()) < handshake_seconds);
         dial_cpu = gortbench::process_cpu_seconds() - cpu0;
+        // Resumed handshakes for a fixed time: a client with a session
+        // cache dials, echoes one byte (which also takes the server's
+        // ticket), closes.
+        gort::tls::Config rcfg = ccfg;
+        rcfg.client_session_cache = std::make_shared<gort::tls::ClientSessionCache>();
+        int64_t resumed = 0;
+        cpu0 = gortbench::process_cpu_seconds();
+        Stopwatch resume_sw;
+        while (error.empty() && resume_sw.seconds() < handshake_seconds / 2) {
+          auto c = gort::tls::dial("tcp", ln->addr(), rcfg);
+          char one = 'x';
+          if (!c.ok()) error = std::string(c.status().message());
+          else if (!c->write(absl::MakeConstSpan(&one, 1)).ok()) error = "write failed";
+          else if (auto n = c->read(absl::MakeSpan(&one, 1)); !n.ok() || *n != 1) error = "read failed";
+          if (!error.empty()) break;
+          if (c->did_resume()) resumed++;
+          resume_dials++;
+          (void)c->close();
+        }
+        resume_cpu = gortbench::process_cpu_seconds() - cpu0;
+        if (error.empty() && resumed < resume_dials * 9 / 10) {
+          error = "only " + std::to_string(resumed) + " of " + std::to_string(resume_dials) + " handshakes resumed";
+        }
         // The clients of the message phase (not timed).
         std::vector<gort::tls::Conn> conns;
         for (int i = 0; i < kClients && error.empty(); i++) {
@@ -138,6 +167,7 @@ void tls_echo(benchmark::State& state, int procs) {
   state.counters["cpu_us/msg"] = msg_cpu * 1e6 / msgs;
   state.counters["handshakes/s"] = static_cast<double>(handshakes) / dial_seconds;
   state.counters["cpu_us/handshake"] = dial_cpu * 1e6 / static_cast<double>(handshakes);
+  state.counters["cpu_us/resumed"] = resume_cpu * 1e6 / static_cast<double>(resume_dials);
 }
 
 }  // namespace
