@@ -26,6 +26,23 @@
 //                       round trips in all: msgs/s = round trips / elapsed;
 //                       cpu_us/msg = the process's CPU time over them / round
 //                       trips.
+//
+//   tls_handshake_floor/procs:1
+//                       The library's floor: the same handshake (certificate,
+//                       verification, TLS 1.3, the contexts configured as
+//                       gort::tls configures them) with plain OpenSSL over an
+//                       in-memory BIO pair, client and server in one thread:
+//                       no sockets, no gort. For 1 s (scaled), handshake
+//                       after handshake: cpu_us/handshake = CPU time / handshakes.
+//                       Go's twin runs crypto/tls over net.Pipe. gort's
+//                       tls_echo cpu_us/handshake over this one is what gort
+//                       and the kernel add to OpenSSL; this ratio to Go's is
+//                       what OpenSSL costs against crypto/tls.
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -170,11 +187,85 @@ void tls_echo(benchmark::State& state, int procs) {
   state.counters["cpu_us/resumed"] = resume_cpu * 1e6 / static_cast<double>(resume_dials);
 }
 
+// A context as gort::tls builds it (stdlib/net/tls.cpp), from PEM text.
+SSL_CTX* floor_context(bool client, const gort::test::Pki& pki) {
+  SSL_CTX* ctx = SSL_CTX_new(client ? TLS_client_method() : TLS_server_method());
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+  SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
+  SSL_CTX_set_read_ahead(ctx, 1);
+  SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256:TLS_AES_256_GCM_SHA384");
+  if (!client) SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE);
+  auto read_pem = [](const std::string& pem, auto reader) {
+    BIO* b = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+    auto* v = reader(b, nullptr, nullptr, nullptr);
+    BIO_free(b);
+    return v;
+  };
+  if (client) {
+    X509* ca = read_pem(pki.ca.cert, PEM_read_bio_X509);
+    X509_STORE_add_cert(SSL_CTX_get_cert_store(ctx), ca);
+    X509_free(ca);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  } else {
+    X509* cert = read_pem(pki.server.cert, PEM_read_bio_X509);
+    EVP_PKEY* key = read_pem(pki.server.key, PEM_read_bio_PrivateKey);
+    SSL_CTX_use_certificate(ctx, cert);
+    SSL_CTX_use_PrivateKey(ctx, key);
+    X509_free(cert);
+    EVP_PKEY_free(key);
+    SSL_CTX_set_num_tickets(ctx, 1);
+  }
+  return ctx;
+}
+
+void tls_handshake_floor(benchmark::State& state, int) {
+  const gort::test::Pki& pki = gort::test::pki();
+  SSL_CTX* cctx = floor_context(true, pki);
+  SSL_CTX* sctx = floor_context(false, pki);
+  int64_t handshakes = 0;
+  std::string error;
+  double cpu0 = gortbench::process_cpu_seconds();
+  Stopwatch sw;
+  double seconds = 0;
+  do {
+    SSL* c = SSL_new(cctx);
+    SSL* s = SSL_new(sctx);
+    BIO *cb = nullptr, *sb = nullptr;
+    BIO_new_bio_pair(&cb, 0, &sb, 0);
+    SSL_set_bio(c, cb, cb);
+    SSL_set_bio(s, sb, sb);
+    SSL_set_tlsext_host_name(c, "localhost");
+    SSL_set1_host(c, "localhost");
+    SSL_set_connect_state(c);
+    SSL_set_accept_state(s);
+    // Each side runs until it wants the other's next flight.
+    for (int round = 0; round < 8 && !(SSL_is_init_finished(c) && SSL_is_init_finished(s)); round++) {
+      SSL_do_handshake(c);
+      SSL_do_handshake(s);
+    }
+    if (!SSL_is_init_finished(c) || !SSL_is_init_finished(s) || SSL_get_verify_result(c) != X509_V_OK) {
+      error = "the in-memory handshake failed";
+    }
+    ERR_clear_error();
+    SSL_free(c);
+    SSL_free(s);
+    handshakes++;
+  } while (error.empty() && (seconds = sw.seconds()) < gortbench::scale());
+  double cpu = gortbench::process_cpu_seconds() - cpu0;
+  SSL_CTX_free(cctx);
+  SSL_CTX_free(sctx);
+  if (!error.empty()) return state.SkipWithError(("tls_handshake_floor: " + error).c_str());
+  state.SetIterationTime(seconds);
+  state.counters["cpu_us/handshake"] = cpu * 1e6 / static_cast<double>(handshakes);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   gortbench::register_once("tls_echo", 1, tls_echo);
   gortbench::register_once("tls_echo", 2, tls_echo);
+  gortbench::register_once("tls_handshake_floor", 1, tls_handshake_floor);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

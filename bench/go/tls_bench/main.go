@@ -216,9 +216,38 @@ func tlsEcho(r *harness.Result) {
 	r.Report("cpu_us/resumed", resumeCPU*1e6/float64(resumeDials))
 }
 
+// tlsHandshakeFloor: crypto/tls handshakes over net.Pipe (no sockets),
+// the client and the server each in a goroutine, for 1 s (scaled).
+func tlsHandshakeFloor(r *harness.Result) {
+	cert, pool := pki()
+	scfg := &tls.Config{Certificates: []tls.Certificate{cert}}
+	ccfg := &tls.Config{RootCAs: pool, ServerName: "localhost"}
+	limit := time.Duration(harness.Scale() * float64(time.Second))
+	handshakes := 0
+	cpu0 := harness.CPUSeconds()
+	start := time.Now()
+	for time.Since(start) < limit {
+		a, b := net.Pipe()
+		done := make(chan error, 1)
+		go func() { done <- tls.Server(b, scfg).Handshake() }()
+		if err := tls.Client(a, ccfg).Handshake(); err != nil {
+			fail("client handshake: %v", err)
+		}
+		if err := <-done; err != nil {
+			fail("server handshake: %v", err)
+		}
+		a.Close()
+		b.Close()
+		handshakes++
+	}
+	cpu := harness.CPUSeconds() - cpu0
+	r.Report("cpu_us/handshake", cpu*1e6/float64(handshakes))
+}
+
 func main() {
 	harness.Main([]harness.Case{
 		{Workload: "tls_echo", Procs: 1, Run: tlsEcho},
 		{Workload: "tls_echo", Procs: 2, Run: tlsEcho},
+		{Workload: "tls_handshake_floor", Procs: 1, Run: tlsHandshakeFloor},
 	})
 }

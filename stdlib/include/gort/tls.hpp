@@ -199,6 +199,10 @@ class GORT_API Conn : public ::gort::internal::ChronoDeadlines<Conn> {
   std::string server_name() const;
   std::string version() const;
   std::string peer_subject() const;
+  // After the handshake: the cipher suite, by its standard name
+  // ("TLS_AES_128_GCM_SHA256", Go's tls.CipherSuiteName), "" before. gort
+  // offers and prefers Go's TLS 1.3 suites in Go's order.
+  std::string cipher_suite() const;
   // After the handshake: whether it resumed an earlier session (Go's
   // ConnectionState.DidResume).
   bool did_resume() const;

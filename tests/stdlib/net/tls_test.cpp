@@ -42,7 +42,7 @@ struct EchoServer {
   gort::tls::Listener ln;
   gort::WaitGroup wg;
   absl::Status handshake;
-  std::string sni, alpn, peer;
+  std::string sni, alpn, peer, suite;
 
   explicit EchoServer(const gort::tls::Config& cfg) {
     ln = must(gort::tls::listen("tcp", "127.0.0.1:0", cfg));
@@ -56,6 +56,7 @@ struct EchoServer {
           sni = c->server_name();
           alpn = c->negotiated_protocol();
           peer = c->peer_subject();
+          suite = c->cipher_suite();
           char buf[4096];
           for (;;) {
             auto n = c->read(absl::MakeSpan(buf));
@@ -100,6 +101,7 @@ TEST_P(Tls, HandshakeVerifiesAndEchoes) {
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_EQ(c->negotiated_protocol(), "h2") << "the server's preference wins (Go)";
     EXPECT_EQ(c->version(), "TLSv1.3");
+    EXPECT_EQ(c->cipher_suite(), "TLS_AES_128_GCM_SHA256") << "Go's first TLS 1.3 suite, as two Go peers agree";
     EXPECT_NE(c->peer_subject().find("CN=localhost"), std::string::npos) << c->peer_subject();
     for (int i = 0; i < 50; i++) {
       std::string m = "message " + std::to_string(i);
@@ -115,6 +117,9 @@ TEST_P(Tls, HandshakeVerifiesAndEchoes) {
     EXPECT_TRUE(srv.handshake.ok()) << srv.handshake;
     EXPECT_EQ(srv.sni, "localhost");
     EXPECT_EQ(srv.alpn, "h2");
+    EXPECT_EQ(srv.suite, "TLS_AES_128_GCM_SHA256");
+    gort::tls::Conn none;
+    EXPECT_EQ(none.cipher_suite(), "");
   });
 }
 
