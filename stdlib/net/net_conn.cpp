@@ -78,6 +78,15 @@ absl::Status wait_readable_strict(net::Conn& c) {
   return err == 0 ? absl::OkStatus() : io_error(err, net::prefix(fd, "read"), "read");
 }
 
+void set_deadline_after(net::Conn& c, absl::Duration d, int mode, int64_t now) {
+  if (NetFD* fd = NetFDAccess::fd(c); fd != nullptr) {
+    (void)fd->set_deadline_after(d, mode, now);
+    return;
+  }
+  absl::Time t = d == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + d;
+  (void)(mode == 'r' ? c.set_read_deadline(t) : mode == 'w' ? c.set_write_deadline(t) : c.set_deadline(t));
+}
+
 }  // namespace gort::internal
 
 namespace gort::net {

@@ -577,6 +577,20 @@ int NetFD::set_deadline(absl::Time t, int mode) {
   return 0;
 }
 
+int NetFD::set_deadline_after(absl::Duration d, int mode, int64_t now) {
+  Ref ref(this);
+  if (ref.err() != 0) return ref.err();
+  if (pd_ == nullptr) return kErrNoDeadline;
+  int64_t deadline = 0;  // none
+  if (d != absl::InfiniteDuration()) {
+    constexpr int64_t kFar = int64_t{1} << 62;
+    const int64_t ns = absl::ToInt64Nanoseconds(d);  // saturates
+    deadline = ns <= 0 ? 1 : ns >= kFar - now ? kFar : now + ns;
+  }
+  internal::poll_set_deadline(pd_, deadline, mode, now);
+  return 0;
+}
+
 int NetFD::expire_write() {
   Ref ref(this);
   if (ref.err() != 0) return ref.err();

@@ -155,6 +155,10 @@ class NetFD {
 
   // `t` as in Conn::set_deadline; mode 'r', 'w' or 'r' + 'w'.
   int set_deadline(absl::Time t, int mode);
+  // The deadline `d` from `now` (nanotime(), read once by a caller that
+  // sets several), without reading the wall clock: a server's per-request
+  // timeouts. d infinite clears; d <= 0 expires.
+  int set_deadline_after(absl::Duration d, int mode, int64_t now);
   // Expires the write deadline now (interrupts a connect).
   int expire_write();
 
@@ -282,6 +286,10 @@ auto with_fd(NetFD* fd, F&& call) -> decltype(call(fd)) {
 
 // c.wait_readable() with NetFD::wait_readable's `strict`: no stale wake-up.
 absl::Status wait_readable_strict(net::Conn& c);
+// A server's timeout on c: its deadline(s) `mode` at `now` (nanotime())
+// + d (NetFD::set_deadline_after); a pipe end takes the wall-clock form.
+// Errors are dropped: a closed connection's next read reports its own.
+void set_deadline_after(net::Conn& c, absl::Duration d, int mode, int64_t now);
 
 // The owners' (Conn, Listener, PacketConn) move assignment and destructor:
 // the descriptor they held is released, and `to` takes `from`'s.

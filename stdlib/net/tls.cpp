@@ -637,6 +637,8 @@ absl::Status Conn::wait_readable() {
   return st_->conn.wait_readable();
 }
 
+net::Conn* Conn::transport() { return st_ != nullptr ? &st_->conn : nullptr; }
+
 absl::Status Conn::wait_readable_strict() {
   if (st_ == nullptr) return internal::invalid_error();
   if (input_pending()) return absl::OkStatus();

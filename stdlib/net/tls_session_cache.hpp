@@ -4,6 +4,8 @@
 // get() returns a reference the caller frees, put() takes one.
 #pragma once
 
+#include "stdlib/net/room.hpp"
+
 #include <openssl/ssl.h>
 
 #include <string>

@@ -230,6 +230,8 @@ class GORT_API ServerConn {
   enum class Waited : uint8_t { kInput, kLimit, kEnd };
   Waited wait_input_for(absl::Duration limit);
   absl::Status wait_strictly();
+  // The net::Conn under the connection (a TLS one's socket); null if gone.
+  net::Conn* transport();
   void start_request();
   void touch();
   absl::Status close_conn();

@@ -217,6 +217,9 @@ class GORT_API Conn : public ::gort::internal::ChronoDeadlines<Conn> {
   friend class net::ServerConn;
   // wait_readable without a stale wake-up (a session's next turn).
   absl::Status wait_readable_strict();
+  // The connection under the records (null when moved from): where a
+  // session sets its timeouts.
+  net::Conn* transport();
 
   std::unique_ptr<State> st_;
 };
