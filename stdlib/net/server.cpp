@@ -285,8 +285,8 @@ void ServerConn::start_request() {
   bool set_w = cfg.write_timeout != absl::InfiniteDuration();
   if (!set_r && !set_w) return;
   // Relative to one monotonic reading: a wall-clock deadline costs two
-  // clock reads per side (absl::Now, then the poller's nanotime), 4 of a
-  // request's 7 before (bench/http_compare's profile).
+  // clock reads per side (absl::Now, then the poller's nanotime), and a
+  // clock read about 44 ns on this project's VM.
   net::Conn* c = transport();
   if (c == nullptr) return;
   int64_t now = internal::nanotime();
