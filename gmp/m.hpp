@@ -174,7 +174,9 @@ struct M {
 // itself (blocking(f): f runs outside the scheduler). Park and gosched make
 // it a fatal error otherwise; code that can wait either way asks first.
 inline bool m_may_switch(const M* m) {
-  return (m->oslocks.load(std::memory_order_relaxed) == 0) & !m->in_blocking.load(std::memory_order_relaxed);
+  // Both loads, no branch between them (a hot path's check): int operands.
+  return (static_cast<int>(m->oslocks.load(std::memory_order_relaxed) == 0) &
+          static_cast<int>(!m->in_blocking.load(std::memory_order_relaxed))) != 0;
 }
 
 [[noreturn, gnu::cold, gnu::noinline]] inline void bad_retake(const M* m, RetakeState from, RetakeState to) {
