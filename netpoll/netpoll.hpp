@@ -86,6 +86,14 @@ bool poll_exceptional_seen(PollDesc* pd);
 // it; a time in the past expires it at once (waking a waiter). `now`: the
 // caller's current nanotime, or 0 to read the clock here.
 void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now = 0);
+// A deadline that never comes (about 146 years of nanotime).
+constexpr int64_t kFarDeadline = int64_t{1} << 62;
+// Takes away the `mode` deadline without giving up its timer: a pending one
+// moves to kFarDeadline, without the lock (the timer stays armed where it
+// is, so that the next deadline at or after it costs no move in the timer
+// heap); none pending, or expired: cleared, as poll_set_deadline(pd, 0).
+// A server's request that has no read timeout, between idle deadlines.
+void poll_defer_deadline(PollDesc* pd, int mode, int64_t now);
 // Descriptors holding deadline timers now (one pair each, attached while a
 // deadline is pending): what an idle connection costs, for the tests.
 int64_t poll_deadline_timers_attached();

@@ -88,6 +88,9 @@ struct DeadlineTimers {
   // that descriptor's lock; deadline_fired reads it with no lock held.
   std::atomic<PollDesc*> pd{nullptr};
   DeadlineTimers* link = nullptr;  // free list
+  // When each timer is armed for (0: idle), under the descriptor's lock:
+  // a deadline set at or after it needs no move in the timer heap.
+  int64_t r_armed = 0, w_armed = 0;
 };
 
 namespace {
@@ -99,6 +102,7 @@ std::vector<DeadlineTimers*> g_dl_blocks ABSL_GUARDED_BY(g_cache_mu);  // keeps 
 void deadline_fired(Timer* t, int64_t now, uint32_t seq);
 
 Timer* timer_of(DeadlineTimers* dl, int mode) { return mode == 'r' ? &dl->rt : &dl->wt; }
+int64_t& armed_of(DeadlineTimers* dl, int mode) { return mode == 'r' ? dl->r_armed : dl->w_armed; }
 
 // pd's timers, attached from the pool if it has none. pd->lock held.
 DeadlineTimers* attach_timers(PollDesc* pd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(pd->lock) {
@@ -134,6 +138,7 @@ void detach_timers(PollDesc* pd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(pd->lock) {
   // wherever the block serves next.
   timer_stop(&dl->rt);
   timer_stop(&dl->wt);
+  dl->r_armed = dl->w_armed = 0;
   dl->pd.store(nullptr, std::memory_order_release);
   pd->dl = nullptr;
   MutexLock lock(g_cache_mu);
@@ -233,12 +238,14 @@ void deadline_fired(Timer* t, int64_t now, uint32_t seq) {
     // Not reached: whatever leaves a deadline <= 0 also stops its timer,
     // which the seq check above has seen. A guard, not a path.
     if (when <= 0) {
+      armed_of(dl, mode) = 0;
       pd->lock.unlock();
       return;
     }
     if (when > now) {
       // Pushed back since the timer was armed: arm it for the new time.
       timer_reset(t, when, 0);
+      armed_of(dl, mode) = when;
       pd->lock.unlock();
       return;
     }
@@ -246,6 +253,7 @@ void deadline_fired(Timer* t, int64_t now, uint32_t seq) {
     // failed CAS means a push_back moved it (`when` is reloaded).
     if (d.compare_exchange_weak(when, -1, std::memory_order_seq_cst)) break;
   }
+  armed_of(dl, mode) = 0;
   // The other deadline not pending either: the timers go back to the pool
   // (t is idle, and nothing below touches it; the runner does not either).
   if ((mode == 'r' ? pd->wd : pd->rd).load(std::memory_order_relaxed) <= 0) detach_timers(pd);
@@ -616,18 +624,38 @@ void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now) {
     Timer* t = pd->dl != nullptr ? timer_of(pd->dl, m) : nullptr;
     if (deadline == 0) {
       d.store(0, std::memory_order_release);
-      if (t != nullptr) timer_stop(t);
+      if (t != nullptr) {
+        timer_stop(t);
+        armed_of(pd->dl, m) = 0;
+      }
       return false;
     }
     if (deadline <= now) {
       // Dekker with poll_wait: this store, then unblock's slot load after
       // the unlock. (A deadline in the future wakes nobody: release.)
       d.store(-1, std::memory_order_seq_cst);
-      if (t != nullptr) timer_stop(t);
+      if (t != nullptr) {
+        timer_stop(t);
+        armed_of(pd->dl, m) = 0;
+      }
       return true;
     }
     d.store(deadline, std::memory_order_release);
-    timer_reset(t != nullptr ? t : timer_of(attach_timers(pd), m), deadline, 0);
+    // Armed at or before the new deadline already (it was moved earlier,
+    // but not past the timer: a server's idle deadline after a request
+    // that had none, kFarDeadline): the timer stays where it is, and when
+    // it comes due deadline_fired arms it for the deadline it finds. A
+    // firing claimed meanwhile finds it too (its seq is still current).
+    if (t != nullptr) {
+      int64_t& armed = armed_of(pd->dl, m);
+      if (armed != 0 && armed <= deadline) return false;
+      timer_reset(t, deadline, 0);
+      armed = deadline;
+      return false;
+    }
+    DeadlineTimers* dl = attach_timers(pd);
+    timer_reset(timer_of(dl, m), deadline, 0);
+    armed_of(dl, m) = deadline;
     return false;
   };
   if (set_r) expire_r = apply('r');
@@ -648,6 +676,11 @@ void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now) {
     if (G* g = unblock(pd, 'w', Unblock::kCloseOrDeadline)) ready(g);
     if (pd->nwl.load(std::memory_order_seq_cst) != 0) pd_wake_list(pd, 'w', nullptr);
   }
+}
+
+void poll_defer_deadline(PollDesc* pd, int mode, int64_t now) {
+  if (push_back(mode == 'r' ? pd->rd : pd->wd, kFarDeadline, now)) return;
+  poll_set_deadline(pd, 0, mode, now);
 }
 
 int64_t poll_deadline_timers_attached() {

@@ -87,6 +87,14 @@ void set_deadline_after(net::Conn& c, absl::Duration d, int mode, int64_t now) {
   (void)(mode == 'r' ? c.set_read_deadline(t) : mode == 'w' ? c.set_write_deadline(t) : c.set_deadline(t));
 }
 
+void defer_read_deadline(net::Conn& c, int64_t now) {
+  if (NetFD* fd = NetFDAccess::fd(c); fd != nullptr) {
+    (void)fd->defer_read_deadline(now);
+    return;
+  }
+  (void)c.set_read_deadline(absl::InfiniteFuture());
+}
+
 }  // namespace gort::internal
 
 namespace gort::net {

@@ -591,6 +591,14 @@ int NetFD::set_deadline_after(absl::Duration d, int mode, int64_t now) {
   return 0;
 }
 
+int NetFD::defer_read_deadline(int64_t now) {
+  Ref ref(this);
+  if (ref.err() != 0) return ref.err();
+  if (pd_ == nullptr) return kErrNoDeadline;
+  internal::poll_defer_deadline(pd_, 'r', now);
+  return 0;
+}
+
 int NetFD::expire_write() {
   Ref ref(this);
   if (ref.err() != 0) return ref.err();

@@ -159,6 +159,10 @@ class NetFD {
   // sets several), without reading the wall clock: a server's per-request
   // timeouts. d infinite clears; d <= 0 expires.
   int set_deadline_after(absl::Duration d, int mode, int64_t now);
+  // No read deadline, keeping the timer of a pending one for the next
+  // (internal::poll_defer_deadline): a server's request without a read
+  // timeout, between two idle deadlines.
+  int defer_read_deadline(int64_t now);
   // Expires the write deadline now (interrupts a connect).
   int expire_write();
 
@@ -290,6 +294,8 @@ absl::Status wait_readable_strict(net::Conn& c);
 // + d (NetFD::set_deadline_after); a pipe end takes the wall-clock form.
 // Errors are dropped: a closed connection's next read reports its own.
 void set_deadline_after(net::Conn& c, absl::Duration d, int mode, int64_t now);
+// NetFD::defer_read_deadline on c; a pipe end clears its read deadline.
+void defer_read_deadline(net::Conn& c, int64_t now);
 
 // The owners' (Conn, Listener, PacketConn) move assignment and destructor:
 // the descriptor they held is released, and `to` takes `from`'s.

@@ -339,6 +339,44 @@ TEST_P(NetTest, DeadlineTimersOnlyWhileADeadlineIsPending) {
   });
 }
 
+// A deadline moved earlier, but not past where its timer is armed, leaves
+// the timer there (poll_set_deadline): the timer's firing must then arm it
+// again for the deadline it finds, so the read times out at the new
+// deadline, neither at the timer's first time nor never. Moved earlier than
+// the timer, the timer moves too.
+TEST_P(NetTest, DeadlineMovedEarlierButAfterItsTimer) {
+  run_test([] {
+    Pair p = make_pair();
+    if (!p.server) return;
+    char b[8];
+    // Timer armed at +40 ms; the deadline pushed back (lock-free) to an
+    // hour, then set to +200 ms: the timer stays at +40 ms.
+    absl::Time start = absl::Now();
+    EXPECT_TRUE(p.server.set_read_deadline(start + absl::Milliseconds(40)).ok());
+    EXPECT_TRUE(p.server.set_read_deadline(start + absl::Hours(1)).ok());
+    EXPECT_TRUE(p.server.set_read_deadline(start + absl::Milliseconds(200)).ok());
+    EXPECT_EQ(p.server.read(absl::MakeSpan(b)).status(), kTimeout);
+    absl::Duration took = absl::Now() - start;
+    EXPECT_GE(took, absl::Milliseconds(195)) << "not at the timer's first time";
+    EXPECT_LT(took, absl::Seconds(10));
+    // Timer at an hour, the deadline moved to +30 ms: the timer moves.
+    start = absl::Now();
+    EXPECT_TRUE(p.server.set_read_deadline(start + absl::Hours(1)).ok());
+    EXPECT_TRUE(p.server.set_read_deadline(start + absl::Milliseconds(30)).ok());
+    EXPECT_EQ(p.server.read(absl::MakeSpan(b)).status(), kTimeout);
+    took = absl::Now() - start;
+    EXPECT_GE(took, absl::Milliseconds(25));
+    EXPECT_LT(took, absl::Seconds(10)) << "the timer moved earlier with the deadline";
+    // Data before the deadline still reads.
+    EXPECT_TRUE(p.server.set_read_deadline(absl::Now() + absl::Milliseconds(20)).ok());
+    EXPECT_TRUE(p.server.set_read_deadline(absl::Now() + absl::Hours(1)).ok());
+    EXPECT_TRUE(p.server.set_read_deadline(absl::Now() + absl::Seconds(5)).ok());
+    gort::sleep(absl::Milliseconds(60));  // past the timer's first time
+    ASSERT_TRUE(gort::test::write_str(p.client, "x").ok());
+    EXPECT_EQ(must(p.server.read(absl::MakeSpan(b))), 1u);
+  });
+}
+
 // Timers move between descriptors as deadlines come and go and connections
 // close: a firing claimed before its timers moved must not expire the
 // deadline of the descriptor they serve next. Readers on several Ps set

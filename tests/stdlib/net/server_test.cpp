@@ -208,6 +208,49 @@ TEST_P(NetTest, ServerIdleTimeoutClosesASilentConnection) {
   });
 }
 
+// Without a read timeout a request's reads have no deadline, whatever the
+// idle timeout (the server defers the idle deadline, keeping its timer for
+// the next wait: poll_defer_deadline); the next wait's idle deadline still
+// closes a connection that goes silent. Rounds, so that the deferred
+// timer's firing meets waits of several ages.
+TEST_P(NetTest, ServerIdleTimeoutDoesNotCutARequestAndStillClosesIdleOnes) {
+  run_test([] {
+    gort::net::Server srv(
+        [](gort::net::ServerConn& c) {
+          while (c.wait_input()) {
+            // A request of two parts, the second much later than the
+            // idle timeout after the first.
+            std::string got;
+            char buf[64];
+            while (got.size() < 4) {
+              auto n = c.read(absl::MakeSpan(buf));
+              if (!n.ok() || *n == 0) return;
+              got.append(buf, *n);
+            }
+            if (!c.write(absl::MakeConstSpan(got)).ok()) return;
+          }
+        },
+        {.idle_timeout = absl::Milliseconds(60)});
+    auto ln = must(gort::net::listen("tcp", "127.0.0.1:0"));
+    if (!ln) return;
+    Serving serving(srv, ln);
+    auto c = must(gort::net::dial("tcp", ln.addr()));
+    for (int round = 0; round < 3; round++) {
+      ASSERT_TRUE(write_str(c, "ab").ok());
+      gort::sleep(absl::Milliseconds(150));  // within the request: no timeout
+      ASSERT_TRUE(write_str(c, "cd").ok());
+      EXPECT_EQ(read_exactly(c, 4).value_or("error"), "abcd") << "round " << round;
+      gort::sleep(absl::Milliseconds(20 * round));  // idle, but not for long
+    }
+    // Silent now: the idle deadline closes it.
+    absl::Time start = absl::Now();
+    EXPECT_EQ(gort::test::read_to_eof(c).value_or("error"), "");
+    EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+    EXPECT_TRUE(srv.shutdown(gort::background()).ok());
+    EXPECT_TRUE(gort::net::is_server_closed(serving.result()));
+  });
+}
+
 TEST_P(NetTest, ServerReadAndWriteTimeouts) {
   run_test([] {
     auto result = gort::make_chan<absl::Status>(1);
