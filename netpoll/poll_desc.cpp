@@ -621,23 +621,21 @@ void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now) {
   // claimed stale (deadline_fired).
   auto apply = [&](int m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(pd->lock) -> bool {
     std::atomic<int64_t>& d = m == 'r' ? pd->rd : pd->wd;
-    Timer* t = pd->dl != nullptr ? timer_of(pd->dl, m) : nullptr;
+    auto disarm = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(pd->lock) {
+      if (pd->dl == nullptr) return;
+      timer_stop(timer_of(pd->dl, m));
+      armed_of(pd->dl, m) = 0;
+    };
     if (deadline == 0) {
       d.store(0, std::memory_order_release);
-      if (t != nullptr) {
-        timer_stop(t);
-        armed_of(pd->dl, m) = 0;
-      }
+      disarm();
       return false;
     }
     if (deadline <= now) {
       // Dekker with poll_wait: this store, then unblock's slot load after
       // the unlock. (A deadline in the future wakes nobody: release.)
       d.store(-1, std::memory_order_seq_cst);
-      if (t != nullptr) {
-        timer_stop(t);
-        armed_of(pd->dl, m) = 0;
-      }
+      disarm();
       return true;
     }
     d.store(deadline, std::memory_order_release);
@@ -646,16 +644,11 @@ void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now) {
     // that had none, kFarDeadline): the timer stays where it is, and when
     // it comes due deadline_fired arms it for the deadline it finds. A
     // firing claimed meanwhile finds it too (its seq is still current).
-    if (t != nullptr) {
-      int64_t& armed = armed_of(pd->dl, m);
-      if (armed != 0 && armed <= deadline) return false;
-      timer_reset(t, deadline, 0);
-      armed = deadline;
-      return false;
-    }
-    DeadlineTimers* dl = attach_timers(pd);
+    DeadlineTimers* dl = attach_timers(pd);  // pd's own, if it has them
+    int64_t& armed = armed_of(dl, m);
+    if (armed != 0 && armed <= deadline) return false;
     timer_reset(timer_of(dl, m), deadline, 0);
-    armed_of(dl, m) = deadline;
+    armed = deadline;
     return false;
   };
   if (set_r) expire_r = apply('r');

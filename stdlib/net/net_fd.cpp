@@ -148,6 +148,13 @@ void NetFD::enable_inq() {
   inq_ = is_stream() && setsockopt_int(SOL_TCP, TCP_INQ, 1) == 0;
 }
 
+namespace {
+// The nanotime `d` > 0 ns after `now`, kFarDeadline (never) past it.
+int64_t deadline_in(int64_t d, int64_t now) {
+  return d >= internal::kFarDeadline - now ? internal::kFarDeadline : now + d;
+}
+}  // namespace
+
 int64_t poll_deadline(absl::Time t, int64_t now) {
   if (t == absl::InfinitePast() || t == absl::InfiniteFuture()) return 0;
   // In whole nanoseconds, with one library call rather than absl's
@@ -161,10 +168,9 @@ int64_t poll_deadline(absl::Time t, int64_t now) {
   const int64_t wall = b == nullptr ? now + wall_offset(now) : b->now.load(std::memory_order_acquire);
   const int64_t tn = absl::ToUnixNanos(t);
   if (tn <= wall) return 1;  // any past nanotime: expired
-  constexpr int64_t kFar = int64_t{1} << 62;
   int64_t d;  // > 0; an overflow (a wall clock before 1970) is far too
-  if (__builtin_sub_overflow(tn, wall, &d) || d >= kFar - now) return kFar;
-  return now + d;
+  if (__builtin_sub_overflow(tn, wall, &d)) return internal::kFarDeadline;
+  return deadline_in(d, now);
 }
 
 NetFD* NetFD::open(int sysfd, int family, int sotype, const char* net, int* err) {
@@ -583,9 +589,8 @@ int NetFD::set_deadline_after(absl::Duration d, int mode, int64_t now) {
   if (pd_ == nullptr) return kErrNoDeadline;
   int64_t deadline = 0;  // none
   if (d != absl::InfiniteDuration()) {
-    constexpr int64_t kFar = int64_t{1} << 62;
     const int64_t ns = absl::ToInt64Nanoseconds(d);  // saturates
-    deadline = ns <= 0 ? 1 : ns >= kFar - now ? kFar : now + ns;
+    deadline = ns <= 0 ? 1 : deadline_in(ns, now);
   }
   internal::poll_set_deadline(pd_, deadline, mode, now);
   return 0;
