@@ -68,7 +68,19 @@ void poll_abandon_all();
 int poll_check(PollDesc* pd, int mode);
 // Parks the calling goroutine until pd is ready for `mode`, its deadline
 // passes or it is closed. From a plain thread, sleeps the thread.
-int poll_wait(PollDesc* pd, int mode);
+//
+// With `trusted` (mode 'r' only): on kPollOk, *trusted says whether the
+// readiness is known to be there now, so that the caller need not ask the
+// kernel. It is when the goroutine parked and was woken by a harvest that
+// began after it parked: the kernel reported data, an end of stream or an
+// error at a time when this reader was no longer reading, and nobody else
+// reads the descriptor (the caller's promise). Readiness that was already
+// there when the wait began, or that a hint left (poll_wake_reader), may
+// be stale: an event harvested before the caller's last read, for data
+// that read took. So may an event from a poll that was already blocked in
+// the kernel when the goroutine parked (an idle M's): it may have been
+// collected before that read. Those answer false.
+int poll_wait(PollDesc* pd, int mode, bool* trusted = nullptr);
 // Drops a readiness notification for `mode` that has not been consumed, so
 // that one present afterwards reports an event that arrived after this
 // call. Call it right before an I/O attempt whose result will be trusted

@@ -104,7 +104,9 @@ bool netpoll(int64_t timeout_ns, GQueue* out) {
   epoll_event events[128];
   int saved = errno;
   int n;
+  uint32_t harvest = 0;
   for (;;) {
+    harvest = netpoll_harvest_begin();
     // Not in the race detector's build: its ThreadSanitizer (GCC 12's)
     // intercepts epoll_wait but not epoll_pwait2, and holds back a signal
     // that lands on a thread blocked in a call it does not know (a SIGTERM
@@ -174,7 +176,7 @@ bool netpoll(int64_t timeout_ns, GQueue* out) {
     int mode = event_mode(ev.events);
     if (mode != 0) {
       netpoll_ready(ev.data.u64, mode, (ev.events & (EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0,
-                    out);
+                    out, harvest);
     }
   }
   errno = saved;

@@ -24,8 +24,14 @@ void netpoll_break();
 // Called by the platform poller for each event: mode 'r', 'w' or 'r'+'w'.
 // `tag` is what netpoll_open was given; stale tags are ignored.
 // `exceptional`: the peer shut down, the connection hung up or has an error
-// pending, or urgent data arrived (poll_exceptional_seen).
-void netpoll_ready(uint64_t tag, int mode, bool exceptional, GQueue* out);
+// pending, or urgent data arrived (poll_exceptional_seen). `harvest`: what
+// netpoll_harvest_begin returned before the kernel was asked for this
+// event, or 0 for readiness nobody asked the kernel about.
+void netpoll_ready(uint64_t tag, int mode, bool exceptional, GQueue* out, uint32_t harvest);
+// Numbers the harvest about to ask the kernel (odd, growing modulo 2^32):
+// a reader that parked before it began can trust what it reports
+// (poll_wait's `trusted`).
+uint32_t netpoll_harvest_begin();
 // Hints for a batch of events, a few ahead of netpoll_ready: fetch the
 // descriptor `tag` names, then (once it has arrived) the G waiting on it
 // in `mode`. Each is a cache miss netpoll_ready would otherwise take in

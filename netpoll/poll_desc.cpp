@@ -290,7 +290,19 @@ void netpoll_prefetch_waiter(uint64_t tag, int mode) {
   if (v > kWait) __builtin_prefetch(reinterpret_cast<const G*>(v), 1);
 }
 
-void netpoll_ready(uint64_t tag, int mode, bool exceptional, GQueue* out) {
+namespace {
+// The harvests begun (odd numbers, see netpoll_harvest_begin).
+std::atomic<uint32_t> g_harvest{1};
+}  // namespace
+
+uint32_t netpoll_harvest_begin() {
+  // seq_cst, and before the kernel is asked: a reader whose load (after its
+  // seq_cst kWait store, poll_wait) read an older number had finished its
+  // last read before this harvest's epoll_wait began.
+  return g_harvest.fetch_add(2, std::memory_order_seq_cst) + 2;
+}
+
+void netpoll_ready(uint64_t tag, int mode, bool exceptional, GQueue* out, uint32_t harvest) {
   PollDesc* pd = desc_of(tag);
   if ((pd->fdseq.load(std::memory_order_acquire) & 0xFFFF) != (tag >> kTagShift)) return;
   // Before the readiness it comes with. seq_cst, with unblock's load of the
@@ -302,6 +314,11 @@ void netpoll_ready(uint64_t tag, int mode, bool exceptional, GQueue* out) {
   if (exceptional) pd->exceptional.store(true, std::memory_order_seq_cst);
   if (mode == 'r' || mode == 'r' + 'w') {
     if (G* g = unblock(pd, 'r', Unblock::kIoReady)) {
+      // Its park (commit_wait's release) made the number it read visible
+      // to unblock's acquire. Trusted if this harvest began after it.
+      if (uint32_t parked = pd->rpark_harvest.load(std::memory_order_relaxed); parked != 0 && harvest != 0) {
+        pd->rtrusted.store(static_cast<int32_t>(harvest - parked) > 0, std::memory_order_relaxed);
+      }
       set_status(g, GStatus::kWaiting, GStatus::kRunnable);
       out->push_back(g);
     }
@@ -323,7 +340,7 @@ uint64_t poll_tag(PollDesc* pd) { return tag_of(pd); }
 
 G* poll_wake_reader(uint64_t tag) {
   GQueue one;
-  netpoll_ready(tag, 'r', false, &one);
+  netpoll_ready(tag, 'r', false, &one, /*harvest=*/0);
   return one.pop();
 }
 
@@ -517,9 +534,10 @@ int poll_check(PollDesc* pd, int mode) {
   return kPollOk;
 }
 
-int poll_wait(PollDesc* pd, int mode) {
+int poll_wait(PollDesc* pd, int mode, bool* trusted) {
   preempt_check();
   auto* gpp = slot(pd, mode);
+  if (trusted != nullptr) *trusted = false;
   for (;;) {
     int err = poll_check(pd, mode);
     if (err != kPollOk) return err;
@@ -545,11 +563,19 @@ int poll_wait(PollDesc* pd, int mode) {
       // then poll_check's flag loads below.
       if (gpp->compare_exchange_weak(old, kWait, std::memory_order_seq_cst)) break;
     }
+    // The harvest number, read after the seq_cst kWait store: that store
+    // orders this goroutine's last read (its system call) before the load,
+    // so a harvest numbered later asked the kernel after that read.
+    if (trusted != nullptr) {
+      pd->rtrusted.store(false, std::memory_order_relaxed);
+      pd->rpark_harvest.store(g_harvest.load(std::memory_order_seq_cst), std::memory_order_relaxed);
+    }
     // close() and deadlines store their flag, then look at the slot; we set
     // the slot, then look at the flags: one of us sees the other.
     if (poll_check(pd, mode) == kPollOk) {
       park(&commit_wait, gpp, WaitReason::kIOWait);
     }
+    if (trusted != nullptr) pd->rpark_harvest.store(0, std::memory_order_relaxed);
     // Back: unblock replaced this goroutine's G (or its kWait, if it did
     // not park) with kReady or 0, or has not come (close or a deadline).
     // Another reader of the descriptor (the hooks let several goroutines
@@ -560,7 +586,10 @@ int poll_wait(PollDesc* pd, int mode) {
     for (;;) {
       if (old == reinterpret_cast<uintptr_t>(self)) fatal("poll_wait: woken while still waiting in the descriptor");
       if (old == kReady) {
-        if (gpp->compare_exchange_weak(old, 0, std::memory_order_acq_rel)) return kPollOk;
+        if (gpp->compare_exchange_weak(old, 0, std::memory_order_acq_rel)) {
+          if (trusted != nullptr) *trusted = pd->rtrusted.load(std::memory_order_relaxed);
+          return kPollOk;
+        }
         continue;
       }
       if (old != kWait) break;  // 0, or another goroutine's wait

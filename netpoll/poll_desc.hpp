@@ -110,6 +110,12 @@ struct PollDesc {
   // preadv2/pwritev2 accept RWF_NOWAIT on it (kInherited non-sockets):
   // 0 unknown, 1 yes, 2 no.
   std::atomic<uint8_t> nowait{0};
+  // A reader's wait that asked whether its wake-up can be trusted
+  // (poll_wait's `trusted`): the harvest number current when it parked (0:
+  // it did not ask), and the answer, which the harvest that takes its G
+  // writes. In the padding after the two flags above.
+  std::atomic<bool> rtrusted{false};
+  std::atomic<uint32_t> rpark_harvest{0};
   // SO_RCVTIMEO and SO_SNDTIMEO (ns, 0 none): a hooked call's wait ends
   // with EAGAIN after that long, as the kernel's would.
   std::atomic<int64_t> rcvtimeo{0};

@@ -229,11 +229,11 @@ void NetFD::release(NetFD* fd) {
   delete fd;
 }
 
-int NetFD::wait(int mode) {
+int NetFD::wait(int mode, bool* trusted) {
   // A blocking descriptor never says EAGAIN unless someone made it
   // non-blocking behind our back: report that rather than spin.
   if (pd_ == nullptr) return EAGAIN;
-  return from_poll(internal::poll_wait(pd_, mode));
+  return from_poll(internal::poll_wait(pd_, mode, trusted));
 }
 
 // Go's fd.readLock / fd.writeLock with the deferred unlock: the read or
@@ -393,8 +393,13 @@ int NetFD::wait_readable(bool strict) {
     // end of the stream or an error arrived since: trusted without another
     // poll, which cost a server one system call per message (3 where the
     // C floor makes 2; docs/server-cpu.md).
-    err = wait('r');
-    if (err != 0 || !strict) break;
+    // Strict: a wake-up the poller vouches for (an event harvested after
+    // this goroutine parked; the reader lock makes it the only reader) is
+    // input; any other is looked at with poll above, once per request of
+    // a server's kept goroutine otherwise (docs/server-cpu.md).
+    bool trusted = false;
+    err = wait('r', strict ? &trusted : nullptr);
+    if (err != 0 || !strict || trusted) break;
   }
   return err;
 }

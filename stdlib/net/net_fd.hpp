@@ -131,10 +131,11 @@ class NetFD {
   // Waits until read would not block (data, end of stream or an error
   // pending), consuming nothing; 0 or an error as read's. A wake-up by the
   // poller is trusted, and may be stale (an event harvested for data an
-  // earlier read took): read then waits in its turn. `strict` looks with
-  // poll(2) after each wake-up instead, and waits again if it was stale,
-  // for a caller that must not run a read that would wait (a session's
-  // next turn).
+  // earlier read took): read then waits in its turn. `strict` returns only
+  // when input is there, for a caller that must not run a read that would
+  // wait (a session's next turn): it trusts a wake-up by an event harvested
+  // after it parked (poll_wait's `trusted`), looks at any other with
+  // poll(2), and waits again if it was stale.
   int wait_readable(bool strict = false);
   // The last read left bytes queued, so wait_readable would return at once
   // (a hint: false says nothing).
@@ -200,7 +201,8 @@ class NetFD {
   // if parked, runs on this P next (poll_wake_reader, ready_after_write).
   void wake_peer_reader();
   // Waits for readiness in mode; 0 or kErr*.
-  int wait(int mode);
+  // `trusted`: poll_wait's (mode 'r').
+  int wait(int mode, bool* trusted = nullptr);
   // Go's pd.prepareRead / prepareWrite: 0, or kErr* if the NetFD is
   // closing or mode's deadline has passed (even when data is ready).
   int prepare(int mode);

@@ -11,9 +11,9 @@
 // that a request takes no server-wide lock:
 //   kActive -> kIdle     wait_input begins (it then checks `stopping`)
 //   kIdle   -> kActive   the first read, write or close_write after it
-//                        returns (so a stale wake-up that leaves the
-//                        handler parked in read still counts as idle), or
-//                        wait_input failing
+//                        returns (so a handler parked in read after it,
+//                        as a TLS read waits for the rest of a record,
+//                        still counts as idle), or wait_input failing
 //   kIdle   -> kClosed   shutdown closes an idle connection
 //   any     -> kClosed   close() closes every connection
 // wait_input's store and its look at `stopping`, and shutdown's store of
@@ -273,7 +273,7 @@ bool ready_now(const Conn& c) {
 
 absl::Status ServerConn::wait_strictly() {
   // A stale wake-up would start a turn whose read waits with the goroutine
-  // the limit was to give back (NetFD::wait_readable).
+  // keep_goroutine was to give back (NetFD::wait_readable).
   return nc_ != nullptr ? internal::wait_readable_strict(*nc_) : tc_->wait_readable_strict();
 }
 
@@ -302,9 +302,9 @@ void ServerConn::start_request() {
   if (set_w) internal::set_deadline_after(*c, cfg.write_timeout, 'w', now);
 }
 
-bool ServerConn::wait_input() { return wait_input_for(absl::InfiniteDuration()) == Waited::kInput; }
+bool ServerConn::wait_input() { return wait_input_for(nullptr) == Waited::kInput; }
 
-ServerConn::Waited ServerConn::wait_input_for(absl::Duration limit) {
+ServerConn::Waited ServerConn::wait_input_for(IdleConn* kept) {
   Server::Impl& s = *srv_->impl_;
   uint8_t st = kActive;
   if (!state_.compare_exchange_strong(st, kIdle, std::memory_order_seq_cst) && st != kIdle) return Waited::kEnd;
@@ -317,28 +317,36 @@ ServerConn::Waited ServerConn::wait_input_for(absl::Duration limit) {
   // idle deadline to arm and then clear again, on every turn.
   bool queued = nc_ != nullptr ? ready_now(*nc_) : tc_->input_pending();
   absl::Duration idle = s.cfg.idle_timeout != absl::InfiniteDuration() ? s.cfg.idle_timeout : s.cfg.read_timeout;
-  bool limited = limit < idle;
-  // Without a configured timeout, the request's start sets no read
-  // deadline: the limit's must be cleared here.
-  bool timeouts = idle != absl::InfiniteDuration();
-  if (!queued && (limited || timeouts)) {
-    if (net::Conn* c = transport(); c != nullptr) {
-      internal::set_deadline_after(*c, limited ? limit : idle, 'r', internal::nanotime());
-    }
-  }
   release_buffer();  // an idle connection holds none
+  int64_t now = !queued && (idle != absl::InfiniteDuration() || kept != nullptr) ? internal::nanotime() : 0;
+  if (!queued && idle != absl::InfiniteDuration()) {
+    if (net::Conn* c = transport(); c != nullptr) internal::set_deadline_after(*c, idle, 'r', now);
+  }
   absl::Status err;
-  if (!queued) err = limited ? wait_strictly() : nc_ != nullptr ? nc_->wait_readable() : tc_->wait_readable();
+  bool evicted = false;
+  // Strictly: true only with input there (as Go's server peeks at the
+  // next request's first bytes before its read deadline starts). After a
+  // stale wake-up the request's deadlines would replace the idle one, and
+  // a read with no read timeout would wait for good; a kept goroutine's
+  // turn would hold it past keep_goroutine.
+  if (!queued && kept != nullptr) {
+    if (s.kept.add(kept, now)) s.start_sweeper();
+    err = wait_strictly();
+    evicted = s.kept.remove(kept);
+    // The sweeper ended the wait by expiring the read deadline (or did so
+    // as input came): no deadline of the wait's is left behind.
+    if (evicted) (void)set_read_deadline(absl::InfiniteFuture());
+  } else if (!queued) {
+    err = wait_strictly();
+  }
   if (!err.ok()) {
-    if (limited && is_timeout_error(err) && state_.load(std::memory_order_acquire) == kIdle) {
-      if (!timeouts) (void)set_read_deadline(absl::InfiniteFuture());
+    if (evicted && is_timeout_error(err) && state_.load(std::memory_order_acquire) == kIdle) {
       return Waited::kLimit;  // still idle: the caller takes it from here
     }
     touch();
     return Waited::kEnd;
   }
   if (state_.load(std::memory_order_acquire) == kClosed) return Waited::kEnd;
-  if (!queued && limited && !timeouts) (void)set_read_deadline(absl::InfiniteFuture());
   // Still idle until the read that follows returns (see the top of the file).
   start_request();
   return Waited::kInput;

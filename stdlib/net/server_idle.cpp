@@ -23,8 +23,18 @@
 // go of the lock; and once shutdown or close has taken them all
 // (IdlePoller::stopped), the watcher ignores what it harvested.
 //
+// A kept goroutine (ServerConfig::keep_goroutine) waits on its descriptor
+// as any reader does, its connection on KeptList, oldest first; one
+// goroutine per server (sweep_kept), while the list is not empty, sleeps
+// until the oldest wait passes keep_goroutine and ends it by expiring the
+// connection's read deadline. Whoever takes a connection off that list
+// under KeptList::mu (its goroutine when the wait ends, or the sweeper)
+// decides how the wait ended; the connection cannot end meanwhile, since
+// its own goroutine is the one waiting.
+//
 // Lock order: Server::Impl::mu, then IdlePoller::mu; the buffer pool's lock
-// is a leaf.
+// is a leaf; KeptList::mu is taken alone (the sweeper expires a deadline
+// under it, which takes only the runtime's locks).
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -33,8 +43,11 @@
 #include <utility>
 #include <vector>
 
+#include "gmp/os/clock.hpp"
 #include "gort/runtime.hpp"
 #include "gort/server.hpp"
+#include "gort/time.hpp"
+#include "netpoll/netpoll.hpp"
 #include "stdlib/net/room.hpp"
 #include "stdlib/net/server_impl.hpp"
 
@@ -141,6 +154,79 @@ IdlePoller::~IdlePoller() {
   }
 }
 
+// Kept goroutines.
+
+bool KeptList::add(IdleConn* ic, int64_t now) {
+  Hold lock(mu);
+  ic->kept_since = now > 0 ? now : 1;
+  ic->idle_prev = tail;
+  ic->idle_next = nullptr;
+  if (tail != nullptr) tail->idle_next = ic;
+  else head = ic;
+  tail = ic;
+  if (sweeping) return false;
+  sweeping = true;
+  return true;
+}
+
+bool KeptList::remove(IdleConn* ic) {
+  Hold lock(mu);
+  bool evicted = ic->kept_since < 0;
+  if (ic->kept_since > 0) unlink_locked(ic);
+  ic->kept_since = 0;
+  return evicted;
+}
+
+void KeptList::unlink_locked(IdleConn* ic) {
+  if (ic->idle_prev != nullptr) ic->idle_prev->idle_next = ic->idle_next;
+  else head = ic->idle_next;
+  if (ic->idle_next != nullptr) ic->idle_next->idle_prev = ic->idle_prev;
+  else tail = ic->idle_prev;
+  ic->idle_prev = ic->idle_next = nullptr;
+}
+
+void Server::Impl::start_sweeper() {
+  if (enter()) {
+    go([this] { sweep_kept(); });
+    return;
+  }
+  // Stopping: the shutdown closes idle connections, kept ones included,
+  // which ends their waits.
+  Hold lock(kept.mu);
+  kept.sweeping = false;
+}
+
+void Server::Impl::sweep_kept() {
+  // A stopping server waits for this goroutine: it naps no longer than
+  // this, whatever keep_goroutine is.
+  constexpr int64_t kMaxNap = 10 * 1000 * 1000;
+  const int64_t keep_ns = std::min(absl::ToInt64Nanoseconds(cfg.keep_goroutine), internal::kFarDeadline);
+  for (;;) {
+    int64_t nap;
+    {
+      Hold lock(kept.mu);
+      int64_t now = internal::nanotime();
+      while (IdleConn* ic = kept.head) {
+        if (now - ic->kept_since < keep_ns) break;
+        kept.unlink_locked(ic);
+        ic->kept_since = -1;
+        // Expired now (absl::InfinitePast would mean "none", as Go's zero
+        // Time does).
+        if (net::Conn* c = ic->sc.transport(); c != nullptr) {
+          internal::set_deadline_after(*c, absl::ZeroDuration(), 'r', now);
+        }
+      }
+      if (kept.head == nullptr || stopping_flag.load(std::memory_order_acquire)) {
+        kept.sweeping = false;
+        break;
+      }
+      nap = std::min(keep_ns - (now - kept.head->kept_since), kMaxNap);
+    }
+    gort::sleep(absl::Nanoseconds(nap));
+  }
+  leave();
+}
+
 // Turns.
 
 void Server::Impl::run_turns(IdleConn* ic) {
@@ -161,7 +247,7 @@ void Server::Impl::run_turns(IdleConn* ic) {
     if (cfg.keep_goroutine > absl::ZeroDuration() && keep.acquire()) {
       // Parked on the descriptor for a while first (ServerConfig::keep_goroutine):
       // a client that answers at once gets its next turn on this goroutine.
-      ServerConn::Waited w = sc.wait_input_for(cfg.keep_goroutine);
+      ServerConn::Waited w = sc.wait_input_for(ic);
       keep.release(w == ServerConn::Waited::kInput);
       if (w == ServerConn::Waited::kInput) continue;
       if (w == ServerConn::Waited::kEnd) break;

@@ -51,8 +51,14 @@ struct __attribute__((visibility("hidden"))) IdleConn {
   // While idle, under IdlePoller::mu: on the poller's list, its idle
   // deadline and its place in the deadline heap (-1: none). The small
   // fields last: an idle connection pays for every byte of padding.
+  // While its goroutine is kept (KeptList), the links serve that list
+  // instead, under KeptList::mu: a connection is on one list at a time.
   IdleConn* idle_prev = nullptr;
   IdleConn* idle_next = nullptr;
+  // Under KeptList::mu: > 0, on the kept list since then (nanotime); -1,
+  // taken off it by the sweeper, which expired its read deadline; 0,
+  // neither.
+  int64_t kept_since = 0;
   absl::Time deadline = absl::InfiniteFuture();
   int32_t heap_index = -1;
   bool armed = false;
@@ -95,6 +101,26 @@ struct __attribute__((visibility("hidden"))) KeepCredit {
     }
   }
   static uint16_t tick() { return static_cast<uint16_t>(absl::GetCurrentTimeNanos() / 100000); }
+};
+
+// The connections whose goroutine waits for the next input after a turn
+// (ServerConfig::keep_goroutine), oldest first, and the goroutine that
+// ends the waits that last longer (sweep_kept): it expires such a
+// connection's read deadline, and its wait returns Waited::kLimit. One
+// timer per sweep for the whole server, where a deadline per wait moved
+// the connection's timer in its P's heap and back on every request.
+struct __attribute__((visibility("hidden"))) KeptList {
+  Mutex mu;  // a leaf but for the deadline the sweeper expires
+  IdleConn* head ABSL_GUARDED_BY(mu) = nullptr;
+  IdleConn* tail ABSL_GUARDED_BY(mu) = nullptr;
+  bool sweeping ABSL_GUARDED_BY(mu) = false;  // sweep_kept runs
+
+  // Appends ic, kept since `now`; true if the sweeper must be started.
+  bool add(IdleConn* ic, int64_t now);
+  // Takes ic off the list if it is still on it; true if the sweeper took
+  // it off first (its read deadline is expired).
+  bool remove(IdleConn* ic);
+  void unlink_locked(IdleConn* ic) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 };
 
 template <class C>
@@ -234,6 +260,12 @@ struct __attribute__((visibility("hidden"))) Server::Impl {
   // Session servers (server_idle.cpp).
   IdlePoller idle;
   BufferPool buffers;
+  KeptList kept;
+  // Starts sweep_kept, counted in `live` (KeptList::add said to).
+  void start_sweeper();
+  // Ends the kept waits that passed keep_goroutine, oldest first, until
+  // none is left or the server stops.
+  void sweep_kept();
   // Runs turns until the connection waits without a goroutine (armed in
   // the poller) or ends (then finishes it).
   void run_turns(IdleConn* ic);

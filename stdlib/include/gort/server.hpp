@@ -90,9 +90,10 @@
 // under the server's lock at its start and end; per request, no lock:
 // wait_input is two atomic operations, a deadline when a timeout is set,
 // and net::Conn::wait_readable (no read buffer is held while idle). A
-// session's turn that waits for input within keep_goroutine costs a
-// deadline and one poll(2) more; after it, a registration with the
-// server's poller and a new goroutine when input comes.
+// session's turn that waits for input within keep_goroutine costs two
+// uncontended locks more (the server's list of kept goroutines, whose one
+// timer ends the waits that last longer); after it, a registration with
+// the server's poller and a new goroutine when input comes.
 #pragma once
 
 #include <atomic>
@@ -147,6 +148,7 @@ struct ServerConfig {
 
 class Server;
 class ServerConn;
+struct IdleConn;  // stdlib/net/server_impl.hpp
 
 // How a session's turn ends.
 enum class Next : uint8_t {
@@ -224,11 +226,13 @@ class GORT_API ServerConn {
 
   // stdlib/net/server.cpp has the state machine.
   enum State : uint8_t { kActive, kIdle, kClosed };
-  // wait_input's outcome, with a limit on the wait shorter than the idle
-  // timeout: input (the request started), the limit passed (still idle, no
-  // deadline left), or the end (shutdown, close, idle timeout, error).
+  // wait_input's outcome for a kept goroutine (`kept`, the connection it
+  // keeps, on the server's KeptList for the wait): input (the request
+  // started), keep_goroutine passed (still idle, no deadline left), or the
+  // end (shutdown, close, idle timeout, error). Without `kept`: kInput or
+  // kEnd.
   enum class Waited : uint8_t { kInput, kLimit, kEnd };
-  Waited wait_input_for(absl::Duration limit);
+  Waited wait_input_for(IdleConn* kept);
   absl::Status wait_strictly();
   // The net::Conn under the connection (a TLS one's socket); null if gone.
   net::Conn* transport();

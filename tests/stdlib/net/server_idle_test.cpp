@@ -258,6 +258,81 @@ TEST_P(NetTest, SessionsKeepTheirGoroutineForKeepGoroutine) {
   });
 }
 
+// Many kept goroutines at once: one sweeper ends every wait that passes
+// keep_goroutine, and each connection's next turn then runs on a new
+// goroutine; the sweeper itself leaves once none is kept.
+TEST_P(NetTest, SessionsManyKeptWaitsEndAtKeepGoroutine) {
+  run_test([] {
+    constexpr int kConns = 24;
+    const absl::Duration keep = absl::Milliseconds(30);
+    gort::net::Server srv(line_sessions(), {.keep_goroutine = keep});
+    auto ln = must(gort::net::listen("tcp", "127.0.0.1:0"));
+    if (!ln) return;
+    Serving serving(srv, ln);
+    int64_t before = gort::num_goroutine();
+    std::vector<gort::net::Conn> conns;
+    for (int i = 0; i < kConns; i++) {
+      conns.push_back(must(gort::net::dial("tcp", ln.addr())));
+      // Two quick answers: the second wait keeps its goroutine (KeepCredit).
+      for (const char* m : {"a", "b"}) {
+        EXPECT_TRUE(write_str(conns.back(), std::string(m) + "\n").ok());
+        EXPECT_EQ(read_exactly(conns.back(), 3).value_or(""), std::string(m) + "!\n");
+      }
+    }
+    // While they last, the kept waits hold goroutines.
+    EXPECT_GT(gort::num_goroutine(), before + 1);
+    // Then only the watcher is left: no kept wait, no sweeper.
+    EXPECT_TRUE(eventually([&] { return gort::num_goroutine() <= before + 1; }))
+        << gort::num_goroutine() << " goroutines, " << before << " before";
+    EXPECT_EQ(srv.num_idle(), kConns);
+    for (auto& c : conns) {
+      EXPECT_TRUE(write_str(c, "c\n").ok());
+      EXPECT_EQ(read_exactly(c, 3).value_or(""), "c!\n");
+    }
+    EXPECT_TRUE(srv.shutdown(gort::background()).ok());
+    EXPECT_EQ(g_sessions.load(), 0);
+    EXPECT_TRUE(gort::net::is_server_closed(serving.result()));
+  });
+}
+
+// Input that comes as keep_goroutine runs out: whoever takes the
+// connection off the kept list decides, and either way the request is
+// answered. A wait the sweeper ended must leave no expired deadline behind
+// (the turn's read would fail with a timeout and the client would see the
+// connection close), and a wait that ended with input must not be ended
+// again by the sweeper.
+TEST_P(NetTest, SessionsInputAsKeepGoroutineRunsOut) {
+  run_test([] {
+    gort::net::Server srv(line_sessions(), {.keep_goroutine = absl::Milliseconds(1)});
+    auto ln = must(gort::net::listen("tcp", "127.0.0.1:0"));
+    if (!ln) return;
+    Serving serving(srv, ln);
+    constexpr int kClients = 4, kRounds = 150;
+    gort::WaitGroup wg;
+    std::atomic<int> answered{0};
+    for (int k = 0; k < kClients; k++) {
+      wg.add(1);
+      gort::go([&, k] {
+        auto c = must(gort::net::dial("tcp", ln.addr()));
+        for (int i = 0; i < kRounds; i++) {
+          std::string m = "m" + std::to_string(k) + "_" + std::to_string(i);
+          if (!write_str(c, m + "\n").ok()) break;
+          if (read_exactly(c, m.size() + 2).value_or("") != m + "!\n") break;
+          answered.fetch_add(1);
+          // Pauses around keep_goroutine: before it, at it and past it.
+          gort::sleep(absl::Microseconds((i * 7 + k * 13) % 2100));
+        }
+        wg.done();
+      });
+    }
+    wg.wait();
+    EXPECT_EQ(answered.load(), kClients * kRounds);
+    EXPECT_TRUE(srv.shutdown(gort::background()).ok());
+    EXPECT_EQ(g_sessions.load(), 0);
+    EXPECT_TRUE(gort::net::is_server_closed(serving.result()));
+  });
+}
+
 TEST_P(NetTest, SessionsTurnThatWaitsWithItsGoroutineAndThrows) {
   run_test([] {
     testing::internal::CaptureStderr();
