@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <memory_resource>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -63,17 +64,21 @@ bool parse_uint(std::string_view s, T* out, size_t max_digits = 9) {
   return std::from_chars(s.data(), s.data() + s.size(), *out).ec == std::errc();
 }
 
-// Appends its arguments, strings and integers, to a string:
+// Appends its arguments, strings and integers, to a string (a std::string,
+// or the std::pmr::string a batch of responses is built in):
 //   append(out, "HTTP/1.1 ", status, "\r\n");   std::string s = cat("slept ", ms, " ms\n");
-inline void put(std::string& out, std::string_view s) { out.append(s); }
-template <class I>
+template <class S>
+void put(S& out, std::string_view s) {
+  out.append(s.data(), s.size());
+}
+template <class S, class I>
   requires std::is_integral_v<I>
-void put(std::string& out, I v) {
+void put(S& out, I v) {
   char b[24];
   out.append(b, std::to_chars(b, b + sizeof b, v).ptr);
 }
-template <class... A>
-void append(std::string& out, const A&... a) {
+template <class S, class... A>
+void append(S& out, const A&... a) {
   (put(out, a), ...);
 }
 template <class... A>
@@ -88,10 +93,15 @@ std::string cat(const A&... a) {
 struct Request {
   std::string_view method, target, path, query;
   int minor = 1;  // HTTP/1.<minor>
-  std::vector<std::pair<std::string_view, std::string_view>> headers;
+  // From the memory resource the request was made with (answer's arena on
+  // the goroutine's stack: no allocation per request).
+  std::pmr::vector<std::pair<std::string_view, std::string_view>> headers;
   std::string_view body;
   bool keep_alive = true;
   bool expect_continue = false;  // headers complete, body not yet, client waits for 100
+
+  Request() = default;
+  explicit Request(std::pmr::memory_resource* mem) : headers(mem) {}
 
   std::string_view header(std::string_view name) const {
     for (const auto& [k, v] : headers) {
