@@ -317,7 +317,10 @@ ServerConn::Waited ServerConn::wait_input_for(IdleConn* kept) {
   // idle deadline to arm and then clear again, on every turn.
   bool queued = nc_ != nullptr ? ready_now(*nc_) : tc_->input_pending();
   absl::Duration idle = s.cfg.idle_timeout != absl::InfiniteDuration() ? s.cfg.idle_timeout : s.cfg.read_timeout;
-  release_buffer();  // an idle connection holds none
+  // An idle connection holds no buffer; a kept goroutine keeps it, as it
+  // keeps its stack (run_turns gives it back if the wait ends without
+  // input): two trips to the pool's lock per request fewer.
+  if (kept == nullptr) release_buffer();
   int64_t now = !queued && (idle != absl::InfiniteDuration() || kept != nullptr) ? internal::nanotime() : 0;
   if (!queued && idle != absl::InfiniteDuration()) {
     if (net::Conn* c = transport(); c != nullptr) internal::set_deadline_after(*c, idle, 'r', now);

@@ -243,15 +243,16 @@ void Server::Impl::run_turns(IdleConn* ic) {
       sc.start_request();  // input read ahead: the next turn now
       continue;
     }
-    sc.release_buffer();
     if (cfg.keep_goroutine > absl::ZeroDuration() && keep.acquire()) {
       // Parked on the descriptor for a while first (ServerConfig::keep_goroutine):
-      // a client that answers at once gets its next turn on this goroutine.
+      // a client that answers at once gets its next turn on this goroutine,
+      // with the (empty) buffer it kept.
       ServerConn::Waited w = sc.wait_input_for(ic);
       keep.release(w == ServerConn::Waited::kInput);
       if (w == ServerConn::Waited::kInput) continue;
       if (w == ServerConn::Waited::kEnd) break;
     }
+    sc.release_buffer();
     if (arm(ic)) return;  // idle: this goroutine ends, the connection waits
     break;
   }

@@ -206,7 +206,8 @@ class GORT_API ServerConn {
 
   // A read buffer the server pools: a connection holds one only while it
   // is not empty, so idle connections hold none (wait_input and the end of
-  // a turn give an empty one back). Keep input read ahead here: in a
+  // a turn give an empty one back; a session's goroutine kept after its
+  // turn keeps it, as it keeps its stack, until its wait ends). Keep input read ahead here: in a
   // session server a turn that ends with kWaitInput while it is not empty
   // runs the next turn at once.
   std::string& buffer();
