@@ -89,7 +89,9 @@
 // Costs: per connection, a goroutine (its stack page) and a registration
 // under the server's lock at its start and end; per request, no lock:
 // wait_input is two atomic operations, a deadline when a timeout is set,
-// and net::Conn::wait_readable (no read buffer is held while idle). A
+// and a wait that returns only with input there (a poll(2) only for a
+// wake-up the poller does not vouch for; no read buffer is held while
+// idle). A
 // session's turn that waits for input within keep_goroutine costs two
 // uncontended locks more (the server's list of kept goroutines, whose one
 // timer ends the waits that last longer); after it, a registration with
