@@ -310,11 +310,15 @@ bool Server::Impl::arm(IdleConn* ic) {
     ic->armed_tick = KeepCredit::tick();
     idle.add_locked(ic);
     absl::Duration d = cfg.idle_timeout != absl::InfiniteDuration() ? cfg.idle_timeout : cfg.read_timeout;
-    ic->deadline = d == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + d;
-    if (ic->deadline != absl::InfiniteFuture()) {
+    const int64_t now = internal::nanotime();
+    ic->deadline = d == absl::InfiniteDuration()
+                       ? internal::kFarDeadline
+                       : std::min(now + std::min(absl::ToInt64Nanoseconds(d), internal::kFarDeadline),
+                                  internal::kFarDeadline);
+    if (ic->deadline != internal::kFarDeadline) {
       idle.heap_push(ic);
       // The soonest deadline is the watcher's read deadline.
-      if (idle.heap.front() == ic) (void)idle.ep->set_deadline(ic->deadline, 'r');
+      if (idle.heap.front() == ic) (void)idle.ep->set_deadline_after(absl::Nanoseconds(ic->deadline - now), 'r', now);
     }
   }
   if (start) {
@@ -369,7 +373,7 @@ void Server::Impl::watch() {
         idle.remove_locked(ic);
         ready.push_back(ic);
       }
-      absl::Time now = absl::Now();
+      const int64_t now = internal::nanotime();
       while (!stop && !idle.heap.empty() && idle.heap.front()->deadline <= now) {
         IdleConn* ic = idle.heap.front();
         idle.remove_locked(ic);
@@ -377,7 +381,8 @@ void Server::Impl::watch() {
         expired.push_back(ic);
       }
       if (!stop) {
-        (void)idle.ep->set_deadline(idle.heap.empty() ? absl::InfiniteFuture() : idle.heap.front()->deadline, 'r');
+        if (idle.heap.empty()) (void)idle.ep->set_deadline(absl::InfiniteFuture(), 'r');
+        else (void)idle.ep->set_deadline_after(absl::Nanoseconds(idle.heap.front()->deadline - now), 'r', now);
       }
     }
     // An answer within keep_goroutine earns a kept goroutine (KeepCredit).

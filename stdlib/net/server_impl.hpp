@@ -51,15 +51,18 @@ struct __attribute__((visibility("hidden"))) IdleConn {
   // While idle, under IdlePoller::mu: on the poller's list, its idle
   // deadline and its place in the deadline heap (-1: none). The small
   // fields last: an idle connection pays for every byte of padding.
-  // While its goroutine is kept (KeptList), the links serve that list
-  // instead, under KeptList::mu: a connection is on one list at a time.
+  // While its goroutine is kept (KeptList), the links and the word serve
+  // that list instead, under KeptList::mu: a connection is on one list at
+  // a time (it leaves the kept list before it is armed).
   IdleConn* idle_prev = nullptr;
   IdleConn* idle_next = nullptr;
-  // Under KeptList::mu: > 0, on the kept list since then (nanotime); -1,
-  // taken off it by the sweeper, which expired its read deadline; 0,
-  // neither.
-  int64_t kept_since = 0;
-  absl::Time deadline = absl::InfiniteFuture();
+  union {
+    // Idle: its idle deadline (nanotime; kFarDeadline: none).
+    int64_t deadline;
+    // Kept: > 0, on the kept list since then (nanotime); -1, taken off it
+    // by the sweeper, which expired its read deadline; 0, neither.
+    int64_t kept_since = 0;
+  };
   int32_t heap_index = -1;
   bool armed = false;
   bool in_epoll = false;  // added to the server's epoll set once
