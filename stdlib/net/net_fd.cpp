@@ -148,12 +148,9 @@ void NetFD::enable_inq() {
   inq_ = is_stream() && setsockopt_int(SOL_TCP, TCP_INQ, 1) == 0;
 }
 
-namespace {
-// The nanotime `d` > 0 ns after `now`, kFarDeadline (never) past it.
 int64_t deadline_in(int64_t d, int64_t now) {
   return d >= internal::kFarDeadline - now ? internal::kFarDeadline : now + d;
 }
-}  // namespace
 
 int64_t poll_deadline(absl::Time t, int64_t now) {
   if (t == absl::InfinitePast() || t == absl::InfiniteFuture()) return 0;

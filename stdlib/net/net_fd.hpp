@@ -296,6 +296,8 @@ absl::Status wait_readable_strict(net::Conn& c);
 // + d (NetFD::set_deadline_after); a pipe end takes the wall-clock form.
 // Errors are dropped: a closed connection's next read reports its own.
 void set_deadline_after(net::Conn& c, absl::Duration d, int mode, int64_t now);
+// The nanotime `d` ns after `now`, saturated at kFarDeadline (never).
+int64_t deadline_in(int64_t d, int64_t now);
 // NetFD::defer_read_deadline on c; a pipe end clears its read deadline.
 void defer_read_deadline(net::Conn& c, int64_t now);
 

@@ -332,15 +332,13 @@ ServerConn::Waited ServerConn::wait_input_for(IdleConn* kept) {
   // stale wake-up the request's deadlines would replace the idle one, and
   // a read with no read timeout would wait for good; a kept goroutine's
   // turn would hold it past keep_goroutine.
-  if (!queued && kept != nullptr) {
-    if (s.kept.add(kept, now)) s.start_sweeper();
+  if (!queued) {
+    if (kept != nullptr && s.kept.add(kept, now)) s.start_sweeper();
     err = wait_strictly();
-    evicted = s.kept.remove(kept);
+    if (kept != nullptr) evicted = s.kept.remove(kept);
     // The sweeper ended the wait by expiring the read deadline (or did so
     // as input came): no deadline of the wait's is left behind.
     if (evicted) (void)set_read_deadline(absl::InfiniteFuture());
-  } else if (!queued) {
-    err = wait_strictly();
   }
   if (!err.ok()) {
     if (evicted && is_timeout_error(err) && state_.load(std::memory_order_acquire) == kIdle) {

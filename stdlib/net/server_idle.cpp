@@ -307,14 +307,12 @@ bool Server::Impl::arm(IdleConn* ic) {
     ev.data.ptr = ic;
     if (::epoll_ctl(idle.epfd, ic->in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, ic->fd(), &ev) != 0) return false;
     ic->in_epoll = true;
-    ic->armed_tick = KeepCredit::tick();
+    const int64_t now = internal::nanotime();
+    ic->armed_tick = KeepCredit::tick(now);
     idle.add_locked(ic);
     absl::Duration d = cfg.idle_timeout != absl::InfiniteDuration() ? cfg.idle_timeout : cfg.read_timeout;
-    const int64_t now = internal::nanotime();
-    ic->deadline = d == absl::InfiniteDuration()
-                       ? internal::kFarDeadline
-                       : std::min(now + std::min(absl::ToInt64Nanoseconds(d), internal::kFarDeadline),
-                                  internal::kFarDeadline);
+    // An infinite timeout saturates to kFarDeadline: none.
+    ic->deadline = internal::deadline_in(absl::ToInt64Nanoseconds(d), now);
     if (ic->deadline != internal::kFarDeadline) {
       idle.heap_push(ic);
       // The soonest deadline is the watcher's read deadline.
@@ -364,6 +362,7 @@ void Server::Impl::watch() {
       return n != 0 && !(n < 0 && errno == EINTR);
     });
     bool stop;
+    int64_t now;
     {
       Hold lock(idle.mu);
       stop = idle.stopped;
@@ -373,7 +372,7 @@ void Server::Impl::watch() {
         idle.remove_locked(ic);
         ready.push_back(ic);
       }
-      const int64_t now = internal::nanotime();
+      now = internal::nanotime();
       while (!stop && !idle.heap.empty() && idle.heap.front()->deadline <= now) {
         IdleConn* ic = idle.heap.front();
         idle.remove_locked(ic);
@@ -387,7 +386,7 @@ void Server::Impl::watch() {
     }
     // An answer within keep_goroutine earns a kept goroutine (KeepCredit).
     int64_t keep_ticks = absl::ToInt64Nanoseconds(cfg.keep_goroutine) / 100000;
-    uint16_t now_tick = ready.empty() || keep_ticks <= 0 ? 0 : KeepCredit::tick();
+    uint16_t now_tick = KeepCredit::tick(now);
     for (IdleConn* ic : ready) {
       if (keep_ticks > 0 && static_cast<uint16_t>(now_tick - ic->armed_tick) <= std::min<int64_t>(keep_ticks, 65535)) {
         keep.earn();
