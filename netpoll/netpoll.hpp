@@ -96,7 +96,8 @@ void poll_reset_ready(PollDesc* pd, int mode);
 bool poll_exceptional_seen(PollDesc* pd);
 // Sets the deadline for mode 'r', 'w' or 'r'+'w' as a nanotime; 0 clears
 // it; a time in the past expires it at once (waking a waiter). `now`: the
-// caller's current nanotime, or 0 to read the clock here.
+// caller's current nanotime, or 0 to read the clock here (only a deadline
+// in the future needs it).
 void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now = 0);
 // A deadline that never comes (about 146 years of nanotime).
 constexpr int64_t kFarDeadline = int64_t{1} << 62;
@@ -105,6 +106,7 @@ constexpr int64_t kFarDeadline = int64_t{1} << 62;
 // is, so that the next deadline at or after it costs no move in the timer
 // heap); none pending, or expired: cleared, as poll_set_deadline(pd, 0).
 // A server's request that has no read timeout, between idle deadlines.
+// Reads no clock; `now` may be 0.
 void poll_defer_deadline(PollDesc* pd, int mode, int64_t now);
 // Descriptors holding deadline timers now (one pair each, attached while a
 // deadline is pending): what an idle connection costs, for the tests.

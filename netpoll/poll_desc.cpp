@@ -626,8 +626,10 @@ bool poll_exceptional_seen(PollDesc* pd) { return pd->exceptional.load(std::memo
 // period rather than being moved in its heap on every call (Go moves it:
 // pd.lock and modtimer on each SetDeadline).
 void poll_set_deadline(PollDesc* pd, int64_t deadline, int mode, int64_t now) {
-  if (now == 0) now = nanotime();
   bool set_r = mode != 'w', set_w = mode != 'r';
+  // Only a deadline in the future is compared with the clock: clearing one
+  // (a server's request with no read timeout) reads none.
+  if (deadline > 0 && now == 0) now = nanotime();
   if (deadline > 0) {
     // Each side that can be pushed back is done; the rest take the lock.
     if (set_r && push_back(pd->rd, deadline, now)) set_r = false;

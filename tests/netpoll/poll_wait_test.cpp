@@ -109,7 +109,9 @@ TEST_P(PollWait, AnEventHarvestedAfterTheParkIsTrusted) {
       ASSERT_TRUE(put_byte(p));
       w.done.wait();
       EXPECT_EQ(w.result.load(), gort::internal::kPollOk);
-      if (procs == 1) EXPECT_TRUE(w.trusted.load()) << "round " << i;
+      if (procs == 1) {
+        EXPECT_TRUE(w.trusted.load()) << "round " << i;
+      }
       trusted += w.trusted.load();
       EXPECT_EQ(take_all(p), 1);
     }
@@ -162,7 +164,9 @@ TEST_P(PollWait, AHintIsNotTrusted) {
     w2.start(p.pd);
     ASSERT_TRUE(put_byte(p));
     w2.done.wait();
-    if (procs == 1) EXPECT_TRUE(w2.trusted.load());
+    if (procs == 1) {
+      EXPECT_TRUE(w2.trusted.load());
+    }
     EXPECT_EQ(take_all(p), 1);
     close_pair(p);
   });
