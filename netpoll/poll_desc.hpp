@@ -88,11 +88,11 @@ struct PollDesc {
   // Deadlines (nanotime): 0 none, -1 expired. Set under lock, except that
   // a pending deadline may be pushed back without it (push_back); read
   // without it by poll_check. While one is > 0, its timer is armed no later
-  // (see "Deadlines" above poll_set_deadline).
+  // (poll_deadline.cpp, "Deadlines").
   std::atomic<int64_t> rd{0};
   std::atomic<int64_t> wd{0};
   // The two deadline timers, attached from a pool while a deadline is
-  // pending (poll_desc.cpp, "Deadlines"): an idle connection with no
+  // pending (poll_deadline.cpp, "Deadlines"): an idle connection with no
   // deadline set carries none (160 bytes). Attached, stopped, reset and
   // detached under lock only.
   DeadlineTimers* dl ABSL_GUARDED_BY(lock) = nullptr;
@@ -144,6 +144,16 @@ PollDesc* pd_alloc(int fd);
 // Registers pd with the poller if it is not yet (0 or an errno value:
 // EPERM for a regular file).
 int pd_register(PollDesc* pd);
+
+// Why unblock empties a slot (Go's ioready): readiness, which leaves kReady
+// behind, or a close or deadline, which leaves 0.
+enum class Unblock : bool { kCloseOrDeadline = false, kIoReady = true };
+// Takes the waiter out of slot `mode`. Returns a parked G to ready, or
+// null. poll_desc.cpp.
+G* unblock(PollDesc* pd, int mode, Unblock why);
+// Stops pd's deadline timers and returns them to their pool (close, the
+// last unref, or neither deadline pending any more). poll_deadline.cpp.
+void detach_timers(PollDesc* pd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(pd->lock);
 
 // Wakes every goroutine on pd's list whose wait an event of `mode` ('r',
 // 'w' or 'r' + 'w') ends; with `out`, makes them runnable onto it (the

@@ -127,7 +127,7 @@ TEST_P(NetTest, DeadlineResetWhileParked) {
 }
 
 // Pushing a pending deadline back leaves its timer armed at the old time
-// (netpoll/poll_desc.cpp, "Deadlines"): when that comes, the timer is
+// (netpoll/poll_deadline.cpp, "Deadlines"): when that comes, the timer is
 // re-armed, and the deadline fires at the time last set, never before.
 TEST_P(NetTest, DeadlinePushedBackFiresAtItsNewTime) {
   run_test([] {
@@ -303,7 +303,7 @@ TEST_P(NetTest, DeadlineSettersRacingLeaveItsTimerArmed) {
 }
 
 // A poll descriptor holds its two deadline timers only while one of its
-// deadlines is pending (netpoll/poll_desc.cpp, "Deadlines"): an idle
+// deadlines is pending (netpoll/poll_deadline.cpp, "Deadlines"): an idle
 // connection without one carries none.
 TEST_P(NetTest, DeadlineTimersOnlyWhileADeadlineIsPending) {
   run_test([] {

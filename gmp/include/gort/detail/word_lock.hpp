@@ -62,7 +62,8 @@ namespace gort::internal {
   X(kTimerRefs, false)                                                        \
   /* free stack slots and slabs (gmp/stack.hpp) */                           \
   X(kStackPool, false)                                                        \
-  /* free poll descriptors (netpoll/poll_desc.cpp) */                        \
+  /* free poll descriptors (netpoll/poll_desc.cpp), and, in a lock of */   \
+  /* its own, free deadline timers (netpoll/poll_deadline.cpp) */            \
   X(kPollCache, false)                                                        \
   /* in-process socket pairs (stdlib/net/net_peer.cpp) */                    \
   X(kNetPeer, false)                                                          \
