@@ -154,6 +154,7 @@ bool netpoll(int64_t timeout_ns, GQueue* out) {
   // and its G kWaiterAhead ahead, the misses overlap instead of following
   // one another.
   constexpr int kDescAhead = 8, kWaiterAhead = 4;
+  int64_t woken = 0;  // taken off the waiter count once, at the end
   for (int i = 0; i < n && i < kDescAhead; i++) {
     if (events[i].data.u64 != kBreakTag) netpoll_prefetch_desc(events[i].data.u64);
   }
@@ -176,9 +177,10 @@ bool netpoll(int64_t timeout_ns, GQueue* out) {
     int mode = event_mode(ev.events);
     if (mode != 0) {
       netpoll_ready(ev.data.u64, mode, (ev.events & (EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0,
-                    out, harvest);
+                    out, harvest, &woken);
     }
   }
+  if (woken != 0) netpoll_waiters_done(woken);
   errno = saved;
   return true;
 }

@@ -26,8 +26,12 @@ void netpoll_break();
 // `exceptional`: the peer shut down, the connection hung up or has an error
 // pending, or urgent data arrived (poll_exceptional_seen). `harvest`: what
 // netpoll_harvest_begin returned before the kernel was asked for this
-// event, or 0 for readiness nobody asked the kernel about.
-void netpoll_ready(uint64_t tag, int mode, bool exceptional, GQueue* out, uint32_t harvest);
+// event, or 0 for readiness nobody asked the kernel about. `woken`: see
+// unblock (poll_desc.hpp); null takes each G off the waiter count at once.
+void netpoll_ready(uint64_t tag, int mode, bool exceptional, GQueue* out, uint32_t harvest,
+                   int64_t* woken = nullptr);
+// Takes n Gs a harvest woke off the waiter count, before it hands them on.
+void netpoll_waiters_done(int64_t n);
 // Numbers the harvest about to ask the kernel (odd, growing modulo 2^32):
 // a reader that parked before it began can trust what it reports
 // (poll_wait's `trusted`).

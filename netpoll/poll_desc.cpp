@@ -106,7 +106,7 @@ PollDesc* desc_of(uint64_t tag) { return reinterpret_cast<PollDesc*>(tag & ((uin
 
 }  // namespace
 
-G* unblock(PollDesc* pd, int mode, Unblock why) {
+G* unblock(PollDesc* pd, int mode, Unblock why, int64_t* woken) {
   const bool ioready = why == Unblock::kIoReady;
   auto* gpp = slot(pd, mode);
   for (;;) {
@@ -121,7 +121,13 @@ G* unblock(PollDesc* pd, int mode, Unblock why) {
       if (old > kWait) {
         // seq_cst: a deadlock check that sees this decrement then sees
         // whoever carries g to a run queue (gmp/diag/fatal.cpp, check_dead_locked).
-        g_netpoll_waiters.fetch_sub(1, std::memory_order_seq_cst);
+        // A harvest's decrement comes later, but still before that: the
+        // count is only ever high for a moment, never low.
+        if (woken != nullptr) {
+          ++*woken;
+        } else {
+          g_netpoll_waiters.fetch_sub(1, std::memory_order_seq_cst);
+        }
         return reinterpret_cast<G*>(old);
       }
       return nullptr;  // nobody, or a waiter that has not committed yet
@@ -172,7 +178,7 @@ uint32_t netpoll_harvest_begin() {
   return g_harvest.fetch_add(2, std::memory_order_seq_cst) + 2;
 }
 
-void netpoll_ready(uint64_t tag, int mode, bool exceptional, GQueue* out, uint32_t harvest) {
+void netpoll_ready(uint64_t tag, int mode, bool exceptional, GQueue* out, uint32_t harvest, int64_t* woken) {
   PollDesc* pd = desc_of(tag);
   if ((pd->fdseq.load(std::memory_order_acquire) & 0xFFFF) != (tag >> kTagShift)) return;
   // Before the readiness it comes with. seq_cst, with unblock's load of the
@@ -183,7 +189,7 @@ void netpoll_ready(uint64_t tag, int mode, bool exceptional, GQueue* out, uint32
   // the flag, after its reset, sees it.
   if (exceptional) pd->exceptional.store(true, std::memory_order_seq_cst);
   if (mode == 'r' || mode == 'r' + 'w') {
-    if (G* g = unblock(pd, 'r', Unblock::kIoReady)) {
+    if (G* g = unblock(pd, 'r', Unblock::kIoReady, woken)) {
       // Its park (commit_wait's release) made the number it read visible
       // to unblock's acquire. Trusted if this harvest began after it.
       if (uint32_t parked = pd->rpark_harvest.load(std::memory_order_relaxed); parked != 0 && harvest != 0) {
@@ -194,7 +200,7 @@ void netpoll_ready(uint64_t tag, int mode, bool exceptional, GQueue* out, uint32
     }
   }
   if (mode == 'w' || mode == 'r' + 'w') {
-    if (G* g = unblock(pd, 'w', Unblock::kIoReady)) {
+    if (G* g = unblock(pd, 'w', Unblock::kIoReady, woken)) {
       set_status(g, GStatus::kWaiting, GStatus::kRunnable);
       out->push_back(g);
     }
@@ -484,6 +490,8 @@ void poll_reset_ready(PollDesc* pd, int mode) {
 bool poll_exceptional_seen(PollDesc* pd) { return pd->exceptional.load(std::memory_order_seq_cst); }
 
 int64_t netpoll_waiters() { return g_netpoll_waiters.load(std::memory_order_seq_cst); }
+
+void netpoll_waiters_done(int64_t n) { g_netpoll_waiters.fetch_sub(n, std::memory_order_seq_cst); }
 
 namespace {
 

@@ -149,8 +149,11 @@ int pd_register(PollDesc* pd);
 // behind, or a close or deadline, which leaves 0.
 enum class Unblock : bool { kCloseOrDeadline = false, kIoReady = true };
 // Takes the waiter out of slot `mode`. Returns a parked G to ready, or
-// null. poll_desc.cpp.
-G* unblock(PollDesc* pd, int mode, Unblock why);
+// null. poll_desc.cpp. With `woken`, a G it returns is added there instead
+// of taken off the waiter count at once: the poller's harvest takes the
+// sum off in one atomic operation (netpoll_waiters_done), before it hands
+// the Gs on, as Go's netpoll returns its delta (netpollAdjustWaiters).
+G* unblock(PollDesc* pd, int mode, Unblock why, int64_t* woken = nullptr);
 // Stops pd's deadline timers and returns them to their pool (close, the
 // last unref, or neither deadline pending any more). poll_deadline.cpp.
 void detach_timers(PollDesc* pd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(pd->lock);
