@@ -353,7 +353,7 @@ IoResult NetFD::read(char* p, size_t len) {
   // (ctrunc: Unix descriptors or credentials, at whose boundary the read
   // stopped); and any read once the poller has seen a hang-up, an error or
   // urgent data (a read stops short at the urgent mark). For none of these
-  // need another event come for what is still queued (docs/net.md, "A
+  // need another event come for what is still queued (docs/net-internals.md, "A
   // short read drains the socket").
   // A stream read after which TCP reports bytes still queued: the next
   // wait_readable has its answer without asking the kernel (a streaming

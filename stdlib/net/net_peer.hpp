@@ -1,6 +1,6 @@
 // stdlib/net/net_peer.hpp — TCP connections whose two ends are both in this
 // process (over loopback), found when they are made, so that a write to
-// one runs the goroutine it wakes on the writer's P (docs/net.md,
+// one runs the goroutine it wakes on the writer's P (docs/net-internals.md,
 // "Connections within one process").
 //
 // Why: such a write makes the other end readable at once (loopback TCP
@@ -9,7 +9,7 @@
 // the poller and to stealing, a connection's two goroutines end up on
 // different CPUs and every message crosses between them: 2-P tcp_echo
 // spent 12.2 µs of CPU per round trip that way, 9.0 µs with placement, at
-// an hour when crossing cost most (docs/net.md has the spread).
+// an hour when crossing cost most (docs/net-internals.md has the spread).
 // The placement costs no system call: the write does for the other end's
 // poll descriptor what a readable event would (poll_wake_reader), which
 // only an end of ours can do, hence the exact pairing: the dialer's local

@@ -407,7 +407,7 @@ struct RuntimeStats {
   // during bursts of new goroutines, in this run (docs/stacks.md).
   size_t stacks_prepared_ahead = 0;
   // Goroutines run on the writer's P after writes to TCP connections whose
-  // other end is in this process, in this run (docs/net.md, "Connections
+  // other end is in this process, in this run (docs/net-internals.md, "Connections
   // within one process").
   int64_t readied_after_write = 0;
   // OS threads inside a system call now (gort::blocking, and the libc
