@@ -78,6 +78,12 @@ absl::Status wait_readable_strict(net::Conn& c) {
   return err == 0 ? absl::OkStatus() : io_error(err, net::prefix(fd, "read"), "read");
 }
 
+absl::Status wait_input_strict(net::Conn& c, int64_t idle, int64_t now) {
+  NetFD* fd = NetFDAccess::fd(c);
+  int err = fd->wait_input(idle, now);
+  return err == 0 ? absl::OkStatus() : io_error(err, net::prefix(fd, "read"), "read");
+}
+
 void set_deadline_after(net::Conn& c, absl::Duration d, int mode, int64_t now) {
   if (NetFD* fd = NetFDAccess::fd(c); fd != nullptr) {
     (void)fd->set_deadline_after(d, mode, now);

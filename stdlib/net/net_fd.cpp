@@ -364,12 +364,16 @@ IoResult NetFD::read(char* p, size_t len) {
   return r;
 }
 
-int NetFD::wait_readable(bool strict) {
+template <class Before, class After>
+int NetFD::wait_readable_with(bool strict, Before&& before, After&& after) {
   IoLock io(this, rlock_);
   int err;
-  if ((err = io.err()) != 0 || (err = prepare('r')) != 0) return err;
+  if ((err = io.err()) != 0) return err;
+  before();
+  if ((err = prepare('r')) != 0) return err;
   if (rmore_.load(std::memory_order_relaxed)) {
     rmore_.store(false, std::memory_order_relaxed);  // one answer per read
+    after();
     return 0;
   }
   for (;;) {
@@ -398,7 +402,20 @@ int NetFD::wait_readable(bool strict) {
     err = wait('r', strict ? &trusted : nullptr);
     if (err != 0 || !strict || trusted) break;
   }
+  if (err == 0) after();
   return err;
+}
+
+int NetFD::wait_readable(bool strict) {
+  return wait_readable_with(strict, [] {}, [] {});
+}
+
+int NetFD::wait_input(int64_t idle, int64_t now) {
+  // Before prepare, as a separate call would be: a deadline that expired
+  // in the last request must not fail this wait.
+  return wait_readable_with(
+      /*strict=*/true, [&] { if (pd_ != nullptr) internal::poll_set_deadline(pd_, idle, 'r', now); },
+      [&] { if (pd_ != nullptr) internal::poll_defer_deadline(pd_, 'r', 0); });
 }
 
 void NetFD::wake_peer_reader() {

@@ -137,6 +137,15 @@ class NetFD {
   // after it parked (poll_wait's `trusted`), looks at any other with
   // poll(2), and waits again if it was stale.
   int wait_readable(bool strict = false);
+  // A server's wait for its connection's next request when the request has
+  // no read or write timeout (ServerConn::wait_input): wait_readable(true)
+  // with the read deadline set to `idle` (a nanotime, 0 none) for the wait
+  // and deferred (defer_read_deadline) once input came, under the reader
+  // lock the wait holds anyway. set_deadline_after and defer_read_deadline
+  // would take a reference each: two locked instructions per call on the
+  // word the read and the write lock too, some 10 ns each after a system
+  // call (docs/server-cpu.md).
+  int wait_input(int64_t idle, int64_t now);
   // The last read left bytes queued, so wait_readable would return at once
   // (a hint: false says nothing).
   bool input_queued() const { return rmore_.load(std::memory_order_relaxed); }
@@ -203,6 +212,10 @@ class NetFD {
   // Waits for readiness in mode; 0 or kErr*.
   // `trusted`: poll_wait's (mode 'r').
   int wait(int mode, bool* trusted = nullptr);
+  // wait_readable's body: `before` runs under the reader lock before
+  // anything else, `after` once input is there.
+  template <class Before, class After>
+  int wait_readable_with(bool strict, Before&& before, After&& after);
   // Go's pd.prepareRead / prepareWrite: 0, or kErr* if the NetFD is
   // closing or mode's deadline has passed (even when data is ready).
   int prepare(int mode);
@@ -292,6 +305,8 @@ auto with_fd(NetFD* fd, F&& call) -> decltype(call(fd)) {
 
 // c.wait_readable() with NetFD::wait_readable's `strict`: no stale wake-up.
 absl::Status wait_readable_strict(net::Conn& c);
+// NetFD::wait_input on c, a socket.
+absl::Status wait_input_strict(net::Conn& c, int64_t idle, int64_t now);
 // A server's timeout on c: its deadline(s) `mode` at `now` (nanotime())
 // + d (NetFD::set_deadline_after); a pipe end takes the wall-clock form.
 // Errors are dropped: a closed connection's next read reports its own.

@@ -324,7 +324,16 @@ ServerConn::Waited ServerConn::wait_input_for(IdleConn* kept) {
   // input): two trips to the pool's lock per request fewer.
   if (kept == nullptr) release_buffer();
   int64_t now = !queued && (idle != absl::InfiniteDuration() || kept != nullptr) ? internal::nanotime() : 0;
-  if (!queued && idle != absl::InfiniteDuration()) {
+  // A socket's wait whose request only defers the idle deadline (an idle
+  // timeout, no read or write timeout: an echo server's) sets and defers
+  // it inside the wait's hold of the descriptor (NetFD::wait_input): four
+  // locked instructions fewer per request. A kept wait's deadline must be
+  // set before it joins the kept list, whose sweeper may expire it.
+  const ServerConfig& cfg = s.cfg;
+  const bool in_wait = !queued && kept == nullptr && nc_ != nullptr && internal::NetFDAccess::fd(*nc_) != nullptr &&
+                       cfg.idle_timeout != absl::InfiniteDuration() && cfg.read_timeout == absl::InfiniteDuration() &&
+                       cfg.write_timeout == absl::InfiniteDuration();
+  if (!queued && !in_wait && idle != absl::InfiniteDuration()) {
     if (net::Conn* c = transport(); c != nullptr) internal::set_deadline_after(*c, idle, 'r', now);
   }
   absl::Status err;
@@ -334,7 +343,10 @@ ServerConn::Waited ServerConn::wait_input_for(IdleConn* kept) {
   // stale wake-up the request's deadlines would replace the idle one, and
   // a read with no read timeout would wait for good; a kept goroutine's
   // turn would hold it past keep_goroutine.
-  if (!queued) {
+  if (in_wait) {
+    const int64_t ns = absl::ToInt64Nanoseconds(idle);  // saturates
+    err = internal::wait_input_strict(*nc_, ns <= 0 ? 1 : internal::deadline_in(ns, now), now);
+  } else if (!queued) {
     if (kept != nullptr && s.kept.add(kept, now)) s.start_sweeper();
     err = wait_strictly();
     if (kept != nullptr) evicted = s.kept.remove(kept);
@@ -351,7 +363,7 @@ ServerConn::Waited ServerConn::wait_input_for(IdleConn* kept) {
   }
   if (state_.load(std::memory_order_acquire) == kClosed) return Waited::kEnd;
   // Still idle until the read that follows returns (see the top of the file).
-  start_request();
+  if (!in_wait) start_request();  // else deferred in the wait
   return Waited::kInput;
 }
 

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <variant>
 
 #include "gort/chan.hpp"
@@ -246,6 +247,40 @@ TEST_P(NetTest, ServerIdleTimeoutDoesNotCutARequestAndStillClosesIdleOnes) {
     absl::Time start = absl::Now();
     EXPECT_EQ(gort::test::read_to_eof(c).value_or("error"), "");
     EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+    EXPECT_TRUE(srv.shutdown(gort::background()).ok());
+    EXPECT_TRUE(gort::net::is_server_closed(serving.result()));
+  });
+}
+
+// A request's own read deadline that expired does not fail the wait for
+// the next one: the idle deadline replaces it first (NetFD::wait_input sets
+// it before it looks at the deadline, as a separate call would have).
+TEST_P(NetTest, ServerWaitAfterARequestWhoseReadDeadlineExpired) {
+  run_test([] {
+    gort::net::Server srv(
+        [](gort::net::ServerConn& c) {
+          while (c.wait_input()) {
+            char buf[8];
+            auto n = c.read(absl::MakeSpan(buf));
+            if (!n.ok() || *n == 0) return;
+            // The handler's own deadline for more of the request, which
+            // does not come.
+            if (!c.set_read_deadline(absl::Now() + absl::Milliseconds(20)).ok()) return;
+            absl::Status more = c.read(absl::MakeSpan(buf)).status();
+            if (!gort::net::is_timeout_error(more)) return;
+            if (!c.write(absl::MakeConstSpan(std::string_view("timeout"))).ok()) return;
+          }
+        },
+        {.idle_timeout = absl::Seconds(30)});
+    auto ln = must(gort::net::listen("tcp", "127.0.0.1:0"));
+    if (!ln) return;
+    Serving serving(srv, ln);
+    auto c = must(gort::net::dial("tcp", ln.addr()));
+    for (int round = 0; round < 3; round++) {
+      ASSERT_TRUE(write_str(c, "a").ok());
+      EXPECT_EQ(read_exactly(c, 7).value_or("error"), "timeout") << "round " << round;
+      gort::sleep(absl::Milliseconds(10 * round));
+    }
     EXPECT_TRUE(srv.shutdown(gort::background()).ok());
     EXPECT_TRUE(gort::net::is_server_closed(serving.result()));
   });
