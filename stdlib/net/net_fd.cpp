@@ -152,6 +152,12 @@ int64_t deadline_in(int64_t d, int64_t now) {
   return d >= internal::kFarDeadline - now ? internal::kFarDeadline : now + d;
 }
 
+int64_t deadline_after(absl::Duration d, int64_t now) {
+  if (d == absl::InfiniteDuration()) return 0;
+  const int64_t ns = absl::ToInt64Nanoseconds(d);  // saturates
+  return ns <= 0 ? 1 : deadline_in(ns, now);
+}
+
 int64_t poll_deadline(absl::Time t, int64_t now) {
   if (t == absl::InfinitePast() || t == absl::InfiniteFuture()) return 0;
   // In whole nanoseconds, with one library call rather than absl's
@@ -606,12 +612,7 @@ int NetFD::set_deadline_after(absl::Duration d, int mode, int64_t now) {
   Ref ref(this);
   if (ref.err() != 0) return ref.err();
   if (pd_ == nullptr) return kErrNoDeadline;
-  int64_t deadline = 0;  // none
-  if (d != absl::InfiniteDuration()) {
-    const int64_t ns = absl::ToInt64Nanoseconds(d);  // saturates
-    deadline = ns <= 0 ? 1 : deadline_in(ns, now);
-  }
-  internal::poll_set_deadline(pd_, deadline, mode, now);
+  internal::poll_set_deadline(pd_, deadline_after(d, now), mode, now);
   return 0;
 }
 

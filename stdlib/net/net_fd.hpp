@@ -313,6 +313,9 @@ absl::Status wait_input_strict(net::Conn& c, int64_t idle, int64_t now);
 void set_deadline_after(net::Conn& c, absl::Duration d, int mode, int64_t now);
 // The nanotime `d` ns after `now`, saturated at kFarDeadline (never).
 int64_t deadline_in(int64_t d, int64_t now);
+// A timeout `d` from `now` as poll_set_deadline takes it: 0 (none) for an
+// infinite d, 1 (expired) for d <= 0, else deadline_in.
+int64_t deadline_after(absl::Duration d, int64_t now);
 // NetFD::defer_read_deadline on c; a pipe end clears its read deadline.
 void defer_read_deadline(net::Conn& c, int64_t now);
 

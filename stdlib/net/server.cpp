@@ -344,8 +344,7 @@ ServerConn::Waited ServerConn::wait_input_for(IdleConn* kept) {
   // a read with no read timeout would wait for good; a kept goroutine's
   // turn would hold it past keep_goroutine.
   if (in_wait) {
-    const int64_t ns = absl::ToInt64Nanoseconds(idle);  // saturates
-    err = internal::wait_input_strict(*nc_, ns <= 0 ? 1 : internal::deadline_in(ns, now), now);
+    err = internal::wait_input_strict(*nc_, internal::deadline_after(idle, now), now);
   } else if (!queued) {
     if (kept != nullptr && s.kept.add(kept, now)) s.start_sweeper();
     err = wait_strictly();
